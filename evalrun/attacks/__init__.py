@@ -1,0 +1,1 @@
+"""evalrun package."""

@@ -1,0 +1,26 @@
+"""Stable hashing helpers (independent of PYTHONHASHSEED) for keys, seeds and fingerprints."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no whitespace: the form every hash below is taken over."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def sha256_hex(*parts: Any) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        data = part if isinstance(part, bytes) else str(part).encode("utf-8")
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()
+
+
+def stable_int(*parts: Any, bits: int = 63) -> int:
+    """A non-negative integer derived from ``parts`` (for per-item seeds)."""
+    return int(sha256_hex(*parts)[:16], 16) & ((1 << bits) - 1)

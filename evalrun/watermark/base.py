@@ -1,0 +1,69 @@
+"""The contract every watermark scheme implements.
+
+A scheme is built from a parsed spec (``kgw:gamma=0.25,delta=2``); the secret key is passed
+to each call and never stored on the object, so a scheme can be logged or stored safely.
+Generation goes through :meth:`WatermarkScheme.logits_processor`; detection through
+:meth:`WatermarkScheme.detect` and :meth:`WatermarkScheme.prefix_p_values`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from evalrun.specs import Spec
+
+
+@dataclass(frozen=True)
+class Detection:
+    """Detector verdict for one token sequence (the JSON ``evalrun detect`` prints)."""
+
+    num_tokens_scored: int
+    score: float
+    p_value: float
+    num_green_tokens: int | None = None
+    z_score: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "num_tokens_scored": self.num_tokens_scored,
+            "score": self.score,
+            "p_value": self.p_value,
+        }
+        if self.num_green_tokens is not None:
+            out["num_green_tokens"] = self.num_green_tokens
+        if self.z_score is not None:
+            out["z_score"] = self.z_score
+        out.update(self.extra)
+        return out
+
+
+class WatermarkScheme(ABC):
+    """One point of the design space (randomness x sampling x score) plus its parameters."""
+
+    #: canonical spec (sorted keys, defaults filled in) -- safe to store, holds no secret
+    spec: Spec
+    #: True for green-list schemes (their detections carry num_green_tokens and z_score)
+    green_list: bool = False
+
+    @abstractmethod
+    def logits_processor(self, key: str, vocab_size: int, *, temperature: float,
+                         seed: int) -> Any:
+        """A batched transformers-compatible processor ``(input_ids [B,T], scores [B,V]) ->
+        scores``. The provider samples from what it returns at temperature 1 (or takes the
+        argmax when ``temperature == 0``); schemes that replace sampling (exp, binary, its)
+        return scores that are -inf everywhere but the chosen token. ``seed`` seeds any
+        per-generation randomness that is not keyed (e.g. the fixed-key offset)."""
+
+    @abstractmethod
+    def detect(self, token_ids: Sequence[int], key: str, vocab_size: int) -> Detection:
+        """Score a whole sequence of generated token ids (prompt excluded)."""
+
+    @abstractmethod
+    def prefix_p_values(self, token_ids: Sequence[int], key: str, vocab_size: int) -> np.ndarray:
+        """p-value of every prefix (entry i scores ``token_ids[: i + 1]``); watermark size is
+        the length of the shortest prefix whose p-value falls under the threshold."""
