@@ -1,0 +1,40 @@
+"""The ``reference`` model: each pack's ideal deterministic solver (``reference.py``).
+
+It proves that a pack's cases and grader agree: every case must reach the pass score.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+from evalrun.generation import Generation, GenerationRequest, ResultSink
+from evalrun.specs import Spec
+
+
+class ReferenceProvider:
+    spec = "reference"
+    supports_watermark = False
+
+    def generate(self, requests: Sequence[GenerationRequest], sink: ResultSink) -> None:
+        for request in requests:
+            if request.solve is None:
+                sink(request, Generation(text=None, error=f"pack {request.pack} has no reference.py solver"))
+                continue
+            start = time.perf_counter()
+            try:
+                text = request.solve(request.case)
+            except Exception as exc:  # a solver bug is this case's error, not the run's
+                sink(request, Generation(text=None, error=f"reference solver failed: {type(exc).__name__}: {exc}"))
+                continue
+            if not isinstance(text, str):
+                sink(request, Generation(text=None, error=f"reference solver returned {type(text).__name__}, not str"))
+                continue
+            sink(request, Generation(text=text, latency_ms=(time.perf_counter() - start) * 1000.0))
+
+    def close(self) -> None:
+        pass
+
+
+def make_reference_provider(spec: Spec, **_: Any) -> ReferenceProvider:
+    return ReferenceProvider()

@@ -1,0 +1,431 @@
+"""pytest plugin: packs become test items; a generation phase fills the store first.
+
+Every ``pack.toml`` that pytest walks into (or that ``evalrun run`` points it at) becomes a
+collector yielding one item per (case, model, watermark, attack, repetition). After
+collection and ``-k`` selection, all model calls of the selected items are made once --
+batched and concurrent inside each provider -- and stored; each item then grades its stored
+output. Under pytest-xdist the first worker to take the store's lock generates for everyone
+and the others find the outputs stored, so no call is made twice and no row is duplicated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import sys
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from evalrun.attacks import canonical_attack, parse_attack
+from evalrun.errors import CaseError, EvalrunError, PackError
+from evalrun.generation_phase import ProgressBar, run_generation
+from evalrun.grading import Grade, GradeContext
+from evalrun.pack import GoldenExample, Pack, load_pack
+from evalrun.plan import Item, RunOptions, check_options, make_items
+from evalrun.plugins.providers import make_provider, parse_model
+from evalrun.provenance import collect as collect_provenance
+from evalrun.store import GradeRecord, Store
+from evalrun.watermark.registry import is_none, parse_watermark
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+DEFAULT_DB = ".evalrun/results.sqlite"
+STATE_KEY = pytest.StashKey["EvalrunState"]()
+
+
+@dataclass
+class EvalrunState:
+    """Per-session plugin state (kept on the config so in-process pytest runs don't mix)."""
+
+    options: RunOptions
+    db: Path
+    run_id: str
+    argv: list[str]
+    packs_dirs: list[str]
+    progress: bool = True
+    is_worker: bool = False
+    _store: Store | None = None
+    packs: dict[Path, Pack] = field(default_factory=dict)
+
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = Store(self.db)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+# -- options ------------------------------------------------------------------------------
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("evalrun", "evalrun: run packs against models")
+    group.addoption("--evalrun-model", action="append", default=None, metavar="SPEC",
+                    help="model spec (repeatable): reference, embedded, openai:<name>, hf:<path>, "
+                         "vllm:<path>, replay:<file.jsonl>; default: the pack's reference solver")
+    group.addoption("--evalrun-watermark", action="append", default=None, metavar="SPEC",
+                    help="watermark spec (repeatable), e.g. kgw:gamma=0.25,delta=2; default none")
+    group.addoption("--evalrun-attack", action="append", default=None, metavar="SPEC",
+                    help="attack spec (repeatable), e.g. swap:p=0.1; default none")
+    group.addoption("--evalrun-n", type=int, default=None, metavar="N", help="repetitions per case")
+    group.addoption("--evalrun-temperature", type=float, default=None, help="sampling temperature")
+    group.addoption("--evalrun-max-tokens", type=int, default=None, help="max new tokens")
+    group.addoption("--evalrun-seed", type=int, default=None, help="base seed (default 0)")
+    group.addoption("--evalrun-key", default=None, help="secret watermark key (or EVALRUN_WATERMARK_KEY)")
+    group.addoption("--evalrun-db", default=None, metavar="PATH",
+                    help=f"results database (default {DEFAULT_DB} under the rootdir)")
+    group.addoption("--evalrun-base-url", default=None, help="OpenAI-compatible server URL")
+    group.addoption("--evalrun-concurrency", type=int, default=None, help="concurrent API requests per model")
+    group.addoption("--evalrun-packs-dir", action="append", default=None, metavar="DIR",
+                    help="extra directory searched for packs (repeatable)")
+    group.addoption("--evalrun-run-id", default=None, help=argparse.SUPPRESS)
+    group.addoption("--evalrun-no-progress", action="store_true", default=False,
+                    help="no progress bar during generation")
+
+
+def _tool_config(config: pytest.Config) -> dict[str, Any]:
+    """``[tool.evalrun]`` of the rootdir's pyproject.toml, if any."""
+    path = Path(config.rootpath) / "pyproject.toml"
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise pytest.UsageError(f"{path}: invalid TOML: {exc}") from None
+    section = data.get("tool", {}).get("evalrun", {})
+    if not isinstance(section, dict):
+        raise pytest.UsageError(f"{path}: [tool.evalrun] must be a table")
+    return section
+
+
+def _as_list(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    return [value] if isinstance(value, str) else [str(v) for v in value]
+
+
+def _build_state(config: pytest.Config) -> EvalrunState:
+    tool = _tool_config(config)
+    opt = config.option
+
+    def pick(cli: Any, *names: str, default: Any = None) -> Any:
+        if cli is not None:
+            return cli
+        for name in names:
+            if name in tool:
+                return tool[name]
+        return default
+
+    models = pick(opt.evalrun_model, "models", "model", default=["reference"])
+    try:
+        models = [parse_model(m).canonical() for m in _as_list(models) or ["reference"]]
+        watermarks = []
+        for w in _as_list(pick(opt.evalrun_watermark, "watermarks", "watermark", default=["none"])) or ["none"]:
+            scheme = parse_watermark(w)
+            watermarks.append("none" if scheme is None else scheme.spec.canonical())
+        attacks = [canonical_attack(a) for a in _as_list(pick(opt.evalrun_attack, "attacks", "attack",
+                                                                 default=["none"])) or ["none"]]
+        options = RunOptions(
+            models=tuple(dict.fromkeys(models)), watermarks=tuple(dict.fromkeys(watermarks)),
+            attacks=tuple(dict.fromkeys(attacks)), n=int(pick(opt.evalrun_n, "n", default=1)),
+            temperature=pick(opt.evalrun_temperature, "temperature"),
+            max_tokens=pick(opt.evalrun_max_tokens, "max_tokens"),
+            seed=int(pick(opt.evalrun_seed, "seed", default=0)),
+            key=opt.evalrun_key, base_url=pick(opt.evalrun_base_url, "base_url"),
+            concurrency=int(pick(opt.evalrun_concurrency, "concurrency", default=16)),
+        )
+        check_options(options)
+    except EvalrunError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    db = Path(pick(opt.evalrun_db, "db", default=str(Path(config.rootpath) / DEFAULT_DB)))
+    workerinput = getattr(config, "workerinput", None)
+    run_id = (workerinput or {}).get("evalrun_run_id") or opt.evalrun_run_id or uuid.uuid4().hex
+    argv = (workerinput or {}).get("evalrun_argv") or list(config.invocation_params.args)
+    return EvalrunState(
+        options=options, db=db, run_id=run_id, argv=[str(a) for a in argv],
+        packs_dirs=_as_list(pick(opt.evalrun_packs_dir, "packs_dir", "packs_dirs")) or [],
+        progress=not opt.evalrun_no_progress, is_worker=workerinput is not None,
+    )
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[STATE_KEY] = _build_state(config)
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistHooks(config), "evalrun-xdist")
+
+
+class _XdistHooks:
+    """Hands the controller's run id and argv to every xdist worker."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        state = self.config.stash[STATE_KEY]
+        node.workerinput["evalrun_run_id"] = state.run_id
+        node.workerinput["evalrun_argv"] = state.argv
+
+
+def get_state(config: pytest.Config) -> EvalrunState:
+    return config.stash[STATE_KEY]
+
+
+# -- collection ---------------------------------------------------------------------------
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.name == "pack.toml":
+        return PackFile.from_parent(parent, path=file_path)
+    return None
+
+
+class PackFile(pytest.File):
+    """A pack directory, entered through its pack.toml."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        state = get_state(self.config)
+        try:
+            pack = load_pack(self.path.parent)
+        except PackError as exc:
+            raise self.CollectError(str(exc)) from None
+        state.packs[self.path.parent] = pack
+        self.keywords[pack.name] = True
+        for error in pack.case_errors:
+            where = Path(error.path).name + (f":{error.line}" if error.line is not None else "")
+            yield CaseErrorItem.from_parent(self, name=f"case-error[{where}]", error=error)
+        if (pack.path / "golden.jsonl").is_file():
+            yield GoldenItem.from_parent(self, name="golden", pack=pack)
+        models = list(state.options.models)
+        if "reference" in models and not pack.has_reference:
+            models.remove("reference")
+            yield NoReferenceItem.from_parent(self, name="no-reference", pack=pack)
+        if not models:
+            return
+        try:
+            for item in make_items(pack, state.options, models=models):
+                node = CaseItem.from_parent(self, name=item.name, item=item)
+                group = pack.group_of(item.case.data)
+                if group:
+                    node.keywords[group] = True
+                yield node
+        except CaseError as exc:
+            raise self.CollectError(str(exc)) from None
+
+
+class CaseFailure(Exception):
+    def __init__(self, grade: Grade, output: str, pass_score: float) -> None:
+        super().__init__(grade.reason)
+        self.grade, self.output, self.pass_score = grade, output, pass_score
+
+
+class GenerationFailure(Exception):
+    """The model call for this item finally failed; the error is stored with the row."""
+
+
+class CaseItem(pytest.Item):
+    """Grades one stored output; passes when the grade reaches the pack's pass score."""
+
+    def __init__(self, *, item: Item, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.item = item
+
+    def runtest(self) -> None:
+        state = get_state(self.config)
+        store = state.store()
+        row = store.result_by_key(self.item.item_key)
+        if row is None:
+            raise GenerationFailure("no stored output for this item: the generation phase did not reach it")
+        if row["error"]:
+            raise GenerationFailure(f"generation failed: {row['error']}")
+        graded = row["raw_output"]
+        attack = parse_attack(self.item.attack)
+        if attack is not None:
+            graded = attack.apply(graded, self.item.attack_seed)
+        tokens = json.loads(row["output_tokens_json"]) if row["output_tokens_json"] else None
+        context = GradeContext(
+            token_ids=tuple(tokens) if tokens is not None and attack is None else None,
+            tokenizer_hash=row["tokenizer_hash"], watermark=self.item.watermark,
+            key=state.options.resolved_key() if not is_none(self.item.watermark) else None,
+            attack=self.item.attack, model=self.item.model,
+        )
+        pack = self.item.pack
+        grade = pack.grade(self.item.case.data, graded, context)
+        store.record_grade(GradeRecord(result_id=row["result_id"], score=float(grade.score), label=grade.label,
+                                       reason=grade.reason, grader_hash=pack.grader_hash,
+                                       attacked_output=graded if attack is not None else None))
+        self.user_properties.extend([("score", grade.score), ("label", grade.label)])
+        if grade.score < pack.pass_score:
+            raise CaseFailure(grade, graded, pack.pass_score)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        exc = excinfo.value
+        if isinstance(exc, CaseFailure):
+            out = exc.output if len(exc.output) <= 600 else exc.output[:600] + "…"
+            return (f"{exc.grade.label} (score {exc.grade.score:g} < pass score {exc.pass_score:g}): "
+                    f"{exc.grade.reason}\n--- output ---\n{out}")
+        if isinstance(exc, (GenerationFailure, EvalrunError)):
+            return str(exc)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"{self.item.pack.name}::{self.name}"
+
+
+class CaseErrorItem(pytest.Item):
+    """A case file that failed to load: fails with file, line and JSON path."""
+
+    def __init__(self, *, error: CaseError, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.error = error
+
+    def runtest(self) -> None:
+        raise self.error
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        return f"invalid case: {self.error}"
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return Path(self.error.path), self.error.line, self.name
+
+
+class GoldenItem(pytest.Item):
+    """The pack's pinned grader examples (golden.jsonl) must all still hold."""
+
+    def __init__(self, *, pack: Pack, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.pack = pack
+
+    def runtest(self) -> None:
+        problems = check_golden(self.pack)
+        if problems:
+            raise AssertionError("\n".join(problems))
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        return f"golden examples of pack {self.pack.name} disagree with grader.py:\n{excinfo.value}"
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.pack.path / "golden.jsonl", None, f"{self.pack.name}::golden"
+
+
+def check_golden(pack: Pack) -> list[str]:
+    """One message per golden example the current grader disagrees with."""
+    by_id = {c.id: c.data for c in pack.cases}
+    problems = []
+    for ex in pack.golden():
+        case = ex.case if ex.case is not None else by_id.get(ex.case_id)
+        where = f"{pack.path / 'golden.jsonl'}:{ex.line}"
+        if case is None:
+            problems.append(f"{where}: unknown case_id {ex.case_id!r}")
+            continue
+        try:
+            grade = pack.grade(case, ex.output)
+        except Exception as exc:  # report every example, not just the first crash
+            problems.append(f"{where}: grader raised {type(exc).__name__}: {exc}")
+            continue
+        if grade.label != ex.label or abs(grade.score - ex.score) > 1e-9:
+            problems.append(f"{where}: expected {ex.label} {ex.score:g}, got {grade.label} {grade.score:g}"
+                            f" ({grade.reason}){' -- ' + ex.note if ex.note else ''}")
+    return problems
+
+
+class NoReferenceItem(pytest.Item):
+    """Says, instead of passing silently, that a pack cannot be run without a model."""
+
+    def __init__(self, *, pack: Pack, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.pack = pack
+
+    def runtest(self) -> None:
+        pytest.skip(f"pack {self.pack.name} has no reference.py solver: name a model with --evalrun-model")
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.pack.path, None, f"{self.pack.name}::no-reference"
+
+
+# -- generation phase ---------------------------------------------------------------------
+def pytest_collection_finish(session: pytest.Session) -> None:
+    config = session.config
+    if config.option.collectonly:
+        return
+    items = [node.item for node in session.items if isinstance(node, CaseItem)]
+    if not items:
+        return
+    state = get_state(config)
+    state.db.parent.mkdir(parents=True, exist_ok=True)
+    store = state.store()
+    store.start_run(state.run_id, collect_provenance(state.argv), state.options.as_json())
+    options = state.options
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    progress = None
+    if state.progress and not state.is_worker and reporter is not None:
+        progress = ProgressBar("evalrun: generating", stream=sys.stderr)
+
+    def factory(model: str):
+        try:
+            return make_provider(model, base_url=options.base_url, concurrency=options.concurrency)
+        except EvalrunError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+    # One process generates at a time; xdist siblings wait, then find everything stored.
+    with open(f"{state.db}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            summary = run_generation(items, store, state.run_id, factory, key=options.resolved_key(),
+                                     progress=progress)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    if reporter is not None and not state.is_worker and (summary.generated or summary.errors):
+        reporter.write_line(f"evalrun: {summary.generated} results generated, {summary.cached} cached,"
+                            f" {summary.errors} failed calls -> {state.db} (run {state.run_id})")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    state = session.config.stash.get(STATE_KEY, None)
+    if state is None:
+        return
+    if not state.is_worker and (state._store is not None or state.db.exists()):
+        store = state.store()
+        if state.run_id in store.run_ids():
+            store.finish_run(state.run_id)
+    state.close()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    state = config.stash.get(STATE_KEY, None)
+    if state is None or state.is_worker or not state.db.exists():
+        return
+    with Store(state.db, readonly=True) as store:
+        if state.run_id not in store.run_ids():
+            return
+        rows = store.conn.execute(
+            "SELECT r.pack, r.model, r.watermark, r.attack, COUNT(*) AS n, AVG(r.score) AS mean,"
+            " SUM(r.error IS NOT NULL) AS errors, GROUP_CONCAT(r.label) AS labels"
+            " FROM results r JOIN run_items ri ON ri.result_id = r.result_id WHERE ri.run_id = ?"
+            " GROUP BY r.pack, r.model, r.watermark, r.attack ORDER BY r.pack, r.model", (state.run_id,),
+        ).fetchall()
+    if not rows:
+        return
+    from tabulate import tabulate
+
+    table = []
+    for r in rows:
+        counts: dict[str, int] = {}
+        for label in (r["labels"] or "").split(","):
+            if label:
+                counts[label] = counts.get(label, 0) + 1
+        table.append([r["pack"], r["model"], r["watermark"], r["attack"], r["n"],
+                      "n/a" if r["mean"] is None else f"{r['mean']:.3f}",
+                      " ".join(f"{k}={v}" for k, v in sorted(counts.items())), r["errors"]])
+    terminalreporter.write_sep("=", "evalrun summary")
+    terminalreporter.write_line(tabulate(table, headers=["pack", "model", "watermark", "attack", "results",
+                                                         "mean score", "labels", "errors"]))
+    terminalreporter.write_line(f"results database: {state.db}  run: {state.run_id}")
