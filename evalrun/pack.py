@@ -220,6 +220,41 @@ class Pack:
                 raise PackError(f"{path}:{lineno}: bad golden example ({exc})") from None
         return out
 
+    def check_golden(self) -> list[str]:
+        """One message per golden example the current grader disagrees with."""
+        by_id = {c.id: c.data for c in self.cases}
+        problems = []
+        for ex in self.golden():
+            case = ex.case if ex.case is not None else by_id.get(ex.case_id)
+            where = f"{self.path / GOLDEN_FILE}:{ex.line}"
+            if case is None:
+                problems.append(f"{where}: unknown case_id {ex.case_id!r}")
+                continue
+            try:
+                grade = self.grade(case, ex.output)
+            except Exception as exc:  # report every example, not just the first crash
+                problems.append(f"{where}: grader raised {type(exc).__name__}: {exc}")
+                continue
+            if grade.label != ex.label or abs(grade.score - ex.score) > 1e-9:
+                problems.append(f"{where}: expected {ex.label} {ex.score:g}, got {grade.label} {grade.score:g}"
+                                f" ({grade.reason}){' -- ' + ex.note if ex.note else ''}")
+        return problems
+
+    def check_reference(self) -> list[str]:
+        """One message per case on which the reference solver does not reach the pass score."""
+        if self.reference_module is None:
+            return []
+        problems = []
+        for case in self.cases:
+            try:
+                grade = self.grade(case.data, self.solve(case.data))
+            except Exception as exc:
+                problems.append(f"{case.source}: reference/grader raised {type(exc).__name__}: {exc}")
+                continue
+            if grade.score < self.pass_score:
+                problems.append(f"{case.source}: reference scores {grade.label} {grade.score:g} ({grade.reason})")
+        return problems
+
 
 def _load_module(path: Path, pack_name: str, role: str) -> ModuleType:
     mod_name = f"evalrun_pack_{pack_name}_{role}"

@@ -16,7 +16,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from evalrun.errors import EvalrunError
 from evalrun.generation import GenParams, GenerationRequest, Prompt
-from evalrun.hashing import canonical_json, sha256_hex
+from evalrun.hashing import canonical_json, sha256_hex, stable_int
 from evalrun.pack import Case, Pack
 
 KEY_ENV = "EVALRUN_WATERMARK_KEY"
@@ -75,6 +75,11 @@ def display_model(model: str) -> str:
     return f"{name}:{arg}" if sep else name
 
 
+def attack_seed(gen_key: str, attack: str) -> int:
+    """Seed of an attack on one stored generation, so regrading re-applies it exactly."""
+    return stable_int("attack", gen_key, attack)
+
+
 @dataclass(frozen=True)
 class Item:
     """One graded result to produce: what pytest turns into one test item."""
@@ -96,9 +101,7 @@ class Item:
 
     @property
     def attack_seed(self) -> int:
-        from evalrun.hashing import stable_int
-
-        return stable_int("attack", self.gen_key, self.attack)
+        return attack_seed(self.gen_key, self.attack)
 
     def request(self, key: str | None) -> GenerationRequest:
         return GenerationRequest(

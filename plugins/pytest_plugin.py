@@ -25,7 +25,7 @@ from evalrun.attacks import canonical_attack, parse_attack
 from evalrun.errors import CaseError, EvalrunError, PackError
 from evalrun.generation_phase import ProgressBar, run_generation
 from evalrun.grading import Grade, GradeContext
-from evalrun.pack import GoldenExample, Pack, load_pack
+from evalrun.pack import Pack, load_pack
 from evalrun.plan import Item, RunOptions, check_options, make_items
 from evalrun.plugins.providers import make_provider, parse_model
 from evalrun.provenance import collect as collect_provenance
@@ -305,7 +305,7 @@ class GoldenItem(pytest.Item):
         self.pack = pack
 
     def runtest(self) -> None:
-        problems = check_golden(self.pack)
+        problems = self.pack.check_golden()
         if problems:
             raise AssertionError("\n".join(problems))
 
@@ -314,27 +314,6 @@ class GoldenItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.pack.path / "golden.jsonl", None, f"{self.pack.name}::golden"
-
-
-def check_golden(pack: Pack) -> list[str]:
-    """One message per golden example the current grader disagrees with."""
-    by_id = {c.id: c.data for c in pack.cases}
-    problems = []
-    for ex in pack.golden():
-        case = ex.case if ex.case is not None else by_id.get(ex.case_id)
-        where = f"{pack.path / 'golden.jsonl'}:{ex.line}"
-        if case is None:
-            problems.append(f"{where}: unknown case_id {ex.case_id!r}")
-            continue
-        try:
-            grade = pack.grade(case, ex.output)
-        except Exception as exc:  # report every example, not just the first crash
-            problems.append(f"{where}: grader raised {type(exc).__name__}: {exc}")
-            continue
-        if grade.label != ex.label or abs(grade.score - ex.score) > 1e-9:
-            problems.append(f"{where}: expected {ex.label} {ex.score:g}, got {grade.label} {grade.score:g}"
-                            f" ({grade.reason}){' -- ' + ex.note if ex.note else ''}")
-    return problems
 
 
 class NoReferenceItem(pytest.Item):

@@ -1,0 +1,78 @@
+"""Re-run the current graders on stored outputs: no model call, exact and repeatable.
+
+Each row is graded from what the store holds -- the case as it was run (``case_json``), the
+raw output, the attack spec re-applied with its recorded seed -- so a changed grader is the
+only thing that can change a grade. The new grader hash is recorded with each grade.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from evalrun.attacks import parse_attack
+from evalrun.errors import EvalrunError, PackError
+from evalrun.grading import GradeContext
+from evalrun.pack import Pack, load_pack, resolve_pack
+from evalrun.plan import attack_seed
+from evalrun.store import GradeRecord, Store
+from evalrun.watermark.registry import is_none
+
+
+@dataclass
+class RegradeSummary:
+    regraded: int = 0
+    changed: int = 0
+    skipped_errors: int = 0
+    missing_packs: dict[str, str] = field(default_factory=dict)
+    changes: list[tuple[str, str, str, str | None, str]] = field(default_factory=list)
+
+
+def regrade(db: str | Path, *, run_id: str | None = None, packs_dirs: Sequence[str] = (),
+            key: str | None = None) -> RegradeSummary:
+    summary = RegradeSummary()
+    store = Store(db) if Path(db).exists() else None
+    if store is None:
+        raise EvalrunError(f"--db {db}: no such database")
+    if run_id is not None and run_id not in store.run_ids():
+        raise EvalrunError(f"--run {run_id}: not in {db}; runs: {', '.join(store.run_ids())}")
+    packs: dict[str, Pack | None] = {}
+    try:
+        for row in store.results(run_id=run_id):
+            if row["error"] is not None or row["raw_output"] is None:
+                summary.skipped_errors += 1
+                continue
+            name = row["pack"]
+            if name not in packs:
+                try:
+                    packs[name] = load_pack(resolve_pack(name, packs_dirs))
+                except PackError as exc:
+                    packs[name] = None
+                    summary.missing_packs[name] = str(exc)
+            pack = packs[name]
+            if pack is None:
+                continue
+            text = row["raw_output"]
+            attack = parse_attack(row["attack"])
+            if attack is not None:
+                text = attack.apply(text, attack_seed(row["gen_key"], row["attack"]))
+            tokens = json.loads(row["output_tokens_json"]) if row["output_tokens_json"] else None
+            context = GradeContext(
+                token_ids=tuple(tokens) if tokens is not None and attack is None else None,
+                tokenizer_hash=row["tokenizer_hash"], watermark=row["watermark"],
+                key=key if not is_none(row["watermark"]) else None, attack=row["attack"], model=row["model"],
+            )
+            grade = pack.grade(json.loads(row["case_json"]), text, context)
+            if grade.label != row["label"] or grade.score != row["score"]:
+                summary.changed += 1
+                summary.changes.append((name, row["case_id"], row["model"], row["label"], grade.label))
+            store.record_grade(GradeRecord(result_id=row["result_id"], score=float(grade.score),
+                                           label=grade.label, reason=grade.reason,
+                                           grader_hash=pack.grader_hash,
+                                           attacked_output=text if attack is not None else None))
+            summary.regraded += 1
+    finally:
+        store.close()
+    return summary
