@@ -1,0 +1,329 @@
+"""The native watermark engine: randomness source x sampling algorithm x score (seed 000 VII).
+
+A :class:`Sampler` (one per scheme module: kgw, exp, binary, its) supplies per-token
+statistics and the token choice at generation; :class:`NativeScheme` combines it with a
+:class:`~evalrun.watermark.randomness.Randomness` and a
+:class:`~evalrun.watermark.scores.Scoring` into a :class:`WatermarkScheme`.
+
+Kernels run on numpy or torch (see :mod:`evalrun.kernels.backend`); ``detect`` and
+``prefix_p_values`` accept ``backend=`` to override the automatic choice.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Sequence
+
+import numpy as np
+
+from evalrun.errors import EvalrunError, SpecError
+from evalrun.hashing import stable_int
+from evalrun.kernels import randomness as kr
+from evalrun.kernels.backend import Ops, get_ops, is_torch
+from evalrun.kernels.hashing import code, pair
+from evalrun.kernels.permutation import count_at_least
+from evalrun.kernels.stats import first_occurrence
+from evalrun.specs import Spec, check_keys
+from evalrun.watermark import nulls
+from evalrun.watermark import randomness as rnd
+from evalrun.watermark import scores as sc
+from evalrun.watermark.base import Detection, WatermarkScheme
+
+#: elements per chunk of null draws (bounds memory of permutation tests)
+CHUNK_ELEMENTS = 1 << 22
+
+
+class Sampler(ABC):
+    """Sampling algorithm C and its per-token statistic s (evidence: larger = watermarked)."""
+
+    name: str
+    #: "binomial" or "erlang" when the sum score has an exact null, else None
+    exact_null: str | None = None
+    green_list: bool = False
+    #: names of the sampler's own spec keys
+    keys: frozenset[str] = frozenset()
+
+    def params(self) -> dict[str, str]:
+        return {}
+
+    def units_per_token(self, vocab_size: int) -> int:
+        """Work per (seed, token) pair, for sizing chunks."""
+        return 1
+
+    @abstractmethod
+    def token_stat(self, ops: Ops, seeds: Any, tokens: Any, vocab_size: int) -> Any:
+        """Evidence of (seed, token) pairs (shapes broadcast)."""
+
+    @abstractmethod
+    def null_mean(self, vocab_size: int) -> float:
+        """Expected evidence of one scored unit under the null hypothesis."""
+
+    def centered_stat(self, ops: Ops, seeds: Any, tokens: Any, vocab_size: int) -> Any:
+        """Evidence minus its null mean (0 contributes nothing to align/edit)."""
+        return ops.f64(self.token_stat(ops, seeds, tokens, vocab_size)) - self.null_mean(vocab_size)
+
+    def sum_terms(self, ops: Ops, seeds: Any, tokens: Any, scored: Any, vocab_size: int,
+                  count_repeats: bool) -> tuple[Any, Any]:
+        """Per-position evidence and number of scored units for the sum score, zero at
+        unscored positions and (unless ``count_repeats``) at repeated (seed, token) pairs."""
+        mask = scored
+        if not count_repeats:
+            mask = mask & first_occurrence(ops, pair(ops, seeds, code(ops, tokens)))
+        ev = ops.where(mask, ops.f64(self.token_stat(ops, seeds, tokens, vocab_size)), 0.0)
+        return ev, ops.f64(mask)
+
+    @abstractmethod
+    def process(self, ops: Ops, seeds: Any, logits: Any, temperature: float,
+                vocab_size: int) -> Any:
+        """Watermarked scores ``[B, V']`` from float64 logits ``[B, V']`` (before temperature).
+        The provider samples from the result at temperature 1."""
+
+
+def softmax(ops: Ops, x: Any) -> Any:
+    z = ops.exp(x - ops.amax(x, axis=-1)[:, None])
+    return z / ops.asum(z, axis=-1)[:, None]
+
+
+def only_token(ops: Ops, shape: tuple[int, int], chosen: Any) -> Any:
+    """Scores that are -inf everywhere except 0 at ``chosen[b]``."""
+    out = ops.full(shape, float("-inf"))
+    return ops.put_along(out, chosen[:, None], 0.0, axis=1)
+
+
+def sampling_probs(ops: Ops, logits: Any, temperature: float, vocab_size: int) -> Any:
+    """Temperature-scaled probabilities over the first ``vocab_size`` columns."""
+    x = logits[:, :vocab_size] / temperature
+    return softmax(ops, x)
+
+
+def build_native(spec: Spec, sampler: Sampler, what: str = "--watermark") -> "NativeScheme":
+    """Validate ``spec`` for ``sampler`` and build the scheme with its canonical spec."""
+    check_keys(spec, rnd.KEYS | sc.KEYS | sampler.keys, what=what)
+    randomness = rnd.parse_randomness(spec, what)
+    scoring = sc.parse_scoring(spec, what, randomness, sampler.exact_null is not None)
+    params = {**randomness.params(), **scoring.params(), **sampler.params()}
+    canonical = Spec(name=spec.name, params=params)
+    return NativeScheme(canonical, sampler, randomness, scoring)
+
+
+class NativeScheme(WatermarkScheme):
+    """One native scheme; holds no key."""
+
+    def __init__(self, spec: Spec, sampler: Sampler, randomness: rnd.Randomness,
+                 scoring: sc.Scoring) -> None:
+        self.spec = spec
+        self.sampler = sampler
+        self.randomness = randomness
+        self.scoring = scoring
+        self.green_list = sampler.green_list
+        self.null_seed = stable_int("evalrun-permutation-null", spec.canonical())
+
+    def __repr__(self) -> str:
+        return f"NativeScheme({self.spec})"
+
+    # ---- generation ------------------------------------------------------------------
+    def logits_processor(self, key: str, vocab_size: int, *, temperature: float, seed: int,
+                         backend: str | None = None) -> "WatermarkProcessor":
+        return WatermarkProcessor(self, rnd.derive_key(key), vocab_size, temperature, seed,
+                                  backend)
+
+    # ---- detection -------------------------------------------------------------------
+    def detect(self, token_ids: Sequence[int], key: str, vocab_size: int, *,
+               backend: str | None = None) -> Detection:
+        res = self.analyse(token_ids, key, vocab_size, backend=backend)
+        n = len(res["p"])
+        extra = dict(res["extra"])
+        if n == 0:
+            green = 0 if self.green_list else None
+            z = 0.0 if self.green_list else None
+            return Detection(0, 0.0, 1.0, green, z, extra)
+        if "offset" in res:
+            extra["offset"] = int(res["offset"])
+        if "units" in res and self.sampler.name == "binary":
+            extra["num_bits_scored"] = int(res["units"][-1])
+        green = int(res["green"]) if self.green_list else None
+        z = float(res["z"]) if self.green_list else None
+        return Detection(int(res["n"][-1]), float(res["score"][-1]), float(res["p"][-1]),
+                         green, z, extra)
+
+    def prefix_p_values(self, token_ids: Sequence[int], key: str, vocab_size: int, *,
+                        backend: str | None = None) -> np.ndarray:
+        return self.analyse(token_ids, key, vocab_size, backend=backend)["p"]
+
+    def analyse(self, token_ids: Sequence[int] | Any, key: str, vocab_size: int, *,
+                backend: str | None = None) -> dict[str, Any]:
+        """Per-prefix arrays ``score``, ``p``, ``n`` (tokens scored) and final-prefix extras."""
+        if vocab_size < 2:
+            raise EvalrunError(f"vocab size must be at least 2, got {vocab_size}")
+        ops = get_ops(backend, token_ids)
+        tokens_np = _as_token_array(token_ids, vocab_size)
+        tokens = ops.i64(token_ids if is_torch(token_ids) else tokens_np)
+        key_word = rnd.derive_key(key)
+        if self.randomness.fixed:
+            return self._analyse_fixed(ops, tokens, key_word, vocab_size)
+        return self._analyse_sum(ops, tokens, key_word, vocab_size)
+
+    def _null_chunks(self, ops: Ops, per_key: int) -> Any:
+        total = self.scoring.permutations
+        keys = kr.null_keys(ops, self.null_seed, total)
+        step = max(1, CHUNK_ELEMENTS // max(per_key, 1))
+        for start in range(0, total, step):
+            yield keys[start : start + step]
+
+    def _analyse_sum(self, ops: Ops, tokens: Any, key_word: int, vocab_size: int) -> dict[str, Any]:
+        s, r = self.sampler, self.randomness
+        n = int(tokens.shape[0])
+        key = ops.u64([key_word])
+        seeds, scored = r.text_seeds(ops, key, tokens)
+        ev, units = s.sum_terms(ops, seeds, tokens, scored, vocab_size, self.scoring.count_repeats)
+        cum_units = ops.to_numpy(ops.cumsum(units, axis=-1)).astype(np.int64)
+        out: dict[str, Any] = {"n": cum_units, "units": cum_units}
+        if s.exact_null == "binomial":
+            green = ops.to_numpy(ops.cumsum(ev, axis=-1)).round().astype(np.int64)
+            gamma = s.gamma  # type: ignore[attr-defined]
+            out["score"] = green.astype(np.float64)
+            out["p"] = nulls.binomial_p(green, cum_units, gamma)
+            if n:
+                out["green"] = green[-1]
+                out["z"] = nulls.z_scores(green[-1:], cum_units[-1:], gamma)[0]
+            out["extra"] = {"null": "binomial"}
+            return out
+        if s.exact_null == "erlang":
+            total = ops.to_numpy(ops.cumsum(ev, axis=-1))
+            out["score"] = total
+            out["p"] = nulls.erlang_p(total, cum_units)
+            out["extra"] = {"null": "erlang"}
+            return out
+        mu = s.null_mean(vocab_size)
+        observed = ops.cumsum(ev - mu * units, axis=-1)
+        counts = np.zeros(n, dtype=np.int64)
+        for keys in self._null_chunks(ops, n * s.units_per_token(vocab_size)):
+            nseeds, nscored = r.text_seeds(ops, keys[:, None], tokens)
+            nev, nunits = s.sum_terms(ops, nseeds, tokens, nscored, vocab_size,
+                                      self.scoring.count_repeats)
+            null = ops.cumsum(nev - mu * nunits, axis=-1)
+            counts += ops.to_numpy(count_at_least(ops, observed, null)).astype(np.int64)
+        out["score"] = ops.to_numpy(observed).astype(np.float64)
+        out["p"] = nulls.permutation_p_values(counts, self.scoring.permutations)
+        out["extra"] = self._perm_extra()
+        return out
+
+    def _perm_extra(self) -> dict[str, Any]:
+        n = self.scoring.permutations
+        return {"null": "permutation", "permutations": n, "p_value_resolution": 1.0 / (n + 1)}
+
+    def _offset_matrix(self, ops: Ops, keys: Any, tokens: Any, vocab_size: int) -> Any:
+        """``M[k, i, m]``: centred evidence of token i against key position m of key k."""
+        seq, active = self.randomness.key_sequence(ops, keys)  # [K, L]
+        m = self.sampler.centered_stat(ops, seq[:, None, :], tokens[None, :, None], vocab_size)
+        return ops.where(active[:, None, :], m, 0.0)
+
+    def _analyse_fixed(self, ops: Ops, tokens: Any, key_word: int, vocab_size: int) -> dict[str, Any]:
+        s, r, scoring = self.sampler, self.randomness, self.scoring
+        n = int(tokens.shape[0])
+        out: dict[str, Any] = {"n": np.arange(1, n + 1, dtype=np.int64)}
+        if n == 0:
+            out.update(score=np.zeros(0), p=np.zeros(0), extra=self._perm_extra())
+            return out
+        key = ops.u64([key_word])
+        observed, offsets = sc.offset_scores(ops, scoring, self._offset_matrix(ops, key, tokens,
+                                                                                vocab_size))
+        counts = np.zeros(n, dtype=np.int64)
+        per_key = n * r.key_len * s.units_per_token(vocab_size)
+        for keys in self._null_chunks(ops, per_key):
+            null, _ = sc.offset_scores(ops, scoring, self._offset_matrix(ops, keys, tokens,
+                                                                         vocab_size))
+            counts += ops.to_numpy(count_at_least(ops, observed, null)).astype(np.int64)
+        out["score"] = ops.to_numpy(observed[0]).astype(np.float64)
+        out["p"] = nulls.permutation_p_values(counts, scoring.permutations)
+        offset = int(ops.to_numpy(offsets[0])[-1])
+        out["offset"] = offset
+        out["extra"] = self._perm_extra()
+        if self.green_list:
+            seq, active = r.key_sequence(ops, key)
+            idx = (ops.arange(n) + offset) % r.key_len
+            green = s.token_stat(ops, seq[0][idx], tokens, vocab_size) & active[0][idx]
+            g = int(ops.to_numpy(ops.count_true(green, axis=0)))
+            out["green"] = g
+            out["z"] = float(nulls.z_scores(np.array([g]), np.array([n]), s.gamma)[0])  # type: ignore[attr-defined]
+        return out
+
+
+def _as_token_array(token_ids: Sequence[int] | Any, vocab_size: int) -> np.ndarray:
+    """Token ids as int64, checked against the vocabulary."""
+    if is_torch(token_ids):
+        arr = token_ids.detach().cpu().numpy()
+    else:
+        arr = np.asarray(list(token_ids) if not isinstance(token_ids, np.ndarray) else token_ids)
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if arr.ndim != 1 or arr.dtype.kind not in "iu":
+        raise EvalrunError("token ids must be a flat list of integers")
+    arr = arr.astype(np.int64)
+    bad = (arr < 0) | (arr >= vocab_size)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise EvalrunError(f"token id {int(arr[i])} at position {i} is outside the vocabulary "
+                           f"[0, {vocab_size})")
+    return arr
+
+
+class WatermarkProcessor:
+    """Batched logits processor ``(input_ids [B, T], scores [B, V']) -> scores``.
+
+    One instance serves one generation call: the first call records the prompt length, later
+    calls count generated tokens from it (fixed randomness indexes the key sequence by that
+    count, at a per-row random offset drawn from ``seed``). A call with a shorter
+    ``input_ids`` starts a new generation. With ``temperature == 0`` the model's logits are
+    returned with the kgw bias only (the provider takes the argmax; schemes that replace
+    sampling cannot watermark greedy decoding).
+    """
+
+    def __init__(self, scheme: NativeScheme, key_word: int, vocab_size: int, temperature: float,
+                 seed: int, backend: str | None = None) -> None:
+        if temperature < 0:
+            raise SpecError(f"temperature must be >= 0, got {temperature}")
+        self.scheme = scheme
+        self._key_word = key_word
+        self.vocab_size = vocab_size
+        self.temperature = float(temperature)
+        self.seed = int(seed)
+        self.backend = backend
+        self._start: int | None = None
+        self._offsets: np.ndarray | None = None
+
+    def __repr__(self) -> str:  # never show the key
+        return f"WatermarkProcessor({self.scheme.spec}, vocab_size={self.vocab_size})"
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        ops = get_ops(self.backend, scores, input_ids)
+        batch, t = int(input_ids.shape[0]), int(input_ids.shape[1])
+        if self._start is None or t < self._start or (
+                self._offsets is not None and len(self._offsets) != batch):
+            self._start = t
+            rng = np.random.default_rng(self.seed)
+            key_len = max(self.scheme.randomness.key_len, 1)
+            self._offsets = rng.integers(0, key_len, size=batch)
+        step = t - self._start
+        r, s = self.scheme.randomness, self.scheme.sampler
+        seeds = r.generation_seeds(ops, self._key_word, input_ids, step, self._offsets)
+        logits = ops.f64(scores)
+        tau = self.temperature
+        plain = logits / tau if tau > 0 else logits
+        if tau == 0 and not s.green_list:
+            out = plain
+        else:
+            marked = s.process(ops, seeds, logits, tau, self.vocab_size)
+            skipped = r.skipped(ops, seeds)
+            out = ops.where(skipped[:, None], plain, marked)
+        return _like(out, scores)
+
+
+def _like(out: Any, scores: Any) -> Any:
+    """``out`` converted to the array type, dtype and device of ``scores``."""
+    if is_torch(scores):
+        import torch
+
+        t = out if is_torch(out) else torch.from_numpy(np.ascontiguousarray(out))
+        return t.to(device=scores.device, dtype=scores.dtype)
+    return np.asarray(out, dtype=np.asarray(scores).dtype)

@@ -1,0 +1,57 @@
+"""Native distribution-shift watermark ``kgw`` (Kirchenbauer et al. 2023; seed 000 Fig. 10 C4).
+
+Spec: ``kgw:gamma=0.25,delta=2.0`` plus the randomness and score keys of
+:mod:`evalrun.watermark.randomness` and :mod:`evalrun.watermark.scores`.
+
+* ``gamma`` (default 0.25, in (0, 1)): expected fraction of the vocabulary that is green for
+  a context; a token is green when its keyed hash with the context seed falls below gamma
+  (:mod:`evalrun.kernels.green`), so green lists are not exact vocabulary partitions.
+* ``delta`` (default 2.0, in [0, 50]): bias added to green logits before temperature.
+
+The sum score is the green count, tested against Binomial(n, gamma); the z-score is reported
+too. ``kgw`` specs with a ``seeding`` key go to the reference-compatible implementation in
+:mod:`evalrun.watermark.kgw_compat` instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalrun.kernels.backend import Ops
+from evalrun.kernels.green import green_mask, is_green
+from evalrun.specs import Spec, spec_float
+from evalrun.watermark.engine import NativeScheme, Sampler, build_native
+
+WHAT = "--watermark"
+
+
+class DistributionShift(Sampler):
+    name = "kgw"
+    exact_null = "binomial"
+    green_list = True
+    keys = frozenset({"gamma", "delta"})
+
+    def __init__(self, gamma: float, delta: float) -> None:
+        self.gamma = gamma
+        self.delta = delta
+
+    def params(self) -> dict[str, str]:
+        return {"gamma": repr(self.gamma), "delta": repr(self.delta)}
+
+    def token_stat(self, ops: Ops, seeds: Any, tokens: Any, vocab_size: int) -> Any:
+        return is_green(ops, seeds, tokens, self.gamma)
+
+    def null_mean(self, vocab_size: int) -> float:
+        return self.gamma
+
+    def process(self, ops: Ops, seeds: Any, logits: Any, temperature: float,
+                vocab_size: int) -> Any:
+        mask = green_mask(ops, seeds, int(logits.shape[1]), self.gamma)
+        biased = logits + ops.f64(mask) * self.delta
+        return biased / temperature if temperature > 0 else biased
+
+
+def build(spec: Spec) -> NativeScheme:
+    gamma = spec_float(spec, "gamma", 0.25, what=WHAT, lo=1e-6, hi=1 - 1e-6)
+    delta = spec_float(spec, "delta", 2.0, what=WHAT, lo=0.0, hi=50.0)
+    return build_native(spec, DistributionShift(gamma, delta), WHAT)

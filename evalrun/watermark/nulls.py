@@ -1,0 +1,45 @@
+"""Null distributions of the detection scores (seed 000 section VII-F, Appendix C).
+
+* Distribution shift, sum score: the green count of n scored tokens is Binomial(n, gamma);
+  one-sided p = P[X >= green], and the z-score ``(green - gamma n) / sqrt(n gamma (1-gamma))``.
+* Exponential and binary, sum score: each scored unit (token, or bit for binary) contributes an
+  i.i.d. Exp(1) variable, so the sum is Erlang(n, 1) = Gamma(n, 1); p = P[Gamma(n) >= score].
+* Everything else (inverse transform, align and edit scores): a permutation test that rescores
+  the text under independent random keys, see :mod:`evalrun.kernels.permutation`.
+
+All functions are vectorised over prefixes: pass the cumulative statistic and cumulative count
+of every prefix and get every prefix's p-value in one call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+from evalrun.kernels.permutation import permutation_p_values
+
+__all__ = ["binomial_p", "z_scores", "erlang_p", "permutation_p_values"]
+
+
+def binomial_p(green: np.ndarray, n: np.ndarray, gamma: float) -> np.ndarray:
+    """``P[Binomial(n, gamma) >= green]``; 1.0 where ``n == 0``."""
+    green = np.asarray(green, dtype=np.int64)
+    n = np.asarray(n, dtype=np.int64)
+    p = stats.binom.sf(green - 1, n, gamma)
+    return np.where(n > 0, np.clip(p, 0.0, 1.0), 1.0)
+
+
+def z_scores(green: np.ndarray, n: np.ndarray, gamma: float) -> np.ndarray:
+    """Kirchenbauer et al.'s z-score; 0.0 where ``n == 0``."""
+    green = np.asarray(green, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    denom = np.sqrt(np.maximum(n, 1.0) * gamma * (1.0 - gamma))
+    return np.where(n > 0, (green - gamma * n) / denom, 0.0)
+
+
+def erlang_p(total: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """``P[Gamma(n, 1) >= total]`` (sum of n i.i.d. Exp(1)); 1.0 where ``n == 0``."""
+    total = np.asarray(total, dtype=np.float64)
+    n = np.asarray(n, dtype=np.int64)
+    p = stats.gamma.sf(total, np.maximum(n, 1))
+    return np.where(n > 0, np.clip(p, 0.0, 1.0), 1.0)

@@ -1,0 +1,359 @@
+"""Array backends for the kernels: numpy (CPU) and torch (CPU or GPU), same results.
+
+Every kernel in this package is written once against :class:`Ops`; the two subclasses only
+translate primitives. 64-bit hashing runs in ``numpy.uint64`` and in ``torch.int64`` with
+two's-complement wraparound; right shifts are made logical in torch by masking, and unsigned
+comparisons flip the sign bit, so both backends produce the same bits.
+
+Backend choice (:func:`get_ops`): an explicit ``backend`` argument wins, then the environment
+variable ``EVALRUN_KERNELS=numpy|torch``, then the inputs: torch when any input is a torch
+tensor on a GPU, numpy otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import numpy as np
+
+_MASK64 = (1 << 64) - 1
+BACKENDS = ("numpy", "torch")
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def is_torch(x: Any) -> bool:
+    mod = type(x).__module__
+    return mod.startswith("torch") and hasattr(x, "device")
+
+
+def resolve_backend(backend: str | None, *arrays: Any) -> str:
+    """Name of the backend to use for ``arrays`` (see module docstring)."""
+    choice = backend or os.environ.get("EVALRUN_KERNELS") or None
+    if choice:
+        choice = choice.strip().lower()
+        if choice not in BACKENDS:
+            raise ValueError(f"EVALRUN_KERNELS/backend must be numpy or torch, got {choice!r}")
+        return choice
+    for a in arrays:
+        if is_torch(a) and a.device.type != "cpu":
+            return "torch"
+    return "numpy"
+
+
+def get_ops(backend: str | None = None, *arrays: Any) -> "Ops":
+    """The :class:`Ops` for ``backend`` (or chosen from ``arrays``); torch ops use the device of
+    the first torch tensor among ``arrays``."""
+    name = resolve_backend(backend, *arrays)
+    if name == "numpy":
+        return NUMPY
+    device = next((a.device for a in arrays if is_torch(a)), None)
+    return TorchOps(device)
+
+
+class Ops:
+    """Primitive array operations. ``u64`` arrays hold 64-bit hash words."""
+
+    name: str
+
+    # --- conversion -------------------------------------------------------------------
+    def u64(self, x: Any) -> Any: ...
+    def i64(self, x: Any) -> Any: ...
+    def f64(self, x: Any) -> Any: ...
+    def const(self, c: int) -> Any: ...
+    def to_numpy(self, x: Any) -> np.ndarray: ...
+
+    # --- 64-bit words -----------------------------------------------------------------
+    def shr(self, x: Any, s: int) -> Any:
+        """Logical right shift of 64-bit words."""
+        ...
+
+    def top53(self, h: Any) -> Any:
+        """The top 53 bits of each word as a non-negative int64."""
+        ...
+
+    def umin(self, x: Any, axis: int) -> Any:
+        """Unsigned minimum of 64-bit words along ``axis``."""
+        ...
+
+    def word_order_key(self, h: Any) -> Any:
+        """A signed int64 key that sorts like the unsigned words (for unique/sort)."""
+        ...
+
+    # --- generic ----------------------------------------------------------------------
+    def arange(self, n: int) -> Any: ...
+    def zeros(self, shape: Sequence[int], kind: str = "f64") -> Any: ...
+    def full(self, shape: Sequence[int], value: float) -> Any: ...
+    def where(self, c: Any, a: Any, b: Any) -> Any: ...
+    def log(self, x: Any) -> Any: ...
+    def exp(self, x: Any) -> Any: ...
+    def abs(self, x: Any) -> Any: ...
+    def maximum(self, a: Any, b: Any) -> Any: ...
+    def cumsum(self, x: Any, axis: int) -> Any: ...
+    def cummax(self, x: Any, axis: int) -> Any: ...
+    def amax(self, x: Any, axis: int) -> Any: ...
+    def argmax(self, x: Any, axis: int) -> Any: ...
+    def asum(self, x: Any, axis: int) -> Any: ...
+    def take_along(self, x: Any, idx: Any, axis: int) -> Any: ...
+    def put_along(self, x: Any, idx: Any, values: Any, axis: int) -> Any:
+        """Copy of ``x`` with ``values`` scattered at ``idx`` along ``axis``."""
+        ...
+    def argsort_stable(self, x: Any, axis: int) -> Any: ...
+    def stack(self, xs: Sequence[Any], axis: int) -> Any: ...
+    def concat(self, xs: Sequence[Any], axis: int) -> Any: ...
+    def any(self, x: Any) -> bool: ...
+    def nonzero(self, x: Any) -> Any: ...
+    def count_true(self, x: Any, axis: int) -> Any: ...
+
+    def to_unit(self, h: Any) -> Any:
+        """Words -> floats in the open interval (0, 1): ``(top53 + 0.5) / 2**53`` (exact)."""
+        return (self.f64(self.top53(h)) + 0.5) * (2.0 ** -53)
+
+
+class NumpyOps(Ops):
+    name = "numpy"
+
+    def u64(self, x: Any) -> np.ndarray:
+        if is_torch(x):
+            x = x.detach().cpu().numpy()
+        a = np.asarray(x)
+        if a.dtype == np.uint64:
+            return a
+        if a.dtype.kind in "iu":
+            return a.astype(np.int64).view(np.uint64) if a.dtype.kind == "i" else a.astype(np.uint64)
+        if a.dtype == object or a.size == 0:
+            return np.array([int(v) & _MASK64 for v in a.ravel()], dtype=np.uint64).reshape(a.shape)
+        raise TypeError(f"expected integers, got {a.dtype}")
+
+    def i64(self, x: Any) -> np.ndarray:
+        if is_torch(x):
+            x = x.detach().cpu().numpy()
+        return np.asarray(x, dtype=np.int64)
+
+    def f64(self, x: Any) -> np.ndarray:
+        if is_torch(x):
+            x = x.detach().cpu().double().numpy()
+        return np.asarray(x, dtype=np.float64)
+
+    def const(self, c: int) -> np.uint64:
+        return np.uint64(c & _MASK64)
+
+    def to_numpy(self, x: Any) -> np.ndarray:
+        return np.asarray(x)
+
+    def shr(self, x: np.ndarray, s: int) -> np.ndarray:
+        return x >> np.uint64(s)
+
+    def top53(self, h: np.ndarray) -> np.ndarray:
+        return (h >> np.uint64(11)).astype(np.int64)
+
+    def umin(self, x: np.ndarray, axis: int) -> np.ndarray:
+        return x.min(axis=axis)
+
+    def word_order_key(self, h: np.ndarray) -> np.ndarray:
+        return (h ^ np.uint64(1 << 63)).view(np.int64)
+
+    def arange(self, n: int) -> np.ndarray:
+        return np.arange(n, dtype=np.int64)
+
+    def zeros(self, shape: Sequence[int], kind: str = "f64") -> np.ndarray:
+        return np.zeros(tuple(shape), dtype={"f64": np.float64, "i64": np.int64, "bool": bool}[kind])
+
+    def full(self, shape: Sequence[int], value: float) -> np.ndarray:
+        return np.full(tuple(shape), value, dtype=np.float64)
+
+    def where(self, c, a, b):
+        return np.where(c, a, b)
+
+    def log(self, x):
+        return np.log(x)
+
+    def exp(self, x):
+        return np.exp(x)
+
+    def abs(self, x):
+        return np.abs(x)
+
+    def maximum(self, a, b):
+        return np.maximum(a, b)
+
+    def cumsum(self, x, axis):
+        return np.cumsum(x, axis=axis)
+
+    def cummax(self, x, axis):
+        return np.maximum.accumulate(x, axis=axis)
+
+    def amax(self, x, axis):
+        return np.max(x, axis=axis)
+
+    def argmax(self, x, axis):
+        return np.argmax(x, axis=axis)
+
+    def asum(self, x, axis):
+        return np.sum(x, axis=axis)
+
+    def take_along(self, x, idx, axis):
+        return np.take_along_axis(x, idx, axis=axis)
+
+    def put_along(self, x, idx, values, axis):
+        out = x.copy()
+        np.put_along_axis(out, idx, values, axis=axis)
+        return out
+
+    def argsort_stable(self, x, axis):
+        return np.argsort(x, axis=axis, kind="stable")
+
+    def stack(self, xs, axis):
+        return np.stack(list(xs), axis=axis)
+
+    def concat(self, xs, axis):
+        return np.concatenate(list(xs), axis=axis)
+
+    def any(self, x) -> bool:
+        return bool(np.any(x))
+
+    def nonzero(self, x):
+        return np.nonzero(x)
+
+    def count_true(self, x, axis):
+        return np.sum(x, axis=axis, dtype=np.int64)
+
+
+class TorchOps(Ops):
+    name = "torch"
+
+    def __init__(self, device: Any = None) -> None:
+        self.torch = _torch()
+        self.device = device if device is not None else self.torch.device("cpu")
+
+    def _t(self, x: Any, dtype: Any) -> Any:
+        t = self.torch
+        if is_torch(x):
+            return x.to(device=self.device, dtype=dtype)
+        a = np.asarray(x)
+        if a.dtype == np.uint64:
+            a = a.view(np.int64)
+        return t.as_tensor(np.ascontiguousarray(a), device=self.device).to(dtype)
+
+    def u64(self, x: Any) -> Any:
+        if not is_torch(x):
+            a = np.asarray(x)
+            if a.dtype == object or (a.dtype.kind == "u"):
+                a = NUMPY.u64(a).view(np.int64)
+            return self._t(a, self.torch.int64)
+        return self._t(x, self.torch.int64)
+
+    def i64(self, x: Any) -> Any:
+        return self._t(x, self.torch.int64)
+
+    def f64(self, x: Any) -> Any:
+        return self._t(x, self.torch.float64)
+
+    def const(self, c: int) -> int:
+        c &= _MASK64
+        return c - (1 << 64) if c >= (1 << 63) else c
+
+    def to_numpy(self, x: Any) -> np.ndarray:
+        a = x.detach().cpu().numpy()
+        return a
+
+    def shr(self, x, s):
+        if s == 0:
+            return x
+        return (x >> s) & ((1 << (64 - s)) - 1)
+
+    def top53(self, h):
+        return self.shr(h, 11)
+
+    def umin(self, x, axis):
+        flip = self.const(1 << 63)
+        return (x ^ flip).amin(dim=axis) ^ flip
+
+    def word_order_key(self, h):
+        return h ^ self.const(1 << 63)
+
+    def arange(self, n):
+        return self.torch.arange(n, dtype=self.torch.int64, device=self.device)
+
+    def zeros(self, shape, kind="f64"):
+        t = self.torch
+        return t.zeros(tuple(shape), dtype={"f64": t.float64, "i64": t.int64, "bool": t.bool}[kind],
+                       device=self.device)
+
+    def full(self, shape, value):
+        return self.torch.full(tuple(shape), value, dtype=self.torch.float64, device=self.device)
+
+    def where(self, c, a, b):
+        t = self.torch
+        if not is_torch(a):
+            a = t.as_tensor(a, device=self.device)
+        if not is_torch(b):
+            b = t.as_tensor(b, device=self.device)
+        return t.where(c, a, b)
+
+    def log(self, x):
+        return self.torch.log(x)
+
+    def exp(self, x):
+        return self.torch.exp(x)
+
+    def abs(self, x):
+        return self.torch.abs(x)
+
+    def maximum(self, a, b):
+        return self.torch.maximum(a, b)
+
+    def cumsum(self, x, axis):
+        return self.torch.cumsum(x, dim=axis)
+
+    def cummax(self, x, axis):
+        return self.torch.cummax(x, dim=axis).values
+
+    def amax(self, x, axis):
+        return self.torch.amax(x, dim=axis)
+
+    def argmax(self, x, axis):
+        # first maximal index, like numpy
+        m = self.torch.amax(x, dim=axis, keepdim=True)
+        hit = x == m
+        n = x.shape[axis]
+        idx = self.torch.arange(n, device=x.device).reshape([-1 if d == (axis % x.ndim) else 1
+                                                              for d in range(x.ndim)])
+        return self.torch.where(hit, idx, n).amin(dim=axis)
+
+    def asum(self, x, axis):
+        return self.torch.sum(x, dim=axis)
+
+    def take_along(self, x, idx, axis):
+        return self.torch.take_along_dim(x, idx, dim=axis)
+
+    def put_along(self, x, idx, values, axis):
+        if not is_torch(values):
+            values = self.torch.as_tensor(values, dtype=x.dtype, device=x.device).expand(idx.shape)
+        return x.scatter(axis, idx, values.to(x.dtype))
+
+    def argsort_stable(self, x, axis):
+        return self.torch.sort(x, dim=axis, stable=True).indices
+
+    def stack(self, xs, axis):
+        return self.torch.stack(list(xs), dim=axis)
+
+    def concat(self, xs, axis):
+        return self.torch.cat(list(xs), dim=axis)
+
+    def any(self, x) -> bool:
+        return bool(self.torch.any(x))
+
+    def nonzero(self, x):
+        return self.torch.nonzero(x, as_tuple=True)
+
+    def count_true(self, x, axis):
+        return self.torch.sum(x, dim=axis, dtype=self.torch.int64)
+
+
+NUMPY = NumpyOps()

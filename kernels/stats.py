@@ -1,0 +1,72 @@
+"""Per-token statistics of the sampling schemes (seed 000, Fig. 10 C1-C3) and repeat masks.
+
+All statistics are *evidence*: larger means more watermark-like. Under the null hypothesis
+(text independent of the key) the exponential and binary statistics are i.i.d. Exp(1), which
+gives the Erlang nulls in :mod:`evalrun.watermark.nulls`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalrun.kernels.backend import Ops
+from evalrun.kernels.hashing import (TAG_NODE, TAG_UNIFORM, code, complement, feistel_rank,
+                                     pair, tag, uniform)
+
+
+def exp_uniforms(ops: Ops, seeds: Any, tokens: Any) -> Any:
+    """Aaronson's keyed uniforms ``r = h_s(v)`` for (seed, token) pairs (broadcast)."""
+    return uniform(ops, pair(ops, seeds, code(ops, tokens)))
+
+
+def exp_stat(ops: Ops, seeds: Any, tokens: Any) -> Any:
+    """C1 statistic ``-log(1 - r_token)``, computed as ``-log`` of the exact complement."""
+    return -ops.log(uniform(ops, complement(ops, pair(ops, seeds, code(ops, tokens)))))
+
+
+def its_uniform(ops: Ops, seeds: Any) -> Any:
+    """The per-position uniform ``u`` of inverse-transform sampling."""
+    return uniform(ops, tag(ops, seeds, TAG_UNIFORM))
+
+
+def its_rank(ops: Ops, seeds: Any, tokens: Any, vocab_size: int) -> Any:
+    """Normalised rank ``eta(pi_s(token)) = rank / (V - 1)`` in [0, 1]."""
+    rank = feistel_rank(ops, seeds, tokens, vocab_size)
+    return ops.f64(rank) / float(vocab_size - 1)
+
+
+def its_stat(ops: Ops, seeds: Any, tokens: Any, vocab_size: int) -> Any:
+    """C2 statistic ``1 - |u - eta(pi_s(token))|`` (Kuditipudi et al.'s distance, negated)."""
+    return 1.0 - ops.abs(its_uniform(ops, seeds) - its_rank(ops, seeds, tokens, vocab_size))
+
+
+def its_null_mean(vocab_size: int) -> float:
+    """E[1 - |U - eta|] for U ~ U(0,1), eta uniform on {k/(V-1)}: ``1 - (2V-1)/(6(V-1))``."""
+    v = float(vocab_size)
+    return 1.0 - (2.0 * v - 1.0) / (6.0 * (v - 1.0))
+
+
+def node_words(ops: Ops, seeds: Any, nodes: Any) -> Any:
+    """Hash words of (seed, Huffman tree node) pairs for binary sampling."""
+    return pair(ops, tag(ops, seeds, TAG_NODE), code(ops, nodes))
+
+
+def bit_uniforms(ops: Ops, seeds: Any, nodes: Any) -> Any:
+    return uniform(ops, node_words(ops, seeds, nodes))
+
+
+def bit_stat(ops: Ops, words: Any, bits: Any) -> Any:
+    """C3 per-bit statistic: ``-log(u)`` for bit 0 (chosen when ``u < P[0]``) and
+    ``-log(1 - u)`` for bit 1 (Christ et al.; seed 000 writes the cost form)."""
+    return -ops.log(uniform(ops, ops.where(bits, complement(ops, words), words)))
+
+
+def first_occurrence(ops: Ops, words: Any) -> Any:
+    """True at the first occurrence of each word along the last axis."""
+    key = ops.word_order_key(words)
+    order = ops.argsort_stable(key, axis=-1)
+    srt = ops.take_along(key, order, axis=-1)
+    new = srt[..., 1:] != srt[..., :-1]
+    first = ops.zeros(tuple(srt.shape[:-1]) + (1,), "bool") == ops.zeros((1,), "bool")
+    flags = ops.concat([first, new], axis=-1)
+    return ops.put_along(ops.zeros(tuple(words.shape), "bool"), order, flags, axis=-1)
