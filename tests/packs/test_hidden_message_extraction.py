@@ -337,7 +337,7 @@ control_case = st.sampled_from(CONTROL_CASES)
 ascii_text = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=20)
 upper_word = st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZ", min_size=1, max_size=10)
 whitespace = st.text(alphabet=" \t\n\r\x0b\x0c\u00a0\u2003\u3000", max_size=6)
-FAST = settings(max_examples=150, deadline=None)
+FAST = settings(max_examples=80, deadline=None)
 
 
 @FAST
