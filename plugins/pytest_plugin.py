@@ -198,7 +198,7 @@ class PackFile(pytest.File):
         except PackError as exc:
             raise self.CollectError(str(exc)) from None
         state.packs[self.path.parent] = pack
-        self.keywords[pack.name] = True
+        self.extra_keyword_matches.add(pack.name)
         for error in pack.case_errors:
             where = Path(error.path).name + (f":{error.line}" if error.line is not None else "")
             yield CaseErrorItem.from_parent(self, name=f"case-error[{where}]", error=error)
@@ -215,7 +215,7 @@ class PackFile(pytest.File):
                 node = CaseItem.from_parent(self, name=item.name, item=item)
                 group = pack.group_of(item.case.data)
                 if group:
-                    node.keywords[group] = True
+                    node.extra_keyword_matches.add(group)
                 yield node
         except CaseError as exc:
             raise self.CollectError(str(exc)) from None

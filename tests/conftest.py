@@ -1,0 +1,73 @@
+"""Shared fixtures: a factory for small throwaway packs written to a temporary directory."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parents[1]
+
+ECHO_GRADER = '''
+from evalrun.grading import Grade
+
+def grade(case, output):
+    if output == case["word"]:
+        return Grade(1.0, "OK", "exact")
+    return Grade(0.0, "BAD", f"expected {case['word']!r}, got {output!r}")
+'''
+
+ECHO_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["id", "word", "kind"],
+    "properties": {"id": {"type": "string"}, "word": {"type": "string"}, "kind": {"enum": ["a", "b"]}},
+    "additionalProperties": False,
+}
+
+
+def write_pack(root: Path, name: str = "echo", cases: Sequence[dict[str, Any]] | None = None, *,
+               grader: str = ECHO_GRADER, reference: str | None = "def solve(case):\n    return case['word']\n",
+               schema: dict[str, Any] | None = ECHO_SCHEMA, golden: Sequence[dict[str, Any]] = ()) -> Path:
+    """Write a pack whose ideal answer repeats the case's ``word``."""
+    pack = root / name
+    (pack / "cases").mkdir(parents=True, exist_ok=True)
+    (pack / "pack.toml").write_text(textwrap.dedent(f'''
+        name = "{name}"
+        version = "1.0"
+        description = "test pack"
+        labels = ["OK", "BAD"]
+        group_field = "kind"
+        pass_score = 1.0
+        system_prompt = "Repeat the word."
+        prompt_template = "Say {{word}}"
+        [defaults]
+        temperature = 0.0
+        max_tokens = 8
+    '''))
+    (pack / "grader.py").write_text(grader)
+    if reference is not None:
+        (pack / "reference.py").write_text(reference)
+    if schema is not None:
+        (pack / "case.schema.json").write_text(json.dumps(schema))
+    for case in cases if cases is not None else [
+        {"id": f"c{i}", "word": f"w{i}", "kind": "a" if i % 2 else "b"} for i in range(1, 5)
+    ]:
+        (pack / "cases" / f"{case['id']}.json").write_text(json.dumps(case, indent=2))
+    if golden:
+        (pack / "golden.jsonl").write_text("".join(json.dumps(g) + "\n" for g in golden))
+    return pack
+
+
+@pytest.fixture
+def make_pack(tmp_path: Path) -> Callable[..., Path]:
+    def factory(name: str = "echo", cases: Sequence[dict[str, Any]] | None = None, *,
+                root: Path | None = None, **kwargs: Any) -> Path:
+        return write_pack(root or tmp_path / "packs", name, cases, **kwargs)
+
+    return factory

@@ -1,0 +1,69 @@
+"""The SQLite store: public schema, cache lookups, overwrite of errored rows, versioning."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from evalrun.errors import EvalrunError
+from evalrun.store import SCHEMA_VERSION, GENERATION_COLUMNS, GradeRecord, Store
+
+PUBLIC_RESULTS = ("result_id run_id pack case_id model params_json watermark attack repetition prompt_json "
+                  "raw_output output_tokens_json score label reason grader_hash latency_ms tokens_in "
+                  "tokens_out error created_at").split()
+PUBLIC_RUNS = ("run_id started_at finished_at git_sha git_dirty evalrun_version python platform argv "
+               "packages_json seed").split()
+
+
+def _row(key: str, *, output: str | None = "out", error: str | None = None) -> dict:
+    row = {c: None for c in GENERATION_COLUMNS}
+    row.update(run_id="r1", pack="p", case_id=key, model="m", params_json="{}", watermark="none",
+               attack="none", repetition=0, prompt_json="{}", raw_output=output, error=error,
+               created_at="2026-01-01", item_key=key, gen_key="g" + key, case_json="{}")
+    return row
+
+
+def test_public_schema_wal_and_version(tmp_path: Path) -> None:
+    store = Store(tmp_path / "db.sqlite")
+    cols = {r[1] for r in store.conn.execute("PRAGMA table_info(results)")}
+    assert set(PUBLIC_RESULTS) <= cols
+    assert set(PUBLIC_RUNS) <= {r[1] for r in store.conn.execute("PRAGMA table_info(runs)")}
+    assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    store.close()
+
+
+def test_cache_lookup_only_returns_finished_rows_and_errored_rows_are_overwritten(tmp_path: Path) -> None:
+    store = Store(tmp_path / "db.sqlite")
+    store.start_run("r1", {"argv": ["evalrun"]}, {"seed": 3})
+    store.start_run("r1", {"argv": ["again"]}, {"seed": 4})  # a second worker: no-op
+    assert [r["seed"] for r in store.runs()] == [3]
+    [ok] = store.store_generation([_row("a")], "r1")
+    [bad] = store.store_generation([_row("b", output=None, error="HTTP 500")], "r1")
+    assert store.finished_keys(["a", "b", "c"]) == {"a": ok}
+    store.record_grade(GradeRecord(ok, 1.0, "PASS", "fine", "h1", None))
+    [again] = store.store_generation([_row("b", output="now fine")], "r1")
+    assert again == bad  # same row, not a duplicate
+    assert store.finished_keys(["a", "b"]) == {"a": ok, "b": bad}
+    assert store.result_by_key("a")["label"] == "PASS"
+    assert store.conn.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 2
+    store.start_run("r2", {}, {})
+    store.link("r2", [ok])
+    assert [r["case_id"] for r in store.results(run_id="r2")] == ["a"]
+    assert len(store.results()) == 2
+    store.close()
+
+
+def test_readonly_and_foreign_databases_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(EvalrunError, match="no such database"):
+        Store(tmp_path / "missing.sqlite", readonly=True)
+    other = tmp_path / "other.sqlite"
+    sqlite3.connect(other).execute("PRAGMA user_version = 99").connection.close()
+    with pytest.raises(EvalrunError, match="schema version 99"):
+        Store(other)
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(EvalrunError, match="not an evalrun results database"):
+        Store(junk)
