@@ -34,23 +34,26 @@ def align_prefix(ops: Ops, m: Any) -> tuple[Any, Any]:
 
 
 def edit_prefix(ops: Ops, m: Any, psi: float) -> tuple[Any, Any]:
-    """Best edit score of every prefix and its offset (max over offsets): ``[..., n]``."""
+    """Best edit score of every prefix and its offset (max over offsets): ``[..., n]``.
+
+    Runs the DP in shifted coordinates ``E[i, k] = D[i, k] + psi * k``, where the row update
+    is ``E[i] = cummax(max(E[i-1] - psi, E[i-1] shifted right + M + psi))``; the key window of
+    offset ``j`` is a sliding view of the text row's evidence tiled along the key.
+    """
     n, key_len = m.shape[-2], m.shape[-1]
     batch = tuple(m.shape[:-2])
-    idx = _diag_index(ops, key_len, n, key_len)  # [L, n]: offset j, key window position k
-    idx = idx.reshape((1,) * len(batch) + (key_len, n))
-    ks = ops.f64(ops.arange(n + 1)) * psi  # gap cost ramp along k
-    prev = ops.zeros(batch + (key_len, n + 1)) - ks  # D[0, k] = -k * psi
+    width = key_len + n - 1
+    tiled_idx = (ops.arange(width) % key_len).reshape((1,) * (m.ndim - 1) + (width,))
+    tiled = ops.take_along(m + psi, tiled_idx, axis=-1)  # [..., n, L + n - 1]
+    prev = ops.zeros(batch + (key_len, n + 1))  # E[0, k] = 0
     out, arg = [], []
     for i in range(n):
-        row = m[..., i : i + 1, :]  # [..., 1, L]
-        gathered = ops.take_along(row, idx, axis=-1)  # [..., L, n]: M[i, (j + k) mod L]
-        diag = prev[..., :-1] + gathered
-        up = prev[..., 1:] - psi
-        first = prev[..., :1] - psi
-        a = ops.concat([first, ops.maximum(diag, up)], axis=-1)
-        cur = ops.cummax(a + ks, axis=-1) - ks
-        out.append(ops.amax(cur[..., i + 1], axis=-1))
-        arg.append(ops.argmax(cur[..., i + 1], axis=-1))
+        window = ops.windows(tiled[..., i, :], n)[..., :key_len, :]  # [..., L, n]
+        cur = prev - psi
+        cur[..., 1:] = ops.maximum(cur[..., 1:], prev[..., :-1] + window)
+        cur = ops.cummax(cur, axis=-1)
+        diag = cur[..., i + 1]
+        out.append(ops.amax(diag, axis=-1) - psi * (i + 1))
+        arg.append(ops.argmax(diag, axis=-1))
         prev = cur
     return ops.stack(out, axis=-1), ops.stack(arg, axis=-1)

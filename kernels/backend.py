@@ -104,6 +104,9 @@ class Ops:
         """Copy of ``x`` with ``values`` scattered at ``idx`` along ``axis``."""
         ...
     def argsort_stable(self, x: Any, axis: int) -> Any: ...
+    def windows(self, x: Any, size: int) -> Any:
+        """Sliding windows of ``size`` along the last axis (a view): ``[..., W - size + 1, size]``."""
+        ...
     def stack(self, xs: Sequence[Any], axis: int) -> Any: ...
     def concat(self, xs: Sequence[Any], axis: int) -> Any: ...
     def any(self, x: Any) -> bool: ...
@@ -207,6 +210,9 @@ class NumpyOps(Ops):
 
     def argsort_stable(self, x, axis):
         return np.argsort(x, axis=axis, kind="stable")
+
+    def windows(self, x, size):
+        return np.lib.stride_tricks.sliding_window_view(x, size, axis=-1)
 
     def stack(self, xs, axis):
         return np.stack(list(xs), axis=axis)
@@ -339,6 +345,9 @@ class TorchOps(Ops):
 
     def argsort_stable(self, x, axis):
         return self.torch.sort(x, dim=axis, stable=True).indices
+
+    def windows(self, x, size):
+        return x.unfold(-1, size, 1)
 
     def stack(self, xs, axis):
         return self.torch.stack(list(xs), dim=axis)

@@ -31,6 +31,8 @@ from evalrun.watermark.base import Detection, WatermarkScheme
 
 #: elements per chunk of null draws (bounds memory of permutation tests)
 CHUNK_ELEMENTS = 1 << 22
+#: elements per chunk of the edit DP (its rows are swept n times: keep them in cache)
+CHUNK_DP = 1 << 17
 
 
 class Sampler(ABC):
@@ -163,10 +165,10 @@ class NativeScheme(WatermarkScheme):
             return self._analyse_fixed(ops, tokens, key_word, vocab_size)
         return self._analyse_sum(ops, tokens, key_word, vocab_size)
 
-    def _null_chunks(self, ops: Ops, per_key: int) -> Any:
+    def _null_chunks(self, ops: Ops, per_key: int, budget: int = CHUNK_ELEMENTS) -> Any:
         total = self.scoring.permutations
         keys = kr.null_keys(ops, self.null_seed, total)
-        step = max(1, CHUNK_ELEMENTS // max(per_key, 1))
+        step = max(1, budget // max(per_key, 1))
         for start in range(0, total, step):
             yield keys[start : start + step]
 
@@ -176,8 +178,9 @@ class NativeScheme(WatermarkScheme):
         key = ops.u64([key_word])
         seeds, scored = r.text_seeds(ops, key, tokens)
         ev, units = s.sum_terms(ops, seeds, tokens, scored, vocab_size, self.scoring.count_repeats)
-        cum_units = ops.to_numpy(ops.cumsum(units, axis=-1)).astype(np.int64)
-        out: dict[str, Any] = {"n": cum_units, "units": cum_units}
+        cum_units = ops.to_numpy(ops.cumsum(units, axis=-1)).round().astype(np.int64)
+        counted = ops.to_numpy(units) > 0
+        out: dict[str, Any] = {"n": np.cumsum(counted).astype(np.int64), "units": cum_units}
         if s.exact_null == "binomial":
             green = ops.to_numpy(ops.cumsum(ev, axis=-1)).round().astype(np.int64)
             gamma = s.gamma  # type: ignore[attr-defined]
@@ -230,7 +233,11 @@ class NativeScheme(WatermarkScheme):
                                                                                 vocab_size))
         counts = np.zeros(n, dtype=np.int64)
         per_key = n * r.key_len * s.units_per_token(vocab_size)
-        for keys in self._null_chunks(ops, per_key):
+        if scoring.kind == "edit":
+            chunks = self._null_chunks(ops, n * r.key_len, CHUNK_DP)
+        else:
+            chunks = self._null_chunks(ops, per_key)
+        for keys in chunks:
             null, _ = sc.offset_scores(ops, scoring, self._offset_matrix(ops, keys, tokens,
                                                                          vocab_size))
             counts += ops.to_numpy(count_at_least(ops, observed, null)).astype(np.int64)

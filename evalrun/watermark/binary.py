@@ -1,0 +1,186 @@
+"""Binary watermark ``binary`` (Christ, Gunn & Zamir 2023; seed 000 Fig. 10 C3).
+
+Tokens are written as bit strings with a Huffman code of the vocabulary, and each token is
+sampled bit by bit: at tree node ``x`` the probability ``P[0]`` of the left subtree is
+computed from the model distribution and bit 0 is taken when the keyed uniform
+``u = h_s(x)`` is below it. The per-bit statistic is ``-log(u)`` for bit 0 and
+``-log(1 - u)`` for bit 1, i.i.d. Exp(1) under the null, so the sum score over n scored bits
+is Erlang(n, 1). With ``repeats=ignore`` a repeated (seed, tree node) pair is scored once.
+
+Frequency proxy for the code. MarkMyWords builds the Huffman code from corpus frequencies;
+evalrun has no corpus per tokenizer, so it uses a fixed deterministic proxy: token ``t`` has
+weight ``1 / (t + 1)`` (Zipf by token id). BPE vocabularies number tokens roughly in merge
+order, so low ids are the frequent ones and get short codes. The code only changes how many
+bits a token costs; detection is valid for any code.
+
+No sampler-specific keys: ``binary:context=1``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from evalrun.kernels.backend import Ops
+from evalrun.kernels.stats import bit_stat, bit_uniforms, first_occurrence, node_words
+from evalrun.specs import Spec
+from evalrun.watermark.engine import NativeScheme, Sampler, build_native, only_token, sampling_probs
+
+WHAT = "--watermark"
+
+
+@dataclass(frozen=True)
+class HuffmanTree:
+    """A Huffman code over ``[0, V)``; internal nodes are ``0..V-2`` (root ``V-2``), a child
+    reference ``c < 0`` is the leaf of token ``-c - 1``. Leaves are numbered in depth-first
+    order so that every subtree covers the contiguous leaf range ``[lo, hi)`` split at ``mid``.
+    """
+
+    root: int
+    left: np.ndarray
+    right: np.ndarray
+    lo: np.ndarray
+    mid: np.ndarray
+    hi: np.ndarray
+    leaf_order: np.ndarray  # token at each depth-first leaf position
+    path_nodes: np.ndarray  # [V, D] internal nodes from the root, -1 padded
+    path_bits: np.ndarray  # [V, D] bits (True = 1 = right), False padded
+    path_len: np.ndarray  # [V]
+
+    @property
+    def depth(self) -> int:
+        return int(self.path_nodes.shape[1])
+
+
+@lru_cache(maxsize=8)
+def huffman_tree(vocab_size: int) -> HuffmanTree:
+    """Huffman tree for weights ``1 / (t + 1)`` (two-queue construction, ties to leaves)."""
+    v = vocab_size
+    leaves = deque((1.0 / (t + 1), -(t + 1)) for t in range(v - 1, -1, -1))  # ascending
+    merged: deque[tuple[float, int]] = deque()
+    left = np.zeros(v - 1, dtype=np.int64)
+    right = np.zeros(v - 1, dtype=np.int64)
+
+    def pop() -> tuple[float, int]:
+        if merged and (not leaves or merged[0][0] < leaves[0][0]):
+            return merged.popleft()
+        return leaves.popleft()
+
+    for node in range(v - 1):
+        (w1, a), (w2, b) = pop(), pop()
+        left[node], right[node] = a, b
+        merged.append((w1 + w2, node))
+    root = v - 2
+    lo = np.zeros(v - 1, dtype=np.int64)
+    mid = np.zeros(v - 1, dtype=np.int64)
+    hi = np.zeros(v - 1, dtype=np.int64)
+    leaf_order = np.zeros(v, dtype=np.int64)
+    paths: list[tuple[list[int], list[bool]]] = [([], [])] * v
+    counter = 0
+    # iterative depth-first walk: (ref, path nodes, path bits, stage)
+    stack: list[tuple[int, list[int], list[bool], int]] = [(root, [], [], 0)]
+    while stack:
+        ref, nodes, bits, stage = stack.pop()
+        if ref < 0:
+            token = -ref - 1
+            leaf_order[counter] = token
+            paths[token] = (nodes, bits)
+            counter += 1
+            continue
+        if stage == 0:
+            lo[ref] = counter
+            stack.append((ref, nodes, bits, 1))
+            stack.append((int(left[ref]), nodes + [ref], bits + [False], 0))
+        elif stage == 1:
+            mid[ref] = counter
+            stack.append((ref, nodes, bits, 2))
+            stack.append((int(right[ref]), nodes + [ref], bits + [True], 0))
+        else:
+            hi[ref] = counter
+    depth = max(len(p[0]) for p in paths)
+    path_nodes = np.full((v, depth), -1, dtype=np.int64)
+    path_bits = np.zeros((v, depth), dtype=bool)
+    path_len = np.zeros(v, dtype=np.int64)
+    for t, (nodes, bits) in enumerate(paths):
+        path_nodes[t, : len(nodes)] = nodes
+        path_bits[t, : len(bits)] = bits
+        path_len[t] = len(nodes)
+    return HuffmanTree(root, left, right, lo, mid, hi, leaf_order, path_nodes, path_bits,
+                       path_len)
+
+
+class Binary(Sampler):
+    name = "binary"
+    exact_null = "erlang"
+
+    def units_per_token(self, vocab_size: int) -> int:
+        return huffman_tree(vocab_size).depth
+
+    def null_mean(self, vocab_size: int) -> float:
+        return 1.0
+
+    def _bits(self, ops: Ops, seeds: Any, tokens: Any, vocab_size: int) -> tuple[Any, Any, Any]:
+        """Hash words, per-bit evidence and validity, shape ``broadcast(seeds, tokens) + [D]``."""
+        tree = huffman_tree(vocab_size)
+        nodes = ops.i64(tree.path_nodes)[tokens]
+        bits = ops.u64(tree.path_bits.astype(np.int64))[tokens] != ops.const(0)
+        valid = ops.arange(tree.depth) < ops.i64(tree.path_len)[tokens][..., None]
+        words = node_words(ops, seeds[..., None], nodes)
+        return words, bit_stat(ops, words, bits), valid
+
+    def token_stat(self, ops: Ops, seeds: Any, tokens: Any, vocab_size: int) -> Any:
+        _, ev, valid = self._bits(ops, seeds, tokens, vocab_size)
+        return ops.asum(ops.where(valid, ev, 0.0), axis=-1)
+
+    def centered_stat(self, ops: Ops, seeds: Any, tokens: Any, vocab_size: int) -> Any:
+        _, ev, valid = self._bits(ops, seeds, tokens, vocab_size)
+        return ops.asum(ops.where(valid, ev - 1.0, 0.0), axis=-1)
+
+    def sum_terms(self, ops: Ops, seeds: Any, tokens: Any, scored: Any, vocab_size: int,
+                  count_repeats: bool) -> tuple[Any, Any]:
+        words, ev, valid = self._bits(ops, seeds, tokens, vocab_size)
+        mask = valid & scored[..., None]
+        if not count_repeats:
+            shape = tuple(words.shape)
+            flat = words.reshape(shape[:-2] + (shape[-2] * shape[-1],))
+            mask = mask & first_occurrence(ops, flat).reshape(shape)
+        return (ops.asum(ops.where(mask, ev, 0.0), axis=-1),
+                ops.f64(ops.count_true(mask, axis=-1)))
+
+    def process(self, ops: Ops, seeds: Any, logits: Any, temperature: float,
+                vocab_size: int) -> Any:
+        tree = huffman_tree(vocab_size)
+        probs = sampling_probs(ops, logits, temperature, vocab_size)
+        batch = int(probs.shape[0])
+        ordered = ops.take_along(probs, ops.i64(tree.leaf_order)[None, :], axis=1)
+        cum = ops.concat([ops.zeros((batch, 1)), ops.cumsum(ordered, axis=1)], axis=1)
+        lo, mid, hi = ops.i64(tree.lo), ops.i64(tree.mid), ops.i64(tree.hi)
+        left, right = ops.i64(tree.left), ops.i64(tree.right)
+
+        def at(idx: Any) -> Any:
+            return ops.take_along(cum, idx[:, None], axis=1)[:, 0]
+
+        node = ops.zeros((batch,), "i64") + tree.root
+        token = ops.zeros((batch,), "i64") - 1
+        done = ops.zeros((batch,), "bool")
+        for _ in range(tree.depth):
+            m_left = at(mid[node]) - at(lo[node])
+            total = at(hi[node]) - at(lo[node])
+            p0 = ops.where(total > 0, m_left / ops.where(total > 0, total, 1.0), 0.5)
+            u = bit_uniforms(ops, seeds, node)
+            child = ops.where(u >= p0, right[node], left[node])
+            leaf = child < 0
+            token = ops.where(leaf & ~done, -child - 1, token)
+            done = done | leaf
+            node = ops.where(leaf, node, child)
+            if ops.any(done) and bool(ops.to_numpy(done).all()):
+                break
+        return only_token(ops, tuple(logits.shape), token)
+
+
+def build(spec: Spec) -> NativeScheme:
+    return build_native(spec, Binary(), WHAT)
