@@ -1,0 +1,147 @@
+"""``evalrun detect``: run a watermark detector on texts or token ids, print JSON lines.
+
+    evalrun detect --watermark SPEC --key K (--text FILE --tokenizer PATH
+                                             | --tokens FILE.jsonl --vocab-size V)
+
+``--text FILE`` (``-`` for stdin) is one text, tokenized without special tokens by the
+tokenizer at PATH (a ``tokenizer.json`` file or a Hugging Face tokenizer directory).
+``--tokens FILE.jsonl`` holds one JSON object per line with ``token_ids`` and optional ``id``.
+One JSON object is printed per input: ``num_tokens_scored``, ``score``, ``p_value`` (and
+``num_green_tokens``, ``z_score`` for green-list schemes, ``id`` when given). The key may come
+from ``EVALRUN_WATERMARK_KEY`` and is never printed. Bad inputs are reported one line each on
+stderr (naming file and line) with exit status 2, after the valid inputs were printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from evalrun.errors import EvalrunError
+from evalrun.watermark.registry import parse_watermark
+
+KEY_ENV = "EVALRUN_WATERMARK_KEY"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # exit 2 with one line, like other errors
+        raise EvalrunError(f"evalrun detect: {message}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="evalrun detect", description="Detect a watermark in texts or token ids.")
+    p.add_argument("--watermark", required=True, help="scheme spec, e.g. kgw:gamma=0.25,delta=2")
+    p.add_argument("--key", default=None, help=f"secret key (default: ${KEY_ENV})")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--text", help="text file to score ('-' for stdin)")
+    src.add_argument("--tokens", help="JSONL file: one {\"token_ids\": [...], \"id\": ...} per line")
+    p.add_argument("--tokenizer", help="tokenizer.json or tokenizer directory (with --text)")
+    p.add_argument("--vocab-size", type=int, help="vocabulary size (with --tokens)")
+    p.add_argument("--backend", choices=("numpy", "torch"), default=None,
+                   help="kernel backend (default: automatic, or $EVALRUN_KERNELS)")
+    return p
+
+
+def load_tokenizer(path: str) -> tuple[Any, int]:
+    """(encode function, vocabulary size) for a tokenizer file or directory."""
+    p = Path(path)
+    if not p.exists():
+        raise EvalrunError(f"{path}: tokenizer not found")
+    if p.is_file():
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(p))
+        return (lambda text: tok.encode(text, add_special_tokens=False).ids), tok.get_vocab_size()
+    from transformers import AutoTokenizer
+
+    hf = AutoTokenizer.from_pretrained(str(p), local_files_only=True)
+    return (lambda text: hf.encode(text, add_special_tokens=False)), len(hf)
+
+
+def _read_text(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise EvalrunError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def _token_records(path: str, errors: list[str]) -> list[tuple[int, Any, list[int]]]:
+    """(line number, id, token ids) of the valid lines; problems are appended to ``errors``."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise EvalrunError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    out = []
+    for no, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            errors.append(f"{path}:{no}: bad JSON: {exc.msg}")
+            continue
+        ids = obj.get("token_ids") if isinstance(obj, dict) else None
+        if not isinstance(ids, list) or not all(isinstance(t, int) and not isinstance(t, bool)
+                                                for t in ids):
+            errors.append(f"{path}:{no}: token_ids: expected a list of integers")
+            continue
+        out.append((no, obj.get("id"), ids))
+    return out
+
+
+def detect_main(argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """Entry point of ``evalrun detect``; returns the exit status (0 ok, 2 input errors)."""
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    try:
+        return _run(argv, out, err)
+    except EvalrunError as exc:
+        print(str(exc), file=err)
+        return 2
+
+
+def _run(argv: list[str], out: TextIO, err: TextIO) -> int:
+    args = _parser().parse_args(argv)
+    key = args.key if args.key is not None else os.environ.get(KEY_ENV)
+    if not key:
+        raise EvalrunError(f"evalrun detect: no watermark key; pass --key or set {KEY_ENV}")
+    scheme = parse_watermark(args.watermark)
+    if scheme is None:
+        raise EvalrunError("evalrun detect: --watermark none has nothing to detect")
+    errors: list[str] = []
+    if args.text is not None:
+        if not args.tokenizer:
+            raise EvalrunError("evalrun detect: --text needs --tokenizer PATH")
+        encode, vocab_size = load_tokenizer(args.tokenizer)
+        if args.vocab_size is not None:
+            vocab_size = args.vocab_size
+        items = [(None, None, list(encode(_read_text(args.text))))]
+        source = args.text
+    else:
+        if args.vocab_size is None:
+            raise EvalrunError("evalrun detect: --tokens needs --vocab-size V")
+        vocab_size = args.vocab_size
+        items = _token_records(args.tokens, errors)
+        source = args.tokens
+    kwargs = {"backend": args.backend} if args.backend else {}
+    for no, item_id, ids in items:
+        where = f"{source}:{no}" if no is not None else source
+        try:
+            det = scheme.detect(ids, key, vocab_size, **kwargs)
+        except EvalrunError as exc:
+            errors.append(f"{where}: {exc}")
+            continue
+        record = det.as_json()
+        if item_id is not None:
+            record = {"id": item_id, **record}
+        print(json.dumps(record), file=out)
+    out.flush()
+    for line in errors:
+        print(line, file=err)
+    return 2 if errors else 0
