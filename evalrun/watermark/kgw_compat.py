@@ -1,0 +1,482 @@
+"""Reference-compatible KGW green lists: ``kgw:seeding=lefthash|selfhash,...``.
+
+Reproduces, on the same token ids, the green lists, green counts and z-scores of the public
+reference implementation by Kirchenbauer et al. (github.com/jwkirchenbauer/lm-watermarking,
+files ``extended_watermark_processor.py`` and ``alternative_prf_schemes.py``), so results can
+be cross-checked against published code. The facts carried over from those files:
+
+* seeding (``alternative_prf_schemes.seeding_scheme_lookup``): ``lefthash`` (alias
+  ``simple_1``) is the ``additive_prf`` over the last ``context`` tokens (default 1) without
+  self-salting; ``selfhash`` (alias ``algorithm-3``) is the ``anchored_minhash_prf`` over a
+  window of ``context`` tokens (default 4) whose last token is the candidate itself
+  (self-salting). ``context`` other than the default is the reference's freeform
+  ``ff-<prf>-<context>-<self_salt>-<hash_key>`` scheme.
+* ``additive_prf(ids) = hash_key * sum(ids)`` (exact integer arithmetic);
+  ``anchored_minhash_prf(ids) = min(hash_key * hashint(ids) * hashint(ids[-1]))`` computed in
+  torch int64, so products wrap around 2**64 and negative wrapped values win the minimum;
+  ``hashint(x) = fixed_table[x % 1_000_003] + 1`` with ``fixed_table`` the CPU
+  ``torch.randperm(1_000_003)`` of a generator seeded with 2971215073.
+* green list (``WatermarkBase._get_greenlist_ids``): a CPU ``torch.Generator`` seeded with
+  ``prf % (2**64 - 1)``, ``torch.randperm(vocab_size)``, green = its first
+  ``int(vocab_size * gamma)`` entries.
+* generation (``WatermarkLogitsProcessor``): ``lefthash`` adds ``delta`` to the whole green
+  list of the last ``context`` tokens; ``selfhash`` sorts the logits (descending), tests the
+  first 41 candidates (the ``fixed_compute`` tail rule: stop after index 40) each with its own
+  self-salted green list, and adds ``delta`` only to the candidates found in their own list.
+* detection (``WatermarkDetector._score_sequence``): n-grams of ``context + 1 - self_salt``
+  tokens over the scored text (the first ``context - self_salt`` tokens are not targets; the
+  reference requires more than ``context`` tokens), repeated n-grams counted once by default
+  (``ignore_repeated_ngrams=True``; ``repeats=count`` counts every n-gram),
+  ``z = (green - gamma*T) / sqrt(T*gamma*(1-gamma))`` and ``p = scipy.stats.norm.sf(z)``.
+
+Deviations, all outside the reference's domain: a sequence too short to score gives
+``num_tokens_scored=0`` and ``p_value=1`` instead of raising; a generation row whose prompt is
+shorter than the context is left unbiased instead of raising; the generator is always the CPU
+one (the reference uses the device of ``input_ids``). ``extra`` adds the exact binomial
+p-value (green probability ``int(V*gamma)/V``) next to the reference's normal one.
+
+The watermark key is the reference's hash key (15485863 in all published runs): a decimal
+integer string in the int64 range; nothing else is accepted.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections import OrderedDict
+from typing import Any, Sequence
+
+import numpy as np
+from scipy import stats
+
+from evalrun.errors import SpecError
+from evalrun.specs import Spec, check_keys, spec_float, spec_int
+from evalrun.watermark.base import Detection, WatermarkScheme
+
+WHAT = "--watermark"
+#: the reference's hash key (``seeding_scheme_lookup``: "large prime")
+REFERENCE_HASH_KEY = 15485863
+#: ``alternative_prf_schemes.hashint`` table: size and generator seed ("fib47 is prime")
+HASHINT_TABLE_SIZE = 1_000_003
+HASHINT_TABLE_SEED = 2971215073
+#: selfhash generation tests logits ranks 0..40 (``tail_rule="fixed_compute"``)
+SELFHASH_CANDIDATES = 41
+#: ``_seed_rng``: ``prf_key % (2**64 - 1)``
+SEED_MODULUS = 2**64 - 1
+
+SEEDINGS = ("lefthash", "selfhash")
+DEFAULT_CONTEXT = {"lefthash": 1, "selfhash": 4}
+PRF_NAMES = {"lefthash": "additive_prf", "selfhash": "anchored_minhash_prf"}
+REPEATS = ("ignore", "count")
+ALLOWED_KEYS = frozenset({"seeding", "gamma", "delta", "context", "repeats", "z_threshold"})
+MAX_CONTEXT = 32
+_INT_RE = re.compile(r"[+-]?[0-9]+")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is installed wherever this runs in CI
+        raise SpecError(
+            f"{WHAT} kgw:seeding=...: reference-compatible KGW needs torch (install evalrun[hf])"
+        ) from None
+    return torch
+
+
+def parse_hash_key(key: str | None, *, what: str = "kgw (reference-compatible)") -> int:
+    """The reference's integer hash key from the secret ``key`` string (never echoed)."""
+    if key is None or not isinstance(key, str) or not key.strip():
+        raise SpecError(
+            f"{what}: a watermark key is required: the reference's integer hash key, "
+            f"e.g. {REFERENCE_HASH_KEY}"
+        )
+    text = key.strip()
+    if not _INT_RE.fullmatch(text):
+        raise SpecError(
+            f"{what}: the watermark key must be a decimal integer (the reference's hash key, "
+            f"e.g. {REFERENCE_HASH_KEY}); got a non-integer string of {len(text)} characters"
+        )
+    value = int(text)
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise SpecError(f"{what}: the watermark key must fit in a signed 64-bit integer")
+    return value
+
+
+def greenlist_size(vocab_size: int, gamma: float) -> int:
+    """``int(vocab_size * gamma)``: the reference's rounding (truncation of the float product)."""
+    return int(vocab_size * gamma)
+
+
+@functools.lru_cache(maxsize=1)
+def _hashint_table() -> np.ndarray:
+    """``fixed_table + 1`` of ``alternative_prf_schemes`` (public constant, not secret)."""
+    torch = _torch()
+    gen = torch.Generator(device="cpu")
+    gen.manual_seed(HASHINT_TABLE_SEED)
+    table = torch.randperm(HASHINT_TABLE_SIZE, device="cpu", generator=gen).numpy().astype(np.int64)
+    table += 1
+    table.setflags(write=False)
+    return table
+
+
+def hashint(ids: np.ndarray | Sequence[int]) -> np.ndarray:
+    """The reference's ``hashint``: a fixed permutation of residues mod 1_000_003, plus one."""
+    arr = np.asarray(ids, dtype=np.int64)
+    return _hashint_table()[np.remainder(arr, HASHINT_TABLE_SIZE)]
+
+
+def prf_seeds(windows: np.ndarray, seeding: str, hash_key: int) -> list[int]:
+    """Generator seed (``prf % (2**64 - 1)``) for each row of ``windows`` [N, context].
+
+    Each row holds the tokens the PRF sees, oldest first; for ``selfhash`` the last one is the
+    candidate (self-salting) and also the anchor.
+    """
+    w = np.asarray(windows, dtype=np.int64)
+    if w.ndim != 2:
+        raise ValueError("windows must be a 2-D array [N, context]")
+    if w.shape[0] == 0:
+        return []
+    if seeding == "lefthash":
+        # additive_prf: salt_key * input_ids.sum().item() -- an int64 sum, then a Python product
+        raw = [hash_key * s for s in w.sum(axis=1).tolist()]
+    elif seeding == "selfhash":
+        # anchored_minhash_prf: (salt_key * hashint(ids) * hashint(ids[-1])).min() in int64;
+        # numpy array arithmetic wraps modulo 2**64 exactly like torch's int64 tensors.
+        h = hashint(w)
+        salted = np.int64(hash_key) * h
+        raw = (salted * h[:, -1:]).min(axis=1).tolist()
+    else:
+        raise ValueError(f"unknown seeding {seeding!r}")
+    return [r % SEED_MODULUS for r in raw]
+
+
+class GreenLists:
+    """Green lists of one (vocab size, gamma) by generator seed: CPU ``torch.randperm``.
+
+    Keeps a bounded LRU of boolean masks; it is owned by one call or one processor (which
+    holds the key anyway), never by a scheme object.
+    """
+
+    def __init__(self, vocab_size: int, gamma: float, capacity: int = 256) -> None:
+        if vocab_size < 1:
+            raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
+        self.torch = _torch()
+        self.vocab_size = int(vocab_size)
+        self.size = greenlist_size(self.vocab_size, gamma)
+        self.capacity = capacity
+        self._gen = self.torch.Generator(device="cpu")
+        self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
+
+    def ids(self, seed: int) -> np.ndarray:
+        """Green token ids in the reference's order (the permutation's first entries)."""
+        self._gen.manual_seed(seed)
+        perm = self.torch.randperm(self.vocab_size, device="cpu", generator=self._gen)
+        return perm[: self.size].numpy()
+
+    def mask(self, seed: int) -> np.ndarray:
+        """Boolean mask over the vocabulary (read-only, cached)."""
+        found = self._masks.get(seed)
+        if found is not None:
+            self._masks.move_to_end(seed)
+            return found
+        out = np.zeros(self.vocab_size, dtype=bool)
+        out[self.ids(seed)] = True
+        out.setflags(write=False)
+        self._masks[seed] = out
+        if len(self._masks) > self.capacity:
+            self._masks.popitem(last=False)
+        return out
+
+    def membership(self, seeds: Sequence[int], targets: np.ndarray) -> np.ndarray:
+        """``targets[i] in greenlist(seeds[i])`` for all i, one permutation per distinct seed."""
+        targets = np.asarray(targets, dtype=np.int64)
+        flags = np.zeros(len(targets), dtype=bool)
+        if len(targets) == 0:
+            return flags
+        # seeds are < 2**64 - 1, so they fit uint64 exactly
+        uniq, inverse = np.unique(np.asarray(seeds, dtype=np.uint64), return_inverse=True)
+        order = np.argsort(inverse.reshape(-1), kind="stable")
+        bounds = np.searchsorted(inverse.reshape(-1)[order], np.arange(len(uniq) + 1))
+        valid = (targets >= 0) & (targets < self.vocab_size)
+        for i, seed in enumerate(uniq.tolist()):
+            rows = order[bounds[i]: bounds[i + 1]]
+            rows = rows[valid[rows]]
+            if len(rows) == 0:
+                continue
+            if len(rows) == 1 and seed not in self._masks:
+                # one target: a scan of the green ids beats building a full mask
+                flags[rows[0]] = bool((self.ids(seed) == targets[rows[0]]).any())
+            else:
+                flags[rows] = self.mask(seed)[targets[rows]]
+        return flags
+
+
+def _unique_rows(rows: np.ndarray, vocab_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique(rows, axis=0, return_index=True, return_inverse=True)``, fast when each row
+    packs into one int64 (base ``vocab_size`` digits)."""
+    n, width = rows.shape
+    if width * math.log2(max(vocab_size, 2)) < 62:
+        packed = np.zeros(n, dtype=np.int64)
+        for col in range(width):
+            packed = packed * vocab_size + rows[:, col]
+        _, first, inverse = np.unique(packed, return_index=True, return_inverse=True)
+        return rows[first], first, inverse.reshape(-1)
+    uniq, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+    return uniq, first, inverse.reshape(-1)
+
+
+def _canonical_float(value: float) -> str:
+    return repr(float(value))
+
+
+def _finite(spec: Spec, key: str, value: float) -> float:
+    if not math.isfinite(value):
+        raise SpecError(f"{WHAT} {spec}: {key}={spec.params.get(key)!r} is not a finite number")
+    return value
+
+
+class KGWCompat(WatermarkScheme):
+    """Kirchenbauer et al.'s reference KGW (``lefthash`` / ``selfhash``), bit for bit."""
+
+    green_list = True
+
+    def __init__(self, *, seeding: str, gamma: float, delta: float, context: int,
+                 repeats: str = "ignore", z_threshold: float = 4.0) -> None:
+        if seeding not in SEEDINGS:
+            raise SpecError(f"{WHAT} kgw: seeding={seeding!r} unknown; expected lefthash or selfhash")
+        self.seeding = seeding
+        self.gamma = float(gamma)
+        self.delta = float(delta)
+        self.context = int(context)
+        self.repeats = repeats
+        self.z_threshold = float(z_threshold)
+        self.self_salt = seeding == "selfhash"
+        #: tokens per scored n-gram (``context_width + 1 - self_salt``)
+        self.ngram_len = self.context + 1 - int(self.self_salt)
+        self.spec = Spec(name="kgw", params={
+            "seeding": seeding,
+            "gamma": _canonical_float(self.gamma),
+            "delta": _canonical_float(self.delta),
+            "context": str(self.context),
+            "repeats": repeats,
+            "z_threshold": _canonical_float(self.z_threshold),
+        })
+
+    def __repr__(self) -> str:
+        return f"KGWCompat({self.spec})"
+
+    # -- green lists ------------------------------------------------------------------------
+    def greenlist_ids(self, context_ids: Sequence[int], key: str, vocab_size: int) -> np.ndarray:
+        """Green list seeded by ``context_ids`` (the last ``context`` tokens are used; for
+        ``selfhash`` the last one is the candidate), in the reference's order."""
+        ids = np.asarray(context_ids, dtype=np.int64)
+        if ids.ndim != 1 or len(ids) < self.context:
+            raise ValueError(f"need at least {self.context} context tokens for {self.seeding}")
+        seed = prf_seeds(ids[-self.context:][None, :], self.seeding, parse_hash_key(key))[0]
+        return GreenLists(vocab_size, self.gamma).ids(seed)
+
+    def _check_ids(self, token_ids: Sequence[int], vocab_size: int) -> np.ndarray:
+        ids = np.asarray(token_ids.tolist() if hasattr(token_ids, "tolist") else list(token_ids))
+        if ids.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+            raise ValueError("token_ids must be a flat sequence of integers")
+        ids = ids.astype(np.int64)
+        if ids.min() < 0 or ids.max() >= vocab_size:
+            raise ValueError(f"token ids must lie in [0, {vocab_size}) for vocab_size={vocab_size}")
+        return ids
+
+    def _ngram_flags(self, seqs: list[np.ndarray], hash_key: int, vocab_size: int,
+                     ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per sequence: (green flag of every n-gram, first-occurrence flag of every n-gram).
+
+        All distinct n-grams of all sequences share one pass: one permutation per seed.
+        """
+        L = self.ngram_len
+        per_seq: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = []
+        uniques: list[np.ndarray] = []
+        for ids in seqs:
+            if len(ids) - self.context < 1:
+                per_seq.append(None)
+                continue
+            grams = np.lib.stride_tricks.sliding_window_view(ids, L)
+            uniq, first, inverse = _unique_rows(grams, vocab_size)
+            is_first = np.zeros(len(grams), dtype=bool)
+            is_first[first] = True
+            per_seq.append((uniq, inverse, is_first))
+            uniques.append(uniq)
+        if not uniques:
+            return [(np.zeros(0, bool), np.zeros(0, bool)) for _ in seqs]
+        # the same n-gram in two sequences is scored once
+        all_grams, _, back = _unique_rows(np.concatenate(uniques, axis=0), vocab_size)
+        windows = all_grams if self.self_salt else all_grams[:, :-1]
+        seeds = prf_seeds(windows, self.seeding, hash_key)
+        green_all = GreenLists(vocab_size, self.gamma, capacity=0).membership(seeds, all_grams[:, -1])
+        out: list[tuple[np.ndarray, np.ndarray]] = []
+        offset = 0
+        for item in per_seq:
+            if item is None:
+                out.append((np.zeros(0, bool), np.zeros(0, bool)))
+                continue
+            uniq, inverse, is_first = item
+            green_u = green_all[back[offset: offset + len(uniq)]]
+            offset += len(uniq)
+            out.append((green_u[inverse], is_first))
+        return out
+
+    # -- detection --------------------------------------------------------------------------
+    def _z(self, green: np.ndarray | int, total: np.ndarray | int) -> Any:
+        """The reference's ``_compute_z_score`` (same operation order)."""
+        g = self.gamma
+        numer = green - g * np.asarray(total, dtype=np.float64)
+        denom = np.sqrt(np.asarray(total, dtype=np.float64) * g * (1 - g))
+        return numer / denom
+
+    def _detection(self, green: np.ndarray, first: np.ndarray, vocab_size: int) -> Detection:
+        if len(green) == 0:
+            return Detection(num_tokens_scored=0, score=0.0, p_value=1.0, num_green_tokens=0,
+                             z_score=0.0, extra={"green_fraction": 0.0, "binomial_p_value": 1.0,
+                                                 "prediction": False})
+        if self.repeats == "ignore":
+            total = int(first.sum())
+            count = int((green & first).sum())
+        else:
+            total = len(green)
+            count = int(green.sum())
+        z = float(self._z(count, total))
+        p = float(stats.norm.sf(z))
+        p_binom = float(stats.binom.sf(count - 1, total, greenlist_size(vocab_size, self.gamma) / vocab_size))
+        return Detection(
+            num_tokens_scored=total, score=z, p_value=p, num_green_tokens=count, z_score=z,
+            extra={"green_fraction": count / total, "binomial_p_value": p_binom,
+                   "prediction": bool(z > self.z_threshold)},
+        )
+
+    def detect(self, token_ids: Sequence[int], key: str, vocab_size: int) -> Detection:
+        ids = self._check_ids(token_ids, vocab_size)
+        green, first = self._ngram_flags([ids], parse_hash_key(key), vocab_size)[0]
+        return self._detection(green, first, vocab_size)
+
+    def detect_batch(self, sequences: Sequence[Sequence[int]], key: str, vocab_size: int,
+                     ) -> list[Detection]:
+        """:meth:`detect` for many sequences, computing each distinct green list once."""
+        seqs = [self._check_ids(s, vocab_size) for s in sequences]
+        flags = self._ngram_flags(seqs, parse_hash_key(key), vocab_size)
+        return [self._detection(g, f, vocab_size) for g, f in flags]
+
+    def green_token_mask(self, token_ids: Sequence[int], key: str, vocab_size: int) -> np.ndarray:
+        """Green flag of every scored token (one per n-gram, repeats included)."""
+        ids = self._check_ids(token_ids, vocab_size)
+        return self._ngram_flags([ids], parse_hash_key(key), vocab_size)[0][0]
+
+    def prefix_p_values(self, token_ids: Sequence[int], key: str, vocab_size: int) -> np.ndarray:
+        """Normal p-value of each prefix (the reference's ``z_score_at_T``, in float64); prefixes
+        the reference cannot score get 1."""
+        ids = self._check_ids(token_ids, vocab_size)
+        out = np.ones(len(ids), dtype=np.float64)
+        green, first = self._ngram_flags([ids], parse_hash_key(key), vocab_size)[0]
+        if len(green) == 0:
+            return out
+        if self.repeats == "ignore":
+            totals = np.cumsum(first)
+            counts = np.cumsum(green & first)
+        else:
+            totals = np.arange(1, len(green) + 1)
+            counts = np.cumsum(green)
+        # prefix token_ids[: j + 1] holds n-grams 0 .. j + 1 - L; it is scored when j >= context
+        j = np.arange(self.context, len(ids))
+        k = j + 1 - self.ngram_len
+        out[j] = stats.norm.sf(self._z(counts[k], totals[k]))
+        return out
+
+    # -- generation -------------------------------------------------------------------------
+    def logits_processor(self, key: str, vocab_size: int, *, temperature: float,
+                         seed: int) -> "KGWCompatLogitsProcessor":
+        return KGWCompatLogitsProcessor(self, parse_hash_key(key), vocab_size, temperature)
+
+
+class KGWCompatLogitsProcessor:
+    """Batched reference ``WatermarkLogitsProcessor``: ``(input_ids [B,T], scores [B,V]) ->
+    scores``; delta is added before temperature, then the scores are divided by the
+    temperature (when > 0), so the caller samples at temperature 1."""
+
+    def __init__(self, scheme: KGWCompat, hash_key: int, vocab_size: int, temperature: float) -> None:
+        if not math.isfinite(temperature) or temperature < 0:
+            raise ValueError(f"temperature must be finite and >= 0, got {temperature}")
+        self.scheme = scheme
+        self._hash_key = hash_key
+        self.vocab_size = int(vocab_size)
+        self.temperature = float(temperature)
+        self.green = GreenLists(self.vocab_size, scheme.gamma)
+
+    def __repr__(self) -> str:
+        return f"KGWCompatLogitsProcessor({self.scheme.spec}, vocab_size={self.vocab_size})"
+
+    def green_mask(self, input_ids: Any, scores: Any) -> Any:
+        """Boolean torch mask [B, W] of the positions that receive delta."""
+        torch = self.green.torch
+        ids = torch.as_tensor(input_ids).detach().cpu().long()
+        sc = torch.as_tensor(scores).detach().cpu()
+        if ids.dim() == 1:
+            ids = ids[None, :]
+        if sc.dim() == 1:
+            sc = sc[None, :]
+        batch, width = sc.shape
+        mask = np.zeros((batch, width), dtype=bool)
+        c = self.scheme.context
+        seeding = self.scheme.seeding
+        if seeding == "lefthash":
+            if ids.shape[1] >= c:
+                windows = ids[:, ids.shape[1] - c:].numpy()
+                seeds = prf_seeds(windows, seeding, self._hash_key)
+                w = min(width, self.vocab_size)
+                for b, seed in enumerate(seeds):
+                    mask[b, :w] = self.green.mask(seed)[:w]
+        else:
+            if ids.shape[1] >= c - 1:
+                m = min(SELFHASH_CANDIDATES, width)
+                # per-row sort, as the reference sorts scores[b_idx] (keeps its tie order)
+                cands = np.stack([sc[b].sort(dim=-1, descending=True).indices[:m].numpy()
+                                  for b in range(batch)]).astype(np.int64)
+                prefix = ids[:, ids.shape[1] - (c - 1):].numpy() if c > 1 else np.zeros((batch, 0), np.int64)
+                windows = np.concatenate(
+                    [np.repeat(prefix[:, None, :], m, axis=1), cands[:, :, None]], axis=2
+                ).reshape(batch * m, c)
+                seeds = prf_seeds(windows, seeding, self._hash_key)
+                ok = self.green.membership(seeds, cands.reshape(-1)).reshape(batch, m)
+                rows = np.repeat(np.arange(batch), m).reshape(batch, m)
+                mask[rows[ok], cands[ok]] = True
+        return torch.from_numpy(mask)
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        torch = self.green.torch
+        as_numpy = isinstance(scores, np.ndarray)
+        sc = torch.from_numpy(scores) if as_numpy else scores
+        mask = self.green_mask(input_ids, sc).to(sc.device)
+        if sc.dim() == 1:
+            mask = mask[0]
+        out = torch.where(mask, sc + self.scheme.delta, sc)
+        if self.temperature > 0:
+            out = out / self.temperature
+        return out.numpy() if as_numpy else out
+
+
+def build(spec: Spec) -> KGWCompat:
+    """Validate ``kgw:seeding=...`` and fill in the reference defaults."""
+    check_keys(spec, ALLOWED_KEYS, what=WHAT)
+    seeding = spec.params.get("seeding")
+    if seeding not in SEEDINGS:
+        raise SpecError(f"{WHAT} {spec}: seeding={seeding!r} unknown; expected one of {', '.join(SEEDINGS)}")
+    gamma = _finite(spec, "gamma", spec_float(spec, "gamma", 0.25, what=WHAT, lo=0.0, hi=1.0))
+    if not 0.0 < gamma < 1.0:
+        raise SpecError(f"{WHAT} {spec}: gamma={spec.params['gamma']} must lie strictly between 0 and 1")
+    delta = _finite(spec, "delta", spec_float(spec, "delta", 2.0, what=WHAT, lo=0.0))
+    context = spec_int(spec, "context", DEFAULT_CONTEXT[seeding], what=WHAT, lo=1, hi=MAX_CONTEXT)
+    repeats = spec.params.get("repeats", "ignore")
+    if repeats not in REPEATS:
+        raise SpecError(f"{WHAT} {spec}: repeats={repeats!r} unknown; expected ignore or count")
+    z_threshold = _finite(spec, "z_threshold", spec_float(spec, "z_threshold", 4.0, what=WHAT))
+    return KGWCompat(seeding=seeding, gamma=gamma, delta=delta, context=context, repeats=repeats,
+                     z_threshold=z_threshold)
