@@ -325,7 +325,7 @@ class ChatServer:
     def records(self) -> list[RequestRecord]:
         """Every chat-completion attempt so far, in arrival order."""
         with self._lock:
-            return list(self._records)
+            return sorted(self._records, key=lambda r: r.seq)
 
     def attempts(self, prompt_substring: str) -> list[RequestRecord]:
         """The attempts whose last user message contains ``prompt_substring``."""
@@ -404,6 +404,8 @@ class ChatServer:
                         name, _, value = line.partition(":")
                         headers[name.strip().lower()] = value.strip()
                 length = int(headers.get("content-length", "0"))
+                if length < 0:
+                    raise ValueError("negative Content-Length")
             except ValueError:
                 await self._write(writer, _Response(400, _error_payload(
                     "malformed HTTP request", "invalid_request_error")), keep_alive=False)
