@@ -227,13 +227,12 @@ class OpenAIProvider:
         return f"OpenAIProvider({self.spec!r}, base_url={where!r}, concurrency={self.concurrency})"
 
     def settings(self) -> dict[str, Any]:
-        """Provider settings for params_json (no secrets)."""
-        return {
-            "base_url": _redact_url(self.base_url) if self.base_url else None,
-            "concurrency": self.concurrency,
-            "max_retries": self.max_retries,
-            "timeout_s": self.timeout_s,
-        }
+        """Settings that identify where outputs came from, for params_json (no secrets).
+
+        Only the endpoint: concurrency, retries and timeouts change how fast results arrive,
+        not what they are, so they stay out of the cache key.
+        """
+        return {"base_url": _redact_url(self.base_url) if self.base_url else None}
 
     def close(self) -> None:
         """Nothing to release: each ``generate`` call opens and closes its own client."""
