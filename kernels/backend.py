@@ -92,6 +92,9 @@ class Ops:
     def where(self, c: Any, a: Any, b: Any) -> Any: ...
     def log(self, x: Any) -> Any: ...
     def exp(self, x: Any) -> Any: ...
+    def frexp(self, x: Any) -> tuple[Any, Any]:
+        """Mantissa in [0.5, 1) and integer exponent (exact)."""
+        ...
     def abs(self, x: Any) -> Any: ...
     def maximum(self, a: Any, b: Any) -> Any: ...
     def cumsum(self, x: Any, axis: int) -> Any: ...
@@ -124,12 +127,14 @@ class NumpyOps(Ops):
     def u64(self, x: Any) -> np.ndarray:
         if is_torch(x):
             x = x.detach().cpu().numpy()
+        if isinstance(x, (list, tuple, int)):
+            x = np.array(x, dtype=object)
         a = np.asarray(x)
         if a.dtype == np.uint64:
             return a
         if a.dtype.kind in "iu":
             return a.astype(np.int64).view(np.uint64) if a.dtype.kind == "i" else a.astype(np.uint64)
-        if a.dtype == object or a.size == 0:
+        if a.dtype == object:
             return np.array([int(v) & _MASK64 for v in a.ravel()], dtype=np.uint64).reshape(a.shape)
         raise TypeError(f"expected integers, got {a.dtype}")
 
@@ -178,6 +183,10 @@ class NumpyOps(Ops):
 
     def exp(self, x):
         return np.exp(x)
+
+    def frexp(self, x):
+        m, e = np.frexp(x)
+        return m, e.astype(np.float64)
 
     def abs(self, x):
         return np.abs(x)
@@ -248,7 +257,7 @@ class TorchOps(Ops):
 
     def u64(self, x: Any) -> Any:
         if not is_torch(x):
-            a = np.asarray(x)
+            a = x if isinstance(x, np.ndarray) else np.array(x, dtype=object)
             if a.dtype == object or (a.dtype.kind == "u"):
                 a = NUMPY.u64(a).view(np.int64)
             return self._t(a, self.torch.int64)
@@ -307,6 +316,10 @@ class TorchOps(Ops):
 
     def exp(self, x):
         return self.torch.exp(x)
+
+    def frexp(self, x):
+        m, e = self.torch.frexp(x)
+        return m, e.to(self.torch.float64)
 
     def abs(self, x):
         return self.torch.abs(x)

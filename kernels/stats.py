@@ -11,17 +11,12 @@ from typing import Any
 
 from evalrun.kernels.backend import Ops
 from evalrun.kernels.hashing import (TAG_NODE, TAG_UNIFORM, code, complement, feistel_rank,
-                                     pair, tag, uniform)
-
-
-def exp_uniforms(ops: Ops, seeds: Any, tokens: Any) -> Any:
-    """Aaronson's keyed uniforms ``r = h_s(v)`` for (seed, token) pairs (broadcast)."""
-    return uniform(ops, pair(ops, seeds, code(ops, tokens)))
+                                     neg_log_uniform, pair, tag, uniform)
 
 
 def exp_stat(ops: Ops, seeds: Any, tokens: Any) -> Any:
     """C1 statistic ``-log(1 - r_token)``, computed as ``-log`` of the exact complement."""
-    return -ops.log(uniform(ops, complement(ops, pair(ops, seeds, code(ops, tokens)))))
+    return neg_log_uniform(ops, complement(ops, pair(ops, seeds, code(ops, tokens))))
 
 
 def its_uniform(ops: Ops, seeds: Any) -> Any:
@@ -58,7 +53,7 @@ def bit_uniforms(ops: Ops, seeds: Any, nodes: Any) -> Any:
 def bit_stat(ops: Ops, words: Any, bits: Any) -> Any:
     """C3 per-bit statistic: ``-log(u)`` for bit 0 (chosen when ``u < P[0]``) and
     ``-log(1 - u)`` for bit 1 (Christ et al.; seed 000 writes the cost form)."""
-    return -ops.log(uniform(ops, ops.where(bits, complement(ops, words), words)))
+    return neg_log_uniform(ops, ops.where(bits, complement(ops, words), words))
 
 
 def first_occurrence(ops: Ops, words: Any) -> Any:

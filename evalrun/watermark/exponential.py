@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from evalrun.kernels.backend import Ops
-from evalrun.kernels.stats import exp_stat, exp_uniforms
+from evalrun.kernels.hashing import code, neg_log_uniform, pair
+from evalrun.kernels.stats import exp_stat
 from evalrun.specs import Spec
 from evalrun.watermark.engine import NativeScheme, Sampler, build_native, only_token, sampling_probs
 
@@ -34,8 +35,9 @@ class Exponential(Sampler):
     def process(self, ops: Ops, seeds: Any, logits: Any, temperature: float,
                 vocab_size: int) -> Any:
         probs = sampling_probs(ops, logits, temperature, vocab_size)
-        r = exp_uniforms(ops, seeds[:, None], ops.arange(vocab_size)[None, :])
-        key = ops.where(probs > 0, ops.log(r) / ops.where(probs > 0, probs, 1.0), float("-inf"))
+        words = pair(ops, seeds[:, None], code(ops, ops.arange(vocab_size))[None, :])
+        log_r = -neg_log_uniform(ops, words)
+        key = ops.where(probs > 0, log_r / ops.where(probs > 0, probs, 1.0), float("-inf"))
         return only_token(ops, tuple(logits.shape), ops.argmax(key, axis=1))
 
 
