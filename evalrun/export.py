@@ -1,0 +1,94 @@
+"""``evalrun export``: the long-format per-result table (one row per result) as CSV or JSONL.
+
+Each row carries every ``results`` column, the provenance of the run that produced it
+(``git_sha``, ``git_dirty``, ``evalrun_version``, ``started_at``, ...) and the name of the case
+field the pack groups by (``group_field``: ``family``, ``scheme``) next to its value
+(``group_value``), so the file can be analysed on its own or joined back to the store.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from evalrun.errors import EvalrunError
+from evalrun.store import Store
+
+#: run columns joined onto each result (``run_id`` is already a results column)
+RUN_COLUMNS = (
+    "started_at", "finished_at", "git_sha", "git_dirty", "evalrun_version", "python",
+    "platform", "argv", "packages_json", "seed", "config_json",
+)
+
+#: the case field each known pack groups its results by
+GROUP_FIELDS = {"watermark_robustness": "family", "hidden_message_extraction": "scheme"}
+
+FORMATS = ("csv", "jsonl")
+
+
+def open_store(db: str | Path) -> Store:
+    """Open a results database read-only, with one-line errors for the usual mistakes."""
+    path = Path(db)
+    if not path.exists():
+        raise EvalrunError(f"--db {path}: no such database")
+    if not path.is_file():
+        raise EvalrunError(f"--db {path}: not a file")
+    try:
+        return Store(path, readonly=True)
+    except sqlite3.Error as exc:
+        raise EvalrunError(f"--db {path}: cannot open ({exc})") from None
+
+
+def select_rows(store: Store, run_id: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(results, runs)``: every result (or those ``run_id`` covered) and the run rows that
+    produced or selected them. Raises for an empty store or an unknown run id."""
+    try:
+        runs = [dict(r) for r in store.runs()]
+        if run_id is not None and run_id not in {r["run_id"] for r in runs}:
+            known = ", ".join(r["run_id"] for r in runs) or "none"
+            raise EvalrunError(f"--run {run_id}: no such run in {store.path} (known runs: {known})")
+        rows = [dict(r) for r in store.results(run_id=run_id)]
+    except sqlite3.Error as exc:
+        raise EvalrunError(f"--db {store.path}: not an evalrun results database ({exc})") from None
+    if not rows:
+        where = f"run {run_id}" if run_id is not None else str(store.path)
+        raise EvalrunError(f"{where} holds no results: run `evalrun run ... --out {store.path}` first")
+    used = {r["run_id"] for r in rows} | ({run_id} if run_id else set())
+    return rows, [r for r in runs if r["run_id"] in used]
+
+
+def export_results(db: str | Path, fmt: str, out: str | Path, run_id: str | None = None) -> int:
+    """Write one row per result to ``out`` as ``csv`` or ``jsonl``; returns the rows written."""
+    if fmt not in FORMATS:
+        raise EvalrunError(f"--format {fmt!r}: must be one of {', '.join(FORMATS)}")
+    store = open_store(db)
+    try:
+        rows, runs = select_rows(store, run_id)
+        run_by_id = {r["run_id"]: dict(r) for r in store.runs()}
+    finally:
+        store.close()
+    records = []
+    for row in rows:
+        run = run_by_id.get(row["run_id"], {})
+        rec = dict(row)
+        for col in RUN_COLUMNS:
+            rec[col] = run.get(col) if run else None
+        rec["group_field"] = GROUP_FIELDS.get(row["pack"])
+        records.append(rec)
+    out_path = Path(out)
+    if out_path.parent and not out_path.parent.exists():
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+    columns = list(records[0].keys())
+    with out_path.open("w", encoding="utf-8", newline="") as fh:
+        if fmt == "csv":
+            writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="raise")
+            writer.writeheader()
+            for rec in records:
+                writer.writerow({k: ("" if v is None else v) for k, v in rec.items()})
+        else:
+            for rec in records:
+                fh.write(json.dumps(rec, ensure_ascii=False, sort_keys=False) + "\n")
+    return len(records)

@@ -1,0 +1,126 @@
+"""``evalrun report``: store -> report.md, report.html (self-contained) and PNG charts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from evalrun.errors import EvalrunError
+from evalrun.report import charts, tables
+from evalrun.report.data import EXTRACTION, WATERMARK, PackView, ReportData, Result, load, view_for
+from evalrun.report.document import (Document, Figure, Paragraph, Section, render_html,
+                                     render_markdown)
+
+CHART_NAMES = ("watermark_stacked_bar.png", "watermark_by_task.png",
+               "extraction_by_scheme.png", "extraction_false_positives.png")
+
+
+def build_report(db: str | Path, out_dir: str | Path, run_id: str | None = None) -> Path:
+    """Write report.md, report.html and the charts for ``db`` (one run or all) into
+    ``out_dir``; returns the path of report.md."""
+    data = load(db, run_id)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise EvalrunError(f"--out {out}: exists and is not a directory")
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in CHART_NAMES:  # a chart from an earlier report must not outlive its data
+        (out / stale).unlink(missing_ok=True)
+    doc = compose(data, out)
+    md_path = out / "report.md"
+    md_path.write_text(render_markdown(doc), encoding="utf-8")
+    (out / "report.html").write_text(render_html(doc, out), encoding="utf-8")
+    return md_path
+
+
+def compose(data: ReportData, out: Path) -> Document:
+    """Compute every table, draw every chart into ``out``, and arrange the document."""
+    selection = (f"run {data.run_id}" if data.run_id
+                 else f"all {len(data.runs)} run(s) in the store")
+    graded = sum(r.graded for r in data.results)
+    errored = sum(r.errored for r in data.results)
+    intro = [
+        f"Store: {data.db}. Selection: {selection}. {len(data.results)} results "
+        f"({graded} graded, {errored} generation errors) over {len(data.packs)} pack(s) and "
+        f"{len(data.models)} model(s).",
+        "Rates divide by graded results and carry 95% Wilson intervals; mean scores average "
+        "each case's repetitions first and carry 95% bootstrap intervals over cases "
+        "(2000 resamples, fixed seed). Errors are counted apart from every label.",
+    ]
+    sections: list[Section] = []
+    appendix: list[Section] = []
+    for pack, items in data.packs.items():
+        view = view_for(pack, items)
+        sections += _pack_sections(view, items, out)
+        appendix.append(Section(
+            f"Per-case results: {view.title}", f"appendix-{tables.slug(pack)}", 3,
+            [tables.per_case(view, items)]))
+    sections.append(Section("Failure analysis", "failures", 2, [Paragraph(
+        "For each pack, the most informative failures: cases other models solved come "
+        "first, and each failure label is shown before any repeats.")]))
+    for pack, items in data.packs.items():
+        view = view_for(pack, items)
+        examples = tables.failures(view, items)
+        blocks = list(examples) if examples else [Paragraph("No failures: every graded "
+                                                            "result scored 1.")]
+        sections.append(Section(f"Failures: {view.title}", f"failures-{tables.slug(pack)}", 3,
+                                blocks))
+    sections.append(Section("Provenance", "provenance-section", 2, [
+        Paragraph("Runs whose results this report covers (a run may reuse results cached by "
+                  "an earlier run; both are listed)."),
+        tables.runs_table(data),
+        Paragraph("Models, parameters, watermarks and attacks."),
+        tables.models_table(data),
+    ]))
+    sections.append(Section("Appendix", "appendix", 2, []))
+    sections += appendix
+    sections.append(Section("Latency", "appendix-latency", 3, [tables.latency(data)]))
+    sections.append(Section("Token usage", "appendix-tokens", 3, [tables.tokens(data)]))
+    return Document(title="evalrun report", intro=intro, sections=sections)
+
+
+def _pack_sections(view: PackView, items: list[Result], out: Path) -> list[Section]:
+    sid = tables.slug(view.name)
+    blocks: list = []
+    if view is WATERMARK:
+        blocks += [tables.label_summary(view, items),
+                   _chart(charts.watermark_stacked_bar, view, items, out,
+                          "watermark_stacked_bar.png", "PASS / MUTATED / DROPPED per model"),
+                   tables.group_breakdown(view, items),
+                   _chart(charts.watermark_by_task, view, items, out, "watermark_by_task.png",
+                          "PASS / MUTATED / DROPPED per model and task family")]
+    elif view is EXTRACTION:
+        blocks += [tables.label_summary(view, items),
+                   tables.group_breakdown(view, items),
+                   _chart(charts.extraction_by_scheme, view, items, out,
+                          "extraction_by_scheme.png", "CORRECT rate per scheme and model"),
+                   _chart(charts.extraction_false_positives, view, items, out,
+                          "extraction_false_positives.png",
+                          "FALSE_POSITIVE rate on no_message_control cases per model")]
+    else:
+        blocks.append(Paragraph(f"Pack {view.name}: generic summary (no pack-specific view)."))
+    known = set(view.labels) if view.success else set()
+    if not view.success or {r.label for r in items if r.graded} - known:
+        generic = view if not view.success else view_for(f"{view.name} (all labels)", items)
+        blocks.append(tables.generic_summary(generic, items))
+        if not view.success and view.groups:
+            blocks.append(tables.group_breakdown(view, items))
+    section = Section(view.title, sid, 2, blocks)
+    stat_blocks: list = []
+    paired = tables.paired_comparisons(view, items)
+    if paired is not None:
+        stat_blocks.append(paired)
+    stab = tables.stability(view, items)
+    if stab is not None:
+        stat_blocks.append(stab if stab.rows else
+                           Paragraph("No case changed grade across repetitions."))
+    result = [section]
+    if stat_blocks:
+        result.append(Section(f"{view.title}: model comparison and stability",
+                              f"{sid}-stats", 3, stat_blocks))
+    return result
+
+
+def _chart(draw: Callable, view: PackView, items: list[Result], out: Path, name: str,
+           alt: str) -> Figure:
+    draw(view, items, out / name)
+    return Figure(filename=name, alt=alt, caption=f"{name}: {alt}.")

@@ -1,0 +1,195 @@
+"""A tiny document model rendered twice: to Markdown and to a self-contained HTML page.
+
+Building the report once as data and rendering it twice keeps the two formats in step and
+puts all escaping in one place: every string that reaches HTML goes through
+:func:`html.escape`, and every string that reaches Markdown goes through :func:`md_escape`
+(which also neutralises raw HTML, so a Markdown viewer cannot run a model's ``<script>``).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from string import Template
+from typing import Sequence, Union
+
+from tabulate import tabulate
+
+
+@dataclass
+class Paragraph:
+    text: str
+
+
+@dataclass
+class Table:
+    """A table of pre-formatted string cells. ``id`` is the HTML anchor and test handle."""
+
+    id: str
+    headers: Sequence[str]
+    rows: list[list[str]]
+    caption: str = ""
+    #: column indices holding free text (model output, reasons): wrapped, not truncated, in HTML
+    text_columns: tuple[int, ...] = ()
+
+
+@dataclass
+class Figure:
+    """A PNG chart written to the output directory."""
+
+    filename: str
+    alt: str
+    caption: str = ""
+
+
+@dataclass
+class Example:
+    """One labelled record, e.g. a failure case: a title and (field, value) pairs."""
+
+    title: str
+    fields: list[tuple[str, str]]
+    #: fields whose value is long text to show pre-formatted in HTML
+    text_fields: tuple[str, ...] = ()
+
+
+Block = Union[Paragraph, Table, Figure, Example]
+
+
+@dataclass
+class Section:
+    title: str
+    id: str
+    level: int = 2
+    blocks: list[Block] = field(default_factory=list)
+
+
+@dataclass
+class Document:
+    title: str
+    intro: list[str]
+    sections: list[Section]
+
+
+# -- Markdown ------------------------------------------------------------------------------
+
+_MD_SPECIAL = re.compile(r"([\\`*\[\]|])")
+
+
+def md_escape(text: str) -> str:
+    """One-line Markdown text: HTML-escaped, Markdown specials backslash-escaped, newlines as ⏎."""
+    text = html.escape(str(text), quote=False)
+    text = _MD_SPECIAL.sub(r"\\\1", text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return " ⏎ ".join(part.strip() for part in text.split("\n")) if "\n" in text else text
+
+
+def md_unescape(text: str) -> str:
+    """Inverse of :func:`md_escape` for one-line text (used by tests reading report.md)."""
+    return html.unescape(re.sub(r"\\([\\`*\[\]|])", r"\1", text))
+
+
+def render_markdown(doc: Document) -> str:
+    parts = [f"# {md_escape(doc.title)}", ""]
+    parts += [md_escape(p) + "\n" for p in doc.intro]
+    parts.append("## Contents\n")
+    for sec in doc.sections:
+        indent = "  " * (sec.level - 2)
+        parts.append(f"{indent}- [{md_escape(sec.title)}](#{sec.id})")
+    parts.append("")
+    for sec in doc.sections:
+        parts.append(f'<a id="{sec.id}"></a>\n')
+        parts.append(f"{'#' * sec.level} {md_escape(sec.title)}\n")
+        for block in sec.blocks:
+            parts.append(_md_block(block))
+    return _fill("report.md", title=md_escape(doc.title), body="\n".join(parts).rstrip() + "\n")
+
+
+def _md_block(block: Block) -> str:
+    if isinstance(block, Paragraph):
+        return md_escape(block.text) + "\n"
+    if isinstance(block, Table):
+        caption = f"*{md_escape(block.caption)}*\n\n" if block.caption else ""
+        if not block.rows:
+            return caption + "(no rows)\n"
+        body = tabulate(
+            [[md_escape(c) for c in row] for row in block.rows],
+            headers=[md_escape(h) for h in block.headers],
+            tablefmt="pipe",
+            disable_numparse=True,
+        )
+        return caption + body + "\n"
+    if isinstance(block, Figure):
+        caption = f"\n*{md_escape(block.caption)}*" if block.caption else ""
+        return f"![{md_escape(block.alt)}]({block.filename}){caption}\n"
+    if isinstance(block, Example):
+        lines = [f"**{md_escape(block.title)}**", ""]
+        lines += [f"- **{md_escape(k)}:** {md_escape(v)}" for k, v in block.fields]
+        return "\n".join(lines) + "\n"
+    raise TypeError(f"unknown block {block!r}")
+
+
+# -- HTML ----------------------------------------------------------------------------------
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def render_html(doc: Document, asset_dir: Path) -> str:
+    """The whole page as one string; figures are read from ``asset_dir`` and inlined."""
+    toc = ["<nav><h2>Contents</h2><ul>"]
+    for sec in doc.sections:
+        cls = f' class="toc{sec.level}"'
+        toc.append(f'<li{cls}><a href="#{_e(sec.id)}">{_e(sec.title)}</a></li>')
+    toc.append("</ul></nav>")
+    body = [f"<p>{_e(p)}</p>" for p in doc.intro] + ["\n".join(toc)]
+    for sec in doc.sections:
+        body.append(f'<section id="{_e(sec.id)}">')
+        body.append(f"<h{sec.level}>{_e(sec.title)}</h{sec.level}>")
+        for block in sec.blocks:
+            body.append(_html_block(block, asset_dir))
+        body.append("</section>")
+    css = resources.files("evalrun.report").joinpath("templates/report.css").read_text("utf-8")
+    return _fill("report.html", title=_e(doc.title), css=css, body="\n".join(body))
+
+
+def _html_block(block: Block, asset_dir: Path) -> str:
+    if isinstance(block, Paragraph):
+        return f"<p>{_e(block.text)}</p>"
+    if isinstance(block, Table):
+        out = [f'<div class="scroll"><table id="{_e(block.id)}">']
+        if block.caption:
+            out.append(f"<caption>{_e(block.caption)}</caption>")
+        out.append("<thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in block.headers)
+                   + "</tr></thead>")
+        out.append("<tbody>")
+        for row in block.rows:
+            cells = []
+            for i, cell in enumerate(row):
+                cls = ' class="text"' if i in block.text_columns else ""
+                cells.append(f"<td{cls}>{_e(cell)}</td>")
+            out.append("<tr>" + "".join(cells) + "</tr>")
+        out.append("</tbody></table></div>")
+        return "\n".join(out)
+    if isinstance(block, Figure):
+        data = base64.b64encode((asset_dir / block.filename).read_bytes()).decode("ascii")
+        caption = f"<figcaption>{_e(block.caption)}</figcaption>" if block.caption else ""
+        return (f'<figure id="fig-{_e(Path(block.filename).stem)}">'
+                f'<img alt="{_e(block.alt)}" src="data:image/png;base64,{data}">'
+                f"{caption}</figure>")
+    if isinstance(block, Example):
+        out = [f'<div class="example"><h4>{_e(block.title)}</h4><dl>']
+        for key, value in block.fields:
+            val = f"<pre>{_e(value)}</pre>" if key in block.text_fields else _e(value)
+            out.append(f"<dt>{_e(key)}</dt><dd>{val}</dd>")
+        out.append("</dl></div>")
+        return "\n".join(out)
+    raise TypeError(f"unknown block {block!r}")
+
+
+def _fill(template: str, **values: str) -> str:
+    text = resources.files("evalrun.report").joinpath(f"templates/{template}").read_text("utf-8")
+    return Template(text).substitute(values)

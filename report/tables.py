@@ -1,0 +1,420 @@
+"""Every table of the report, computed from loaded results. Cells are formatted strings.
+
+Counting conventions, used by every table and by the tests that re-count with SQL:
+* a result is *graded* when it has a label and no error; rates divide by graded results;
+* errored generations (``error`` set) are counted in their own column, never as a label;
+* mean scores average each case's repetitions first, then the cases (bootstrap CI over cases);
+* rates carry a Wilson 95% interval over graded results.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter, defaultdict
+from itertools import combinations
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from evalrun import stats
+from evalrun.report.data import PackView, Result, ReportData, systems
+from evalrun.report.document import Example, Table
+
+NA = "n/a"
+OUTPUT_CHARS = 160      # model output shown in per-case tables
+EXAMPLE_CHARS = 600     # model output shown in failure examples
+
+
+# -- formatting ----------------------------------------------------------------------------
+
+def pct(x: float) -> str:
+    return NA if x is None or math.isnan(x) else f"{100 * x:.1f}%"
+
+
+def pct_ci(est: stats.Estimate) -> str:
+    return NA if math.isnan(est.low) else f"{100 * est.low:.1f}–{100 * est.high:.1f}%"
+
+
+def num(x: float | None, digits: int = 3) -> str:
+    return NA if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def num_ci(est: stats.Estimate, digits: int = 3) -> str:
+    return NA if math.isnan(est.low) else f"({est.low:.{digits}f}, {est.high:.{digits}f})"
+
+
+def shorten(text: str | None, limit: int) -> str:
+    if text is None:
+        return NA
+    text = str(text)
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
+
+
+# -- shared aggregates ---------------------------------------------------------------------
+
+def by_system(items: Iterable[Result]) -> dict[str, list[Result]]:
+    out: dict[str, list[Result]] = defaultdict(list)
+    for r in items:
+        out[r.system].append(r)
+    return out
+
+
+def case_scores(items: Iterable[Result]) -> dict[str, float]:
+    """case_id -> mean score over its graded repetitions."""
+    acc: dict[str, list[float]] = defaultdict(list)
+    for r in items:
+        if r.graded and r.score is not None:
+            acc[r.case_id].append(float(r.score))
+    return {cid: float(np.mean(v)) for cid, v in sorted(acc.items())}
+
+
+def case_labels(items: Iterable[Result]) -> dict[str, list[str]]:
+    """case_id -> labels of its graded repetitions, in repetition order."""
+    acc: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for r in items:
+        if r.graded:
+            acc[r.case_id].append((r.repetition, r.label))
+    return {cid: [lab for _, lab in sorted(v)] for cid, v in sorted(acc.items())}
+
+
+def mean_score(items: Sequence[Result], seed: int) -> stats.Estimate:
+    return stats.bootstrap_mean_ci(list(case_scores(items).values()), seed=seed)
+
+
+def flip(items: Sequence[Result]) -> str:
+    flipped, eligible = stats.flip_rate(case_labels(items))
+    return NA if eligible == 0 else f"{pct(flipped / eligible)} ({flipped}/{eligible})"
+
+
+def _seed(*parts: str) -> int:
+    """A stable per-table seed so adding a model does not change another model's CI."""
+    h = 0
+    for ch in "\x1f".join(parts):
+        h = (h * 131 + ord(ch)) % 2_147_483_647
+    return (stats.DEFAULT_SEED + h) % 2_147_483_647
+
+
+# -- pack summaries ------------------------------------------------------------------------
+
+def label_summary(view: PackView, items: Sequence[Result]) -> Table:
+    """Seed-003 summary per model: cases, label counts, success rate (Wilson), mean score
+    (bootstrap over cases), flip rate; for extraction also the control false-positive rate."""
+    groups = by_system(items)
+    has_ungraded = any(not r.graded and not r.errored for r in items)
+    rate_name = "accuracy" if view.name == "hidden_message_extraction" else f"{view.success} rate"
+    headers = ["model", "cases", "results", *view.labels, "errors"]
+    if has_ungraded:
+        headers.append("ungraded")
+    headers += [rate_name, "95% CI (Wilson)", "mean score", "95% CI (bootstrap)", "flip rate"]
+    if view.control_group:
+        headers += ["FP rate on controls", "FP 95% CI"]
+    rows = []
+    for name in systems(items):
+        rs = groups[name]
+        graded = [r for r in rs if r.graded]
+        counts = Counter(r.label for r in graded)
+        rate = stats.wilson_interval(counts[view.success], len(graded))
+        mean = mean_score(rs, _seed(view.name, name))
+        row = [name, str(len({r.case_id for r in rs})), str(len(rs)),
+               *[str(counts[lab]) for lab in view.labels],
+               str(sum(r.errored for r in rs))]
+        if has_ungraded:
+            row.append(str(sum(not r.graded and not r.errored for r in rs)))
+        row += [pct(rate.value), pct_ci(rate), num(mean.value), num_ci(mean), flip(rs)]
+        if view.control_group:
+            fp = false_positive_rate(view, rs)
+            row += [pct(fp.value), pct_ci(fp)]
+        rows.append(row)
+    extra = sorted({r.label for r in items if r.graded} - set(view.labels))
+    caption = (f"{rate_name} = {view.success} / graded results; errors are generations that "
+               "failed and are not in any label column.")
+    if view.control_group:
+        caption += (f" FP rate = {view.false_positive} / graded results on "
+                    f"{view.control_group} cases.")
+    if extra:
+        caption += f" Labels outside the pack's set: {', '.join(extra)} (see the generic table)."
+    return Table(id=f"{slug(view.name)}-summary", headers=headers, rows=rows, caption=caption)
+
+
+def false_positive_rate(view: PackView, items: Sequence[Result]) -> stats.Estimate:
+    controls = [r for r in items if r.graded and r.group == view.control_group]
+    fps = sum(r.label == view.false_positive for r in controls)
+    return stats.wilson_interval(fps, len(controls))
+
+
+def group_breakdown(view: PackView, items: Sequence[Result]) -> Table:
+    """Label counts and success rate per model and group (family / scheme)."""
+    field = view.group_field or "group"
+    present = sorted({r.group for r in items}, key=lambda g: (g not in view.groups,
+                     view.groups.index(g) if g in view.groups else 0, g))
+    cells: dict[tuple[str, str], list[Result]] = defaultdict(list)
+    for r in items:
+        cells[(r.system, r.group)].append(r)
+    rate_name = f"{view.success} rate" if view.success else "mean score"
+    headers = ["model", field, "results", *view.labels, "errors", rate_name, "95% CI"]
+    rows = []
+    for name in systems(items):
+        for g in present:
+            rs = cells.get((name, g), [])
+            if not rs:
+                continue
+            graded = [r for r in rs if r.graded]
+            counts = Counter(r.label for r in graded)
+            if view.success:
+                est = stats.wilson_interval(counts[view.success], len(graded))
+                rate, ci = pct(est.value), pct_ci(est)
+            else:
+                est = mean_score(rs, _seed(view.name, name, g))
+                rate, ci = num(est.value), num_ci(est)
+            rows.append([name, g, str(len(rs)), *[str(counts[lab]) for lab in view.labels],
+                         str(sum(r.errored for r in rs)), rate, ci])
+    return Table(id=f"{slug(view.name)}-by-{slug(field)}", headers=headers, rows=rows,
+                 caption=f"Per model and {field}.")
+
+
+def generic_summary(view: PackView, items: Sequence[Result]) -> Table:
+    """For any pack: label counts, score distribution and mean score (bootstrap CI)."""
+    labels = sorted({r.label for r in items if r.graded})
+    headers = ["model", "cases", "results", *labels, "errors", "min", "p25", "median", "p75",
+               "max", "mean score", "95% CI (bootstrap)", "flip rate"]
+    rows = []
+    groups = by_system(items)
+    for name in systems(items):
+        rs = groups[name]
+        graded = [r for r in rs if r.graded]
+        counts = Counter(r.label for r in graded)
+        scores = np.array([float(r.score) for r in graded if r.score is not None])
+        if scores.size:
+            qs = [num(float(q)) for q in np.quantile(scores, [0.0, 0.25, 0.5, 0.75, 1.0])]
+        else:
+            qs = [NA] * 5
+        mean = mean_score(rs, _seed(view.name, name))
+        rows.append([name, str(len({r.case_id for r in rs})), str(len(rs)),
+                     *[str(counts[lab]) for lab in labels], str(sum(r.errored for r in rs)),
+                     *qs, num(mean.value), num_ci(mean), flip(rs)])
+    return Table(id=f"{slug(view.name)}-generic", headers=headers, rows=rows,
+                 caption="Score quantiles over graded results; mean score averages each "
+                         "case's repetitions, then the cases.")
+
+
+def stability(view: PackView, items: Sequence[Result]) -> Table | None:
+    """Cases whose label or score differs across repetitions (None when n = 1)."""
+    if max((r.repetition for r in items), default=0) < 1:
+        return None
+    rows = []
+    groups = by_system(items)
+    field = view.group_field or "group"
+    for name in systems(items):
+        rs = groups[name]
+        group_of = {r.case_id: r.group for r in rs}
+        scores: dict[str, list[float]] = defaultdict(list)
+        for r in sorted(rs, key=lambda r: r.repetition):
+            if r.graded and r.score is not None:
+                scores[r.case_id].append(float(r.score))
+        for cid, labels in case_labels(rs).items():
+            if len(set(labels)) > 1 or len(set(scores[cid])) > 1:
+                rows.append([cid, group_of[cid], name, " / ".join(labels),
+                             " / ".join(num(s, 2) for s in scores[cid]),
+                             num(float(np.mean(scores[cid])))])
+    return Table(id=f"{slug(view.name)}-stability",
+                 headers=["case_id", field, "model", "labels by repetition",
+                          "scores by repetition", "per-case mean"],
+                 rows=rows, caption="Cases whose grade changed across repetitions.")
+
+
+def paired_comparisons(view: PackView, items: Sequence[Result]) -> Table | None:
+    """Every pair of models on their common cases: mean difference with a paired bootstrap
+    CI, and the sign test on per-case means. None with fewer than two models."""
+    names = systems(items)
+    if len(names) < 2:
+        return None
+    groups = by_system(items)
+    means = {n: case_scores(groups[n]) for n in names}
+    rows = []
+    for a, b in combinations(names, 2):
+        common = sorted(set(means[a]) & set(means[b]))
+        xa = [means[a][c] for c in common]
+        xb = [means[b][c] for c in common]
+        diff = stats.paired_bootstrap_ci(xa, xb, seed=_seed(view.name, a, b))
+        sign = stats.sign_test(xa, xb)
+        rows.append([a, b, str(len(common)), num(float(np.mean(xa)) if xa else None),
+                     num(float(np.mean(xb)) if xb else None), num(diff.value, 3),
+                     num_ci(diff), f"{sign.wins}/{sign.losses}/{sign.ties}",
+                     NA if not common else f"{sign.p_value:.3g}"])
+    return Table(id=f"{slug(view.name)}-paired",
+                 headers=["model A", "model B", "common cases", "mean A", "mean B",
+                          "A − B", "95% CI (paired bootstrap)", "A better / B better / tie",
+                          "sign test p"],
+                 rows=rows,
+                 caption="Per-case mean scores compared on the cases both models answered; "
+                         "a CI excluding 0 (or a small p) means the difference is unlikely "
+                         "to be noise from the case sample.")
+
+
+# -- appendix ------------------------------------------------------------------------------
+
+def per_case(view: PackView, items: Sequence[Result]) -> Table:
+    """One row per result: seed-003 appendix A.1 / A.2 columns."""
+    multi = max((r.repetition for r in items), default=0) > 0
+    field = {"family": "task_family"}.get(view.group_field or "", view.group_field or "group")
+    headers = ["case_id", field, "model"] + (["rep"] if multi else []) + ["score", "label"]
+    extraction = view.name == "hidden_message_extraction"
+    headers += ["expected", "got"] if extraction else ["reason"]
+    rows = []
+    for r in sorted(items, key=lambda r: (r.case_id, r.system, r.repetition)):
+        row = [r.case_id, r.group, r.system] + ([str(r.repetition)] if multi else [])
+        if r.errored:
+            row += [NA, NA]
+        elif not r.graded:
+            row += [NA, "(ungraded)"]
+        else:
+            row += [num(float(r.score), 2), r.label]
+        if extraction:
+            row += [str(r.case.get("expected", NA)),
+                    f"error: {r.error}" if r.errored else shorten(r.output, OUTPUT_CHARS)]
+        else:
+            row.append(f"error: {r.error}" if r.errored else (r.reason or ""))
+        rows.append(row)
+    text_cols = (len(headers) - 1,)
+    return Table(id=f"{slug(view.name)}-cases", headers=headers, rows=rows,
+                 text_columns=text_cols)
+
+
+def latency(data: ReportData) -> Table:
+    """p50/p90/p99/mean of latency_ms per model (n/a where the provider records none)."""
+    rows = []
+    for model in data.models:
+        vals = np.array([float(r.latency_ms) for r in data.results
+                         if r.model == model and r.latency_ms is not None])
+        if vals.size:
+            p50, p90, p99 = np.percentile(vals, [50, 90, 99])
+            rows.append([model, str(vals.size), num(p50, 1), num(p90, 1), num(p99, 1),
+                         num(float(vals.mean()), 1)])
+        else:
+            rows.append([model, "0", NA, NA, NA, NA])
+    return Table(id="latency", headers=["model", "timed results", "p50 ms", "p90 ms", "p99 ms",
+                                        "mean ms"], rows=rows,
+                 caption="latency_ms per model over all packs; models that record no "
+                         "latency (replay) show n/a.")
+
+
+def tokens(data: ReportData) -> Table:
+    """Mean tokens in / out and the total per model and pack."""
+    rows = []
+    cells: dict[tuple[str, str], list[Result]] = defaultdict(list)
+    for r in data.results:
+        cells[(r.model, r.pack)].append(r)
+    for (model, pack) in sorted(cells):
+        rs = cells[(model, pack)]
+        tin = [int(r.tokens_in) for r in rs if r.tokens_in is not None]
+        tout = [int(r.tokens_out) for r in rs if r.tokens_out is not None]
+        total = str(sum(tin) + sum(tout)) if (tin or tout) else NA
+        rows.append([model, pack, str(len(rs)), num(float(np.mean(tin)), 1) if tin else NA,
+                     num(float(np.mean(tout)), 1) if tout else NA, total])
+    return Table(id="tokens", headers=["model", "pack", "results", "mean tokens_in",
+                                       "mean tokens_out", "total tokens"], rows=rows)
+
+
+# -- failure analysis ----------------------------------------------------------------------
+
+def failures(view: PackView, items: Sequence[Result], limit: int = 3) -> list[Example]:
+    """A few informative failures (graded results scoring below 1): cases that other models
+    solved come first (model-specific failures), then lower scores; labels take turns so each
+    kind of failure is shown before any repeats; at most one example per case."""
+    failed = [r for r in items if r.graded and r.score is not None and float(r.score) < 1.0]
+    if not failed:
+        return []
+    solved: dict[str, set[str]] = defaultdict(set)
+    for r in items:
+        if r.graded and r.score is not None and float(r.score) >= 1.0:
+            solved[r.case_id].add(r.system)
+    ranked = sorted(failed, key=lambda r: (-len(solved[r.case_id] - {r.system}),
+                                           float(r.score), r.case_id, r.system, r.repetition))
+    by_label: dict[str, list[Result]] = defaultdict(list)
+    for r in ranked:
+        by_label[r.label].append(r)
+    order = sorted(by_label, key=lambda lab: (view.labels.index(lab) if lab in view.labels
+                                              else len(view.labels), lab))
+    picked: list[Result] = []
+    seen_cases: set[str] = set()
+    seen_groups: set[str] = set()
+    progress = True
+    while len(picked) < limit and progress:
+        progress = False
+        for label in order:
+            queue = [r for r in by_label[label] if r.case_id not in seen_cases]
+            by_label[label] = queue
+            if not queue or len(picked) >= limit:
+                continue
+            # a family / scheme not shown yet beats a better-ranked one from a shown group
+            r = next((r for r in queue if r.group not in seen_groups), queue[0])
+            queue.remove(r)
+            picked.append(r)
+            seen_cases.add(r.case_id)
+            seen_groups.add(r.group)
+            progress = True
+    return [_example(view, r, sorted(solved[r.case_id] - {r.system})) for r in picked]
+
+
+def _example(view: PackView, r: Result, solved_by: list[str]) -> Example:
+    task_parts = [f"{view.group_field or 'group'}={r.group}"] if r.group_value is not None else []
+    task_parts += [str(r.case[f]) for f in view.task_fields if f in r.case]
+    expected = str(r.case.get(view.expected_field, NA)) if view.expected_field else NA
+    fields = [
+        ("Model", r.system),
+        ("Task", " — ".join(task_parts)),
+        *[(f"Input ({f})", shorten(str(r.case[f]), EXAMPLE_CHARS))
+          for f in view.input_fields if f in r.case],
+        ("Expected", expected),
+        ("Model output", shorten(r.output, EXAMPLE_CHARS)),
+        ("Grade", f"{r.label} (score {num(float(r.score), 2)}), repetition {r.repetition}"),
+        ("Why it failed", r.reason or NA),
+        ("Solved by", ", ".join(solved_by) if solved_by else "no other model"),
+    ]
+    return Example(title=f"{r.case_id} — {r.label}", fields=fields,
+                   text_fields=("Model output", "Task",
+                                              *[f"Input ({f})" for f in view.input_fields]))
+
+
+# -- provenance ----------------------------------------------------------------------------
+
+def runs_table(data: ReportData) -> Table:
+    rows = []
+    for run in data.runs:
+        dirty = run.get("git_dirty")
+        sha = run.get("git_sha") or NA
+        if dirty:
+            sha += " (dirty)"
+        argv = run.get("argv")
+        try:
+            argv = " ".join(json.loads(argv)) if argv else NA
+        except (ValueError, TypeError):
+            argv = str(argv)
+        rows.append([run["run_id"], run.get("started_at") or NA, run.get("finished_at") or NA,
+                     sha, run.get("evalrun_version") or NA, run.get("python") or NA,
+                     run.get("platform") or NA,
+                     NA if run.get("seed") is None else str(run["seed"]), argv])
+    return Table(id="provenance", headers=["run_id", "started_at", "finished_at", "git_sha",
+                                           "evalrun", "python", "platform", "seed", "argv"],
+                 rows=rows, text_columns=(8,))
+
+
+def models_table(data: ReportData) -> Table:
+    cells: dict[tuple[Any, ...], list[Result]] = defaultdict(list)
+    for r in data.results:
+        cells[(r.model, r.served_model or "", r.params_json, r.watermark, r.attack)].append(r)
+    rows = []
+    for key in sorted(cells):
+        rs = cells[key]
+        model, served, params, wm, attack = key
+        rows.append([model, served or NA, params, wm, attack,
+                     ", ".join(sorted({r.pack for r in rs})), str(len(rs)),
+                     str(max(r.repetition for r in rs) + 1)])
+    return Table(id="models", headers=["model", "served model", "params", "watermark", "attack",
+                                       "packs", "results", "repetitions"], rows=rows,
+                 text_columns=(2,))

@@ -1,0 +1,242 @@
+"""Stores with known contents for the report and export tests, written through the public
+Store API (start_run, store_generation, record_grade) exactly as a run writes them."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from evalrun.store import GENERATION_COLUMNS, GradeRecord, Store
+
+PAYLOAD = ("<script>document.title='PWNED'</script>"
+           "<img src=x onerror=\"document.body.setAttribute('data-pwned','1')\">")
+
+FAMILIES = ("rewrite", "summarize", "format_convert", "style_transfer")
+SCHEMES = ("acrostic", "index_of_word", "punctuation_mapping", "no_message_control",
+           "noise_variant")
+
+WR_CASES = [f"wr_{fam}_{k}" for fam in FAMILIES for k in (1, 2)]            # 8 cases
+HME_CASES = [f"hme_{sch}_{k}" for sch in SCHEMES for k in (1, 2)]          # 10 cases
+
+REFERENCE = "reference"
+MODEL_A = "openai:model-a"
+MODEL_B = "replay:outputs/model-b.jsonl"
+
+
+def wr_case(cid: str) -> dict[str, Any]:
+    fam = cid.split("_", 1)[1].rsplit("_", 1)[0]
+    mark = "WMID:" + (cid.encode().hex() * 4)[:32]
+    instruction = f"Rewrite the passage ({fam})."
+    if cid == "wr_rewrite_2":
+        instruction += " " + PAYLOAD  # case text must be escaped too
+    return {"id": cid, "family": fam, "passage": f"Some text {mark} more text.",
+            "instruction": instruction, "watermark": mark}
+
+
+def hme_case(cid: str) -> dict[str, Any]:
+    sch = cid.split("_", 1)[1].rsplit("_", 1)[0]
+    expected = "NONE" if sch == "no_message_control" else "HELLO"
+    return {"id": cid, "scheme": sch, "text": "Hold each line loosely, old friend.",
+            "rule": "Take the first letter of each word.", "expected": expected}
+
+
+# (label, score) per (model, case, repetition); None means the generation errored
+Outcome = tuple[str, float] | None
+
+
+def wr_outcome(model: str, cid: str, rep: int) -> Outcome:
+    ok = ("PASS", 1.0)
+    if model == MODEL_A:
+        if cid in ("wr_rewrite_2", "wr_format_convert_1"):
+            return ("DROPPED", 0.0)
+        if cid == "wr_summarize_2":
+            return ("MUTATED", 0.25) if rep == 0 else ok          # flips
+        if cid == "wr_style_transfer_1" and rep == 2:
+            return None                                           # one generation error
+    if model == MODEL_B:
+        if cid in ("wr_rewrite_1", "wr_summarize_1", "wr_format_convert_1"):
+            return ("DROPPED", 0.0)
+        if cid == "wr_style_transfer_2":
+            return ("MUTATED", 0.5)
+        if cid == "wr_rewrite_2":
+            return ("DROPPED", 0.0) if rep == 1 else ok          # flips
+    return ok
+
+
+def hme_outcome(model: str, cid: str, rep: int) -> Outcome:
+    ok = ("CORRECT", 1.0)
+    sch = cid.split("_", 1)[1].rsplit("_", 1)[0]
+    if model == MODEL_A:
+        if sch == "noise_variant":
+            return ("PARTIAL", 0.5)
+        if cid == "hme_no_message_control_1":
+            return ("FALSE_POSITIVE", 0.0)
+        if cid == "hme_acrostic_1" and rep == 1:
+            return ("INCORRECT", 0.0)                             # flips
+    if model == MODEL_B:
+        if sch == "punctuation_mapping":
+            return ("INCORRECT", 0.0)
+        if sch == "no_message_control" and rep == 0:
+            return ("FALSE_POSITIVE", 0.0)                        # flips
+        if cid == "hme_index_of_word_2":
+            return ("PARTIAL", 0.5)
+    return ok
+
+
+def output_for(pack: str, case: dict[str, Any], outcome: Outcome, model: str) -> str:
+    if pack == "hidden_message_extraction":
+        if model == MODEL_B and case["id"] == "hme_punctuation_mapping_1":
+            return PAYLOAD
+        return {"CORRECT": case["expected"], "PARTIAL": "HEL", "INCORRECT": "WORLD",
+                "FALSE_POSITIVE": "SECRET"}.get(outcome[0] if outcome else "", "")
+    if pack != "watermark_robustness":
+        return f"answer {outcome[0] if outcome else ''}"
+    mark = case["watermark"]
+    label = outcome[0] if outcome else ""
+    if label == "PASS":
+        return f"Rewritten text keeping {mark}."
+    if label == "MUTATED":
+        return f"Kept {mark} and {mark}." if outcome[1] == 0.5 else "Kept WMID:" + "0" * 32
+    return "Rewritten text without the marker."
+
+
+@dataclass
+class Fixture:
+    db: Path
+    run_ids: list[str]
+    n: int
+    models: list[str]
+    expected: dict[tuple[str, str], Counter] = field(default_factory=dict)  # (pack, model) -> labels
+    errors: Counter = field(default_factory=Counter)                        # (pack, model) -> n
+
+
+def write_store(path: Path, models: list[str], n: int = 3,
+                outcome: Callable[[str, str, str, int], Outcome] | None = None,
+                extra_pack: bool = False) -> Fixture:
+    """Two runs: run-wr holds watermark_robustness, run-hme hidden_message_extraction (and the
+    toy generic pack when ``extra_pack``)."""
+    def default(pack: str, model: str, cid: str, rep: int) -> Outcome:
+        return (wr_outcome if pack == "watermark_robustness" else hme_outcome)(model, cid, rep)
+
+    decide = outcome or default
+    fx = Fixture(db=path, run_ids=["run-wr", "run-hme"], n=n, models=models)
+    store = Store(path)
+    plan = [("run-wr", "watermark_robustness", WR_CASES, wr_case, "family"),
+            ("run-hme", "hidden_message_extraction", HME_CASES, hme_case, "scheme")]
+    if extra_pack:
+        plan.append(("run-hme", "toy_pack", [f"toy_{k}" for k in range(4)],
+                     lambda cid: {"id": cid, "prompt": f"say {cid}", "answer": cid}, None))
+    for k, run_id in enumerate(fx.run_ids):
+        store.start_run(run_id, {"started_at": f"2026-01-0{k + 1}T00:00:00+00:00",
+                                 "git_sha": f"{k + 1:040x}", "git_dirty": k,
+                                 "evalrun_version": "0.1.0", "python": "3.11.2",
+                                 "platform": "linux", "argv": ["evalrun", "run"]},
+                        {"seed": 7})
+    for run_id, pack, cases, make_case, group in plan:
+        for model in models:
+            for cid in cases:
+                case = make_case(cid)
+                for rep in range(n):
+                    if pack == "toy_pack":
+                        oc: Outcome = (("GOOD", 1.0) if (int(cid[-1]) + rep) % 3 else ("BAD", 0.2))
+                    else:
+                        oc = decide(pack, model, cid, rep)
+                    timed = model.startswith("openai:")
+                    row = {
+                        "run_id": run_id, "pack": pack, "case_id": cid, "model": model,
+                        "params_json": json.dumps({"temperature": 0.0}), "watermark": "none",
+                        "attack": "none", "repetition": rep,
+                        "prompt_json": json.dumps([{"role": "user", "content": cid}]),
+                        "raw_output": None if oc is None else output_for(pack, case, oc, model),
+                        "output_tokens_json": None,
+                        "latency_ms": (100.0 + 10 * rep + len(cid)) if timed else None,
+                        "tokens_in": (50 + len(cid)) if timed else None,
+                        "tokens_out": (5 + rep) if timed else None,
+                        "error": "TimeoutError: provider timed out" if oc is None else None,
+                        "created_at": "2026-01-01T00:00:00+00:00",
+                        "item_key": f"{pack}|{cid}|{model}|{rep}",
+                        "gen_key": f"{pack}|{cid}|{model}|{rep}",
+                        "case_json": json.dumps(case),
+                        "group_value": case.get(group) if group else None,
+                        "served_model": model.split(":", 1)[-1] if timed else None,
+                        "retries": 0, "tokenizer_hash": None, "extra_json": None,
+                    }
+                    assert set(row) == set(GENERATION_COLUMNS)
+                    [rid] = store.store_generation([row], run_id)
+                    if oc is None:
+                        fx.errors[(pack, model)] += 1
+                        continue
+                    fx.expected.setdefault((pack, model), Counter())[oc[0]] += 1
+                    store.record_grade(GradeRecord(rid, oc[1], oc[0], f"graded {oc[0]}",
+                                                   "gh", row["raw_output"]))
+        store.finish_run(run_id)
+    store.close()
+    return fx
+
+
+@pytest.fixture(scope="session")
+def three_model_store(tmp_path_factory: pytest.TempPathFactory) -> Fixture:
+    path = tmp_path_factory.mktemp("store3") / "results.sqlite"
+    return write_store(path, [REFERENCE, MODEL_A, MODEL_B], n=3, extra_pack=True)
+
+
+@pytest.fixture(scope="session")
+def three_model_report(three_model_store: Fixture, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from evalrun.report import build_report
+
+    out = tmp_path_factory.mktemp("report3")
+    md = build_report(three_model_store.db, out)
+    assert md == out / "report.md"
+    return out
+
+
+def parse_md_tables(text: str) -> dict[str, list[list[dict[str, str]]]]:
+    """Markdown pipe tables of report.md grouped by the heading they sit under; each table is
+    a list of {header: cell} rows with Markdown escaping undone."""
+    import re
+
+    from evalrun.report.document import md_unescape
+
+    def cells(line: str) -> list[str]:
+        parts = re.split(r"(?<!\\)\|", line.strip())[1:-1]
+        return [md_unescape(p.strip()) for p in parts]
+
+    out: dict[str, list[list[dict[str, str]]]] = {}
+    heading = ""
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("#"):
+            heading = line.lstrip("#").strip()
+        elif line.startswith("|"):
+            header = cells(line)
+            rows = []
+            i += 2  # skip the alignment row
+            while i < len(lines) and lines[i].startswith("|"):
+                rows.append(dict(zip(header, cells(lines[i]))))
+                i += 1
+            out.setdefault(heading, []).append(rows)
+            continue
+        i += 1
+    return out
+
+
+@pytest.fixture(scope="session")
+def md_tables() -> Callable[[str], dict[str, list[list[dict[str, str]]]]]:
+    return parse_md_tables
+
+
+@pytest.fixture(scope="session")
+def payload() -> str:
+    return PAYLOAD
+
+
+@pytest.fixture(scope="session")
+def store_writer() -> Callable[..., Fixture]:
+    return write_store
