@@ -4,6 +4,7 @@ the other commands read or re-grade a results database, or inspect packs."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import uuid
@@ -14,6 +15,12 @@ from evalrun import __version__
 from evalrun.errors import EvalrunError
 
 EXIT_USAGE = 2
+#: `evalrun run` only runs pack items, which neither assert nor print nor log: pytest's
+#: assertion rewriting (of the whole evalrun distribution), output capture and unrelated
+#: plugins cost ~1 ms per item and several seconds of start-up (benchmarks/bench_harness.py).
+LEAN_PYTEST = ["--assert=plain", "--capture=no", "-p", "no:cacheprovider", "-p", "no:logging",
+               "-p", "no:warnings", "-p", "no:faulthandler", "-p", "no:hypothesispytest",
+               "-p", "no:benchmark", "-p", "no:anyio"]
 
 
 def _add_run_options(p: argparse.ArgumentParser, *, with_model: bool = True) -> None:
@@ -84,11 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _pytest_args(args: argparse.Namespace, models: list[str], run_id: str) -> list[str]:
+def _pytest_args(args: argparse.Namespace, models: list[str], run_id: str,
+                 user_argv: list[str] | None = None) -> list[str]:
     from evalrun.pack import resolve_pack
 
     pack_dirs = [str(resolve_pack(p, args.packs_dir)) for p in args.pack]
-    out = [*dict.fromkeys(pack_dirs), "-q", "-p", "no:cacheprovider", "--evalrun-db", str(Path(args.out).resolve()),
+    out = [*dict.fromkeys(pack_dirs), "-q", *LEAN_PYTEST, "--evalrun-db", str(Path(args.out).resolve()),
            "--evalrun-run-id", run_id, "--evalrun-n", str(args.n), "--evalrun-seed", str(args.seed),
            "--evalrun-concurrency", str(args.concurrency)]
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
@@ -101,8 +109,7 @@ def _pytest_args(args: argparse.Namespace, models: list[str], run_id: str) -> li
         out += ["--evalrun-attack", a]
     for d in args.packs_dir:
         out += ["--evalrun-packs-dir", d]
-    if args.key:
-        out += ["--evalrun-key", args.key]
+    out += ["--evalrun-argv", json.dumps(["evalrun", *sys.argv[1:]] if user_argv is None else user_argv)]
     if args.temperature is not None:
         out += ["--evalrun-temperature", str(args.temperature)]
     if args.max_tokens is not None:
@@ -142,14 +149,20 @@ def _check_run_args(args: argparse.Namespace, models: list[str]) -> None:
         raise EvalrunError(f"--concurrency {args.concurrency}: must be >= 1")
 
 
-def cmd_run(args: argparse.Namespace, models: list[str]) -> int:
+def cmd_run(args: argparse.Namespace, models: list[str], user_argv: list[str] | None = None) -> int:
     import pytest
 
     _check_run_args(args, models)
+    from evalrun.plan import KEY_ENV
+
     run_id = uuid.uuid4().hex
-    code = int(pytest.main(_pytest_args(args, models, run_id)))
+    if args.key:  # handed over in-process, never on a command line that `ps` could show
+        os.environ[KEY_ENV] = args.key
+    code = int(pytest.main(_pytest_args(args, models, run_id, user_argv)))
     # 0: all passed, 1: some items below the pass score -- both are a completed run.
     if code not in (0, 1):
+        if code == 4:  # pytest usage error: the plugin already printed the one-line reason
+            return EXIT_USAGE
         if code == 5:
             print("evalrun: error: no items selected (check --pack and --select)", file=sys.stderr)
         return code
@@ -238,9 +251,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "run":
-            return cmd_run(args, args.model or ["embedded"])
+            return cmd_run(args, args.model or ["embedded"], ["evalrun", *argv])
         if args.command == "grade":
-            return cmd_run(args, [f"replay:{Path(args.outputs).resolve()}"])
+            return cmd_run(args, [f"replay:{Path(args.outputs).resolve()}"], ["evalrun", *argv])
         if args.command == "report":
             from evalrun.report import build_report
 

@@ -88,6 +88,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--evalrun-packs-dir", action="append", default=None, metavar="DIR",
                     help="extra directory searched for packs (repeatable)")
     group.addoption("--evalrun-run-id", default=None, help=argparse.SUPPRESS)
+    group.addoption("--evalrun-argv", default=None, help=argparse.SUPPRESS)
     group.addoption("--evalrun-no-progress", action="store_true", default=False,
                     help="no progress bar during generation")
 
@@ -149,7 +150,8 @@ def _build_state(config: pytest.Config) -> EvalrunState:
     db = Path(pick(opt.evalrun_db, "db", default=str(Path(config.rootpath) / DEFAULT_DB)))
     workerinput = getattr(config, "workerinput", None)
     run_id = (workerinput or {}).get("evalrun_run_id") or opt.evalrun_run_id or uuid.uuid4().hex
-    argv = (workerinput or {}).get("evalrun_argv") or list(config.invocation_params.args)
+    argv = (workerinput or {}).get("evalrun_argv") or (
+        json.loads(opt.evalrun_argv) if opt.evalrun_argv else ["pytest", *config.invocation_params.args])
     return EvalrunState(
         options=options, db=db, run_id=run_id, argv=[str(a) for a in argv],
         packs_dirs=_as_list(pick(opt.evalrun_packs_dir, "packs_dir", "packs_dirs")) or [],

@@ -1,0 +1,98 @@
+"""Harness overhead: 10,000 cases with the reference model, end to end, store writes included.
+
+Builds a synthetic pack from the shipped watermark_robustness pack (its grader and reference
+solver, each case cloned until there are N), then measures in one run:
+  * baseline: solve + grade every case in a plain Python loop (no pytest, no store);
+  * collection: `pytest --collect-only` over the pack (process wall time);
+  * end to end: `evalrun run --model reference` (process wall time: generation phase, one
+    pytest item per case, one store transaction per generation and per grade);
+  * a second, cached run of the same command (nothing regenerated).
+Prints the figures and the ratios against the baseline and against an empty pytest process.
+Usage: python benchmarks/bench_harness.py [--cases 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from evalrun.pack import load_pack, shipped_packs_dir
+
+
+def build_pack(root: Path, n: int) -> Path:
+    src = shipped_packs_dir() / "watermark_robustness"
+    dst = root / "bench_pack"
+    (dst / "cases").mkdir(parents=True)
+    for name in ("pack.toml", "grader.py", "reference.py"):
+        shutil.copy(src / name, dst / name)
+    text = (dst / "pack.toml").read_text().replace('name = "watermark_robustness"', 'name = "bench_pack"')
+    (dst / "pack.toml").write_text(text)
+    base = [json.loads(p.read_text()) for p in sorted((src / "cases").glob("*.json"))]
+    with open(dst / "cases" / "all.jsonl", "w") as fh:
+        for i in range(n):
+            case = dict(base[i % len(base)])
+            case["id"] = f"{case['id']}_{i:05d}"
+            fh.write(json.dumps(case) + "\n")
+    return dst
+
+
+def timed(cmd: list[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if proc.returncode not in (0, 1):
+        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
+        raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd)}")
+    return elapsed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", type=int, default=10_000)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        pack_dir = build_pack(root, args.cases)
+
+        start = time.perf_counter()
+        pack = load_pack(pack_dir)
+        load_s = time.perf_counter() - start
+        start = time.perf_counter()
+        for case in pack.cases:
+            pack.grade(case.data, pack.solve(case.data))
+        baseline_s = time.perf_counter() - start
+
+        empty = root / "empty"
+        empty.mkdir()
+        (empty / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+        pytest_cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
+        empty_s = timed(pytest_cmd + [str(empty)], root)
+        collect_s = timed(pytest_cmd + ["--collect-only", str(pack_dir)], root)
+        db = root / "bench.sqlite"
+        run_cmd = [sys.executable, "-m", "evalrun.cli", "run", "--pack", str(pack_dir), "--model", "reference",
+                   "--out", str(db), "--no-progress"]
+        run_s = timed(run_cmd, root)
+        cached_s = timed(run_cmd, root)
+
+    n = args.cases
+    print(f"cases: {n}")
+    print(f"pack load (parse + schema-less validation): {load_s:.2f} s")
+    print(f"baseline solve+grade loop (no harness):   {baseline_s:.2f} s")
+    print(f"empty pytest process:                      {empty_s:.2f} s")
+    print(f"collection of {n} items (process):       {collect_s:.2f} s"
+          f"  ({collect_s - empty_s:.2f} s above an empty pytest; target <= 3 s)")
+    print(f"evalrun run, end to end (process):         {run_s:.2f} s  (target <= 20 s)"
+          f"  = {run_s / n * 1000:.2f} ms per case")
+    print(f"evalrun run again, all cached:             {cached_s:.2f} s")
+    print(f"ratio end-to-end / baseline loop:          {run_s / baseline_s:.1f}x")
+    print(f"ratio end-to-end / empty pytest:           {run_s / empty_s:.1f}x")
+
+
+if __name__ == "__main__":
+    main()

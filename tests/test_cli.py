@@ -1,0 +1,114 @@
+"""`evalrun` end to end, as a user runs it: real processes, real packs, real SQLite."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def evalrun(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "evalrun.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=600)
+
+
+def query(db: Path, sql: str) -> list[tuple]:
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def test_reference_scores_one_on_every_shipped_case_with_full_provenance(tmp_path: Path) -> None:
+    db = tmp_path / "results.sqlite"
+    proc = evalrun("run", "--pack", "watermark_robustness", "--pack", "hidden_message_extraction",
+                   "--model", "reference", "--out", str(db), "--key", "canary-secret-4711", cwd=REPO)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert query(db, "SELECT pack, COUNT(*), MIN(score), MAX(score) FROM results GROUP BY pack") == [
+        ("hidden_message_extraction", 52, 1.0, 1.0), ("watermark_robustness", 50, 1.0, 1.0)]
+    [run] = query(db, "SELECT git_sha, evalrun_version, python, platform, argv, packages_json, seed,"
+                      " finished_at FROM runs")
+    git_sha, version, python, plat, argv, packages, seed, finished = run
+    assert len(git_sha) == 40 and version and python and plat and finished and seed == 0
+    assert "--key" in json.loads(argv) and "canary-secret-4711" not in argv
+    assert "pytest" in json.loads(packages)
+    assert query(db, "SELECT COUNT(*) FROM results WHERE grader_hash IS NULL OR prompt_json = ''") == [(0,)]
+    for path in tmp_path.iterdir():  # the key reaches neither the database nor its WAL
+        assert b"canary-secret-4711" not in path.read_bytes(), path
+    listing = evalrun("list", cwd=REPO)
+    assert "watermark_robustness" in listing.stdout and "52" in listing.stdout
+    assert evalrun("validate", cwd=REPO).returncode == 0
+
+
+def test_scores_do_not_set_the_exit_code_unless_fail_under_is_given(tmp_path: Path) -> None:
+    outputs = tmp_path / "outs.jsonl"
+    outputs.write_text("".join(json.dumps({"case_id": f"acrostic_{i:03d}", "output": "NONE"}) + "\n"
+                               for i in range(1, 12)))
+    db = tmp_path / "graded.sqlite"
+    proc = evalrun("grade", "--pack", "hidden_message_extraction", "--outputs", str(outputs), "--out", str(db),
+                   "--select", "acrostic", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert query(db, "SELECT label, COUNT(*) FROM results GROUP BY label") == [("INCORRECT", 11)]
+    proc = evalrun("grade", "--pack", "hidden_message_extraction", "--outputs", str(outputs), "--out", str(db),
+                   "--select", "acrostic", "--fail-under", "0.5", cwd=tmp_path)
+    assert proc.returncode == 1 and "below --fail-under 0.5" in proc.stderr
+    # cases missing from the replay file are stored as errors, not silently dropped
+    proc = evalrun("grade", "--pack", "hidden_message_extraction", "--outputs", str(outputs), "--out", str(db),
+                   "--select", "index_of_word_001", cwd=tmp_path)
+    assert query(db, "SELECT error FROM results WHERE case_id = 'index_of_word_001'")[0][0].endswith(
+        "no output for case 'index_of_word_001' of pack 'hidden_message_extraction'")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "--pack", "no_such_pack", "--model", "reference"], "--pack no_such_pack: unknown pack"),
+    (["run", "--pack", "watermark_robustness", "--model", "gpt4"], "--model gpt4: unknown provider"),
+    (["run", "--pack", "watermark_robustness", "--watermark", "zzz:a=1"], "unknown scheme 'zzz'"),
+    (["run", "--pack", "watermark_robustness", "--attack", "swap:q=1"], "unknown key(s) q"),
+    (["run", "--pack", "watermark_robustness", "--model", "replay:/nonexistent.jsonl"], "no such file"),
+    (["export", "--db", "/nonexistent.sqlite", "--format", "csv", "--out", "x.csv"], "/nonexistent.sqlite"),
+])
+def test_bad_input_is_one_clear_line_and_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
+    proc = evalrun(*args, "--out", str(tmp_path / "x.sqlite"), cwd=tmp_path) if args[0] == "run" else \
+        evalrun(*args, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_regrade_applies_the_current_grader_without_model_calls(tmp_path: Path, make_pack) -> None:
+    pack = make_pack(root=tmp_path / "packs")
+    db = tmp_path / "r.sqlite"
+    assert evalrun("run", "--pack", str(pack), "--model", "reference", "--out", str(db)).returncode == 0
+    before = query(db, "SELECT label, grader_hash FROM results")
+    assert {label for label, _ in before} == {"OK"}
+    (pack / "grader.py").write_text("from evalrun.grading import Grade\n\ndef grade(case, output):\n"
+                                    "    return Grade(0.0, 'BAD', 'stricter grader')\n")
+    (pack / "reference.py").unlink()  # regrading must not need the model
+    proc = evalrun("regrade", "--db", str(db), "--packs-dir", str(pack.parent))
+    assert proc.returncode == 0, proc.stderr
+    assert "regraded 4 results, 4 changed" in proc.stdout
+    after = query(db, "SELECT label, reason, grader_hash FROM results")
+    assert {row[0] for row in after} == {"BAD"} and after[0][1] == "stricter grader"
+    assert after[0][2] != before[0][1]
+
+
+def test_pytest_k_from_the_repo_root_selects_a_pack(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-k", "watermark_robustness", "-q",
+                           "--evalrun-db", str(tmp_path / "ci.sqlite")],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    # the 50 cases against the reference solver, plus the pack's golden item and unit tests
+    assert "watermark_robustness  reference  none         none             50             1  PASS=50" in proc.stdout
+    assert "hidden_message_extraction" not in proc.stdout
+    assert query(tmp_path / "ci.sqlite", "SELECT COUNT(*), SUM(score) FROM results") == [(50, 50.0)]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "packs", "-k", "rewrite_003", "-q",
+                           "--evalrun-db", str(tmp_path / "ci.sqlite")], cwd=REPO, capture_output=True, text=True)
+    assert "1 passed" in proc.stdout
