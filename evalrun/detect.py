@@ -71,7 +71,7 @@ def _read_text(path: str) -> str:
         raise EvalrunError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
-def _token_records(path: str, errors: list[str]) -> list[tuple[int, Any, list[int]]]:
+def _token_records(path: str, errors: list[tuple[int, str]]) -> list[tuple[int, Any, list[int]]]:
     """(line number, id, token ids) of the valid lines; problems are appended to ``errors``."""
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
@@ -84,12 +84,12 @@ def _token_records(path: str, errors: list[str]) -> list[tuple[int, Any, list[in
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            errors.append(f"{path}:{no}: bad JSON: {exc.msg}")
+            errors.append((no, f"{path}:{no}: bad JSON: {exc.msg}"))
             continue
         ids = obj.get("token_ids") if isinstance(obj, dict) else None
         if not isinstance(ids, list) or not all(isinstance(t, int) and not isinstance(t, bool)
                                                 for t in ids):
-            errors.append(f"{path}:{no}: token_ids: expected a list of integers")
+            errors.append((no, f"{path}:{no}: token_ids: expected a list of integers"))
             continue
         out.append((no, obj.get("id"), ids))
     return out
@@ -114,7 +114,7 @@ def _run(argv: list[str], out: TextIO, err: TextIO) -> int:
     scheme = parse_watermark(args.watermark)
     if scheme is None:
         raise EvalrunError("evalrun detect: --watermark none has nothing to detect")
-    errors: list[str] = []
+    errors: list[tuple[int, str]] = []  # (line, message), reported in line order
     if args.text is not None:
         if not args.tokenizer:
             raise EvalrunError("evalrun detect: --text needs --tokenizer PATH")
@@ -135,13 +135,13 @@ def _run(argv: list[str], out: TextIO, err: TextIO) -> int:
         try:
             det = scheme.detect(ids, key, vocab_size, **kwargs)
         except EvalrunError as exc:
-            errors.append(f"{where}: {exc}")
+            errors.append((no or 0, f"{where}: {exc}"))
             continue
         record = det.as_json()
         if item_id is not None:
             record = {"id": item_id, **record}
         print(json.dumps(record), file=out)
     out.flush()
-    for line in errors:
-        print(line, file=err)
+    for _, message in sorted(errors):
+        print(message, file=err)
     return 2 if errors else 0

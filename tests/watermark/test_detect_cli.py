@@ -1,0 +1,100 @@
+"""``evalrun.detect.detect_main`` on token files and on text with a local tokenizer."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from evalrun.detect import detect_main
+from evalrun.watermark.registry import parse_watermark
+
+VOCAB = 500
+KEY = "cli-secret"
+SPEC = "kgw:gamma=0.25,delta=4"
+
+
+def _run(argv: list[str]) -> tuple[int, list[dict], str]:
+    out, err = io.StringIO(), io.StringIO()
+    rc = detect_main(argv, stdout=out, stderr=err)
+    return rc, [json.loads(line) for line in out.getvalue().splitlines()], err.getvalue()
+
+
+def _watermarked(length: int = 120) -> list[int]:
+    scheme = parse_watermark(SPEC)
+    proc = scheme.logits_processor(KEY, VOCAB, temperature=1.0, seed=0)
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, VOCAB, (1, 4), generator=g)
+    for _ in range(length):
+        scores = proc(ids, torch.randn(1, VOCAB, generator=g))
+        ids = torch.cat([ids, torch.multinomial(torch.softmax(scores, -1), 1, generator=g)], 1)
+    return ids[0, 4:].tolist()
+
+
+def test_tokens_file(tmp_path: Path) -> None:
+    plain = np.random.default_rng(0).integers(0, VOCAB, 120).tolist()
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"id": "wm", "token_ids": _watermarked()}) + "\n"
+                    + json.dumps({"token_ids": plain}) + "\n")
+    rc, rows, err = _run(["--watermark", SPEC, "--key", KEY, "--tokens", str(path),
+                          "--vocab-size", str(VOCAB)])
+    assert rc == 0 and err == ""
+    assert rows[0]["id"] == "wm" and rows[0]["p_value"] < 1e-6
+    assert rows[1]["p_value"] > 1e-3 and "id" not in rows[1]
+    for row in rows:
+        assert {"num_tokens_scored", "score", "p_value", "num_green_tokens", "z_score"} <= set(row)
+    assert KEY not in json.dumps(rows)
+
+
+def test_tokens_file_with_bad_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"token_ids": [1, 2, 3]}\n{oops\n{"token_ids": [1, 999]}\n'
+                    '{"token_ids": "x"}\n{"id": 7, "token_ids": [4, 5, 6]}\n')
+    monkeypatch.setenv("EVALRUN_WATERMARK_KEY", KEY)
+    rc, rows, err = _run(["--watermark", "exp", "--tokens", str(path), "--vocab-size", str(VOCAB)])
+    assert rc == 2
+    assert len(rows) == 2 and rows[1]["id"] == 7
+    lines = err.strip().splitlines()
+    assert len(lines) == 3
+    assert lines[0].startswith(f"{path}:2:")
+    assert lines[1].startswith(f"{path}:3:") and "999" in lines[1]
+    assert lines[2].startswith(f"{path}:4:")
+    assert "num_green_tokens" not in rows[0]
+
+
+def test_missing_key_and_missing_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("EVALRUN_WATERMARK_KEY", raising=False)
+    rc, rows, err = _run(["--watermark", "kgw", "--tokens", str(tmp_path / "x.jsonl"),
+                          "--vocab-size", "10"])
+    assert rc == 2 and rows == [] and "EVALRUN_WATERMARK_KEY" in err
+    rc, rows, err = _run(["--watermark", "kgw", "--key", "k", "--tokens",
+                          str(tmp_path / "x.jsonl"), "--vocab-size", "10"])
+    assert rc == 2 and "x.jsonl" in err and len(err.strip().splitlines()) == 1
+    rc, _, err = _run(["--watermark", "kgw:gamma=2", "--key", "k", "--tokens", "f",
+                       "--vocab-size", "10"])
+    assert rc == 2 and "gamma" in err
+
+
+def test_text_with_tokenizer(tmp_path: Path) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = [f"w{i}" for i in range(VOCAB - 1)]
+    vocab = {"[UNK]": 0, **{w: i + 1 for i, w in enumerate(words)}}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok_path = tmp_path / "tokenizer.json"
+    tok.save(str(tok_path))
+    ids = [t if t > 0 else 1 for t in _watermarked()]
+    text_path = tmp_path / "text.txt"
+    text_path.write_text(" ".join(words[i - 1] for i in ids))
+    rc, rows, err = _run(["--watermark", SPEC, "--key", KEY, "--text", str(text_path),
+                          "--tokenizer", str(tok_path)])
+    assert rc == 0, err
+    assert len(rows) == 1 and rows[0]["num_tokens_scored"] > 100
+    assert rows[0]["p_value"] < 1e-4
+    rc, rows, err = _run(["--watermark", SPEC, "--key", KEY, "--text", str(text_path)])
+    assert rc == 2 and "--tokenizer" in err
