@@ -117,9 +117,12 @@ class Fixture:
 
 def write_store(path: Path, models: list[str], n: int = 3,
                 outcome: Callable[[str, str, str, int], Outcome] | None = None,
-                extra_pack: bool = False) -> Fixture:
+                extra_pack: bool = False,
+                variants: tuple[tuple[str, str], ...] = (("none", "none"),),
+                ungraded: int = 0) -> Fixture:
     """Two runs: run-wr holds watermark_robustness, run-hme hidden_message_extraction (and the
-    toy generic pack when ``extra_pack``)."""
+    toy generic pack when ``extra_pack``). Each model runs under every (watermark, attack) of
+    ``variants``; the last ``ungraded`` generations written are left without a grade."""
     def default(pack: str, model: str, cid: str, rep: int) -> Outcome:
         return (wr_outcome if pack == "watermark_robustness" else hme_outcome)(model, cid, rep)
 
@@ -138,7 +141,8 @@ def write_store(path: Path, models: list[str], n: int = 3,
                                  "platform": "linux", "argv": ["evalrun", "run"]},
                         {"seed": 7})
     for run_id, pack, cases, make_case, group in plan:
-        for model in models:
+        pending: list[tuple[int, tuple[str, float], str]] = []
+        for model, (wm, attack) in [(m, v) for m in models for v in variants]:
             for cid in cases:
                 case = make_case(cid)
                 for rep in range(n):
@@ -149,8 +153,8 @@ def write_store(path: Path, models: list[str], n: int = 3,
                     timed = model.startswith("openai:")
                     row = {
                         "run_id": run_id, "pack": pack, "case_id": cid, "model": model,
-                        "params_json": json.dumps({"temperature": 0.0}), "watermark": "none",
-                        "attack": "none", "repetition": rep,
+                        "params_json": json.dumps({"temperature": 0.0}), "watermark": wm,
+                        "attack": attack, "repetition": rep,
                         "prompt_json": json.dumps([{"role": "user", "content": cid}]),
                         "raw_output": None if oc is None else output_for(pack, case, oc, model),
                         "output_tokens_json": None,
@@ -159,8 +163,8 @@ def write_store(path: Path, models: list[str], n: int = 3,
                         "tokens_out": (5 + rep) if timed else None,
                         "error": "TimeoutError: provider timed out" if oc is None else None,
                         "created_at": "2026-01-01T00:00:00+00:00",
-                        "item_key": f"{pack}|{cid}|{model}|{rep}",
-                        "gen_key": f"{pack}|{cid}|{model}|{rep}",
+                        "item_key": f"{pack}|{cid}|{model}|{wm}|{attack}|{rep}",
+                        "gen_key": f"{pack}|{cid}|{model}|{wm}|{rep}",
                         "case_json": json.dumps(case),
                         "group_value": case.get(group) if group else None,
                         "served_model": model.split(":", 1)[-1] if timed else None,
@@ -172,8 +176,9 @@ def write_store(path: Path, models: list[str], n: int = 3,
                         fx.errors[(pack, model)] += 1
                         continue
                     fx.expected.setdefault((pack, model), Counter())[oc[0]] += 1
-                    store.record_grade(GradeRecord(rid, oc[1], oc[0], f"graded {oc[0]}",
-                                                   "gh", row["raw_output"]))
+                    pending.append((rid, oc, row["raw_output"]))
+        for rid, oc, text in pending[:len(pending) - ungraded]:
+            store.record_grade(GradeRecord(rid, oc[1], oc[0], f"graded {oc[0]}", "gh", text))
         store.finish_run(run_id)
     store.close()
     return fx

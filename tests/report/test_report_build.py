@@ -285,3 +285,29 @@ def test_errors(tmp_path: Path, three_model_store) -> None:
     afile.write_text("x")
     with pytest.raises(EvalrunError, match="not a directory"):
         build_report(three_model_store.db, afile)
+
+
+def test_watermark_and_attack_axes_are_separate_rows(tmp_path: Path, store_writer) -> None:
+    """A store with several watermark/attack settings reports each (model, watermark, attack)
+    on its own row; stored but not yet graded outputs are counted apart."""
+    db_path = tmp_path / "axes.sqlite"
+    store_writer(db_path, ["openai:model-a", "reference"], n=1,
+                 variants=(("none", "none"), ("kgw:delta=2", "swap:p=0.1")), ungraded=2)
+    data = load(db_path, None)
+    items = data.packs[WR]
+    summary = tables.label_summary(WATERMARK, items)
+    names = [row[0] for row in summary.rows]
+    assert names == ["openai:model-a [wm=kgw:delta=2, attack=swap:p=0.1]",
+                     "openai:model-a [wm=none, attack=none]",
+                     "reference [wm=kgw:delta=2, attack=swap:p=0.1]",
+                     "reference [wm=none, attack=none]"]
+    col = summary.headers.index("ungraded")
+    assert sum(int(row[col]) for row in summary.rows) == 2
+    results = summary.headers.index("results")
+    assert all(row[results] == "8" for row in summary.rows)
+    con = sqlite3.connect(db_path)
+    (pass_kgw,) = con.execute(
+        "SELECT COUNT(*) FROM results WHERE pack = ? AND model = 'openai:model-a' AND"
+        " watermark = 'kgw:delta=2' AND label = 'PASS'", (WR,)).fetchone()
+    con.close()
+    assert summary.rows[0][summary.headers.index("PASS")] == str(pass_kgw)
