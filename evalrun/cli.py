@@ -39,7 +39,7 @@ def _add_run_options(p: argparse.ArgumentParser, *, with_model: bool = True) -> 
     p.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
     p.add_argument("--out", default="results.sqlite", help="results database (default results.sqlite)")
     p.add_argument("--base-url", help="OpenAI-compatible server (default: $OPENAI_BASE_URL)")
-    p.add_argument("--concurrency", type=int, default=16, help="concurrent API requests per model")
+    p.add_argument("--concurrency", type=int, default=32, help="concurrent API requests per model (default 32; lowered automatically on HTTP 429)")
     p.add_argument("--packs-dir", action="append", default=[], metavar="DIR", help="extra pack directory")
     p.add_argument("--select", "-k", metavar="EXPR", help="pytest -k expression selecting items")
     p.add_argument("--workers", type=int, default=0, help="pytest-xdist worker processes for grading")

@@ -35,7 +35,7 @@ class RunOptions:
     seed: int = 0
     key: str | None = field(default=None, repr=False)
     base_url: str | None = None
-    concurrency: int = 16
+    concurrency: int = 32
 
     def as_json(self) -> dict[str, Any]:
         """The run's configuration as stored in ``runs.config_json`` (no key, no URL secrets)."""

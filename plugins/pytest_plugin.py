@@ -142,7 +142,7 @@ def _build_state(config: pytest.Config) -> EvalrunState:
             max_tokens=pick(opt.evalrun_max_tokens, "max_tokens"),
             seed=int(pick(opt.evalrun_seed, "seed", default=0)),
             key=opt.evalrun_key, base_url=pick(opt.evalrun_base_url, "base_url"),
-            concurrency=int(pick(opt.evalrun_concurrency, "concurrency", default=16)),
+            concurrency=int(pick(opt.evalrun_concurrency, "concurrency", default=32)),
         )
         check_options(options)
     except EvalrunError as exc:
