@@ -117,8 +117,19 @@ class Binary(Sampler):
     name = "binary"
     exact_null = "erlang"
 
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, str, int], tuple[Any, Any, Any]] = {}
+
     def units_per_token(self, vocab_size: int) -> int:
         return huffman_tree(vocab_size).depth
+
+    def _tables(self, ops: Ops, tree: HuffmanTree) -> tuple[Any, Any, Any]:
+        """Path tables on the backend's device (converted once per backend and vocabulary)."""
+        key = (ops.name, str(getattr(ops, "device", "")), len(tree.path_len))
+        if key not in self._cache:
+            self._cache[key] = (ops.i64(tree.path_nodes), ops.i64(tree.path_bits.astype(np.int64)),
+                                ops.i64(tree.path_len))
+        return self._cache[key]
 
     def null_mean(self, vocab_size: int) -> float:
         return 1.0
@@ -126,9 +137,10 @@ class Binary(Sampler):
     def _bits(self, ops: Ops, seeds: Any, tokens: Any, vocab_size: int) -> tuple[Any, Any, Any]:
         """Hash words, per-bit evidence and validity, shape ``broadcast(seeds, tokens) + [D]``."""
         tree = huffman_tree(vocab_size)
-        nodes = ops.i64(tree.path_nodes)[tokens]
-        bits = ops.u64(tree.path_bits.astype(np.int64))[tokens] != ops.const(0)
-        valid = ops.arange(tree.depth) < ops.i64(tree.path_len)[tokens][..., None]
+        nodes_t, bits_t, len_t = self._tables(ops, tree)
+        nodes = nodes_t[tokens]
+        bits = bits_t[tokens] != 0
+        valid = ops.arange(tree.depth) < len_t[tokens][..., None]
         words = node_words(ops, seeds[..., None], nodes)
         return words, bit_stat(ops, words, bits), valid
 
