@@ -397,7 +397,7 @@ def load_pack(path: str | Path) -> Pack:
         absent = sorted(f for f in fields if f not in case.data)
         if absent:
             errors.append(CaseError(case.source, case.line, f"$.{absent[0]}",
-                                    f"field required by prompt_template is missing"))
+                                    "field required by prompt_template is missing"))
         else:
             good.append(case)
     pack.cases = good

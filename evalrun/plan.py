@@ -99,10 +99,6 @@ class Item:
     def name(self) -> str:
         return f"{self.case.id}[{display_model(self.model)}-{self.watermark}-{self.attack}-r{self.repetition}]"
 
-    @property
-    def attack_seed(self) -> int:
-        return attack_seed(self.gen_key, self.attack)
-
     def request(self, key: str | None) -> GenerationRequest:
         return GenerationRequest(
             gen_key=self.gen_key, pack=self.pack.name, case=self.case.data, prompt=self.prompt,

@@ -7,18 +7,14 @@ only thing that can change a grade. The new grader hash is recorded with each gr
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from evalrun.attacks import parse_attack
 from evalrun.errors import EvalrunError, PackError
-from evalrun.grading import GradeContext
+from evalrun.grading_phase import grade_row
 from evalrun.pack import Pack, load_pack, resolve_pack
-from evalrun.plan import attack_seed
-from evalrun.store import GradeRecord, Store
-from evalrun.watermark.registry import is_none
+from evalrun.store import Store
 
 
 @dataclass
@@ -54,24 +50,11 @@ def regrade(db: str | Path, *, run_id: str | None = None, packs_dirs: Sequence[s
             pack = packs[name]
             if pack is None:
                 continue
-            text = row["raw_output"]
-            attack = parse_attack(row["attack"])
-            if attack is not None:
-                text = attack.apply(text, attack_seed(row["gen_key"], row["attack"]))
-            tokens = json.loads(row["output_tokens_json"]) if row["output_tokens_json"] else None
-            context = GradeContext(
-                token_ids=tuple(tokens) if tokens is not None and attack is None else None,
-                tokenizer_hash=row["tokenizer_hash"], watermark=row["watermark"],
-                key=key if not is_none(row["watermark"]) else None, attack=row["attack"], model=row["model"],
-            )
-            grade = pack.grade(json.loads(row["case_json"]), text, context)
-            if grade.label != row["label"] or grade.score != row["score"]:
+            graded = grade_row(pack, row, key=key)
+            if graded.grade.label != row["label"] or graded.grade.score != row["score"]:
                 summary.changed += 1
-                summary.changes.append((name, row["case_id"], row["model"], row["label"], grade.label))
-            store.record_grade(GradeRecord(result_id=row["result_id"], score=float(grade.score),
-                                           label=grade.label, reason=grade.reason,
-                                           grader_hash=pack.grader_hash,
-                                           attacked_output=text if attack is not None else None))
+                summary.changes.append((name, row["case_id"], row["model"], row["label"], graded.grade.label))
+            store.record_grade(graded.record)
             summary.regraded += 1
     finally:
         store.close()

@@ -21,16 +21,17 @@ from typing import Any, Iterator
 
 import pytest
 
-from evalrun.attacks import canonical_attack, parse_attack
+from evalrun.attacks import canonical_attack
 from evalrun.errors import CaseError, EvalrunError, PackError
 from evalrun.generation_phase import ProgressBar, run_generation
-from evalrun.grading import Grade, GradeContext
+from evalrun.grading import Grade
+from evalrun.grading_phase import grade_row
 from evalrun.pack import Pack, load_pack
 from evalrun.plan import Item, RunOptions, check_options, make_items
 from evalrun.plugins.providers import make_provider, parse_model
 from evalrun.provenance import collect as collect_provenance
-from evalrun.store import GradeRecord, Store
-from evalrun.watermark.registry import is_none, parse_watermark
+from evalrun.store import Store
+from evalrun.watermark.registry import parse_watermark
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -248,25 +249,13 @@ class CaseItem(pytest.Item):
             raise GenerationFailure("no stored output for this item: the generation phase did not reach it")
         if row["error"]:
             raise GenerationFailure(f"generation failed: {row['error']}")
-        graded = row["raw_output"]
-        attack = parse_attack(self.item.attack)
-        if attack is not None:
-            graded = attack.apply(graded, self.item.attack_seed)
-        tokens = json.loads(row["output_tokens_json"]) if row["output_tokens_json"] else None
-        context = GradeContext(
-            token_ids=tuple(tokens) if tokens is not None and attack is None else None,
-            tokenizer_hash=row["tokenizer_hash"], watermark=self.item.watermark,
-            key=state.options.resolved_key() if not is_none(self.item.watermark) else None,
-            attack=self.item.attack, model=self.item.model,
-        )
         pack = self.item.pack
-        grade = pack.grade(self.item.case.data, graded, context)
-        store.record_grade(GradeRecord(result_id=row["result_id"], score=float(grade.score), label=grade.label,
-                                       reason=grade.reason, grader_hash=pack.grader_hash,
-                                       attacked_output=graded if attack is not None else None))
+        graded = grade_row(pack, row, key=state.options.resolved_key(), case=self.item.case.data)
+        grade = graded.grade
+        store.record_grade(graded.record)
         self.user_properties.extend([("score", grade.score), ("label", grade.label)])
         if grade.score < pack.pass_score:
-            raise CaseFailure(grade, graded, pack.pass_score)
+            raise CaseFailure(grade, graded.text, pack.pass_score)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         exc = excinfo.value
