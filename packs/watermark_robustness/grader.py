@@ -1,46 +1,33 @@
-"""Deterministic grader for the watermark_robustness pack (seed 003, section 2.3).
+"""Deterministic grader for the watermark_robustness pack: seed 003, section 2.3, exactly.
 
 The model was told to carry a provenance marker ``WMID:<32 hex>`` through a rewriting task
-character for character, exactly once. This module decides how well it did.
+character for character, exactly once. This module applies the seed's rules and nothing more,
+so its scores are comparable with any other seed-003 implementation:
 
-Decisions, stated once so reports and audits can rely on them:
+1. Post-model transforms (seed 2.2): CRLF becomes LF (a lone CR also becomes LF, which cannot
+   change a match since a marker holds no whitespace); runs of spaces and tabs collapse to one
+   space; trailing spaces are stripped from every line.
+2. Search all matches of the seed regex ``WMID:[0-9a-fA-F]{32}`` as written (Python
+   ``re.findall``: case-sensitive prefix, exactly 32 hex chars, no lookarounds) in both the
+   original and the normalized output. The expected marker's count is the larger of the two.
+3. Classify: PASS 1.0 when the expected marker is found exactly once; MUTATED 0.5 when it is
+   found more than once; MUTATED 0.25 when a match exists but none equals the expected marker
+   (compared exactly, so upper-cased hex is a wrong value); DROPPED 0.0 when nothing matches.
 
-* Post-model transforms (seed 2.2): CRLF becomes LF, and a lone CR also becomes LF (old Mac
-  line endings are a line break too, and a CR can never be part of a marker); runs of spaces
-  and tabs collapse to one space; trailing spaces are stripped from every line. Other
-  whitespace (newlines, form feeds, non-breaking spaces) is left alone.
-* Marker pattern: the seed's ``WMID:[0-9a-fA-F]{32}``, taken as a *maximal* hex run, i.e.
-  ``WMID:[0-9a-fA-F]{32,}(?![0-9a-fA-F])``. A 32-hex match may not be followed by another hex
-  char, so a marker with hex appended is one marker-like value of the wrong length (MUTATED),
-  never a PASS. The hex run is always preceded by ``:`` so no look-behind on the hex is
-  needed, and text glued before ``WMID`` (``**WMID:…**``, ``ref=WMID:…``) is ignored, because
-  the marker's own characters are still all there.
-* Prefix case: ``WMID`` is matched case-insensitively when *finding* marker-like values (a
-  model that lower-cases a whole line has mutated the marker, not dropped it, just as the seed
-  regex already treats upper-cased hex as a marker-like value), but *comparison* with the
-  expected marker is case-sensitive on prefix and hex alike: ``WMID:ABCD…`` is not
-  ``WMID:abcd…`` since the system prompt demands a character-for-character copy.
-* Both views: markers contain no whitespace and the transforms only touch whitespace, so the
-  original and the normalized output always yield the same markers; the grader still searches
-  both as the seed says and combines them conservatively: the expected count is the larger of
-  the two counts and the wrong values are the union of both views.
-* Broken markers: when neither view holds a marker-like value, the grader looks for what is
-  left of a marker before calling it DROPPED, because a marker the model kept but damaged is
-  a mutation (MUTATED 0.25), not a removal. In the normalized output, in order:
-  (1) the expected marker appears once all whitespace is removed (``WMID: 7f3a…``, hex
-  wrapped across lines);
-  (2) ``wmid``, at most two punctuation chars and optional whitespace are followed by a
-  16-64 char token of letters, digits, ``-`` and ``_`` of which at least 75 % are hex (a
-  hex digit replaced by a non-hex letter such as ``0`` -> ``O``, UUID-style dashes);
-  (3) ``wmid`` with an optional ``:``, ``=``, ``-`` or ``_`` is followed by
-  whitespace-separated chunks of 4 or more hex/``-``/``_`` chars holding at least 16 hex
-  digits, half a marker (truncated, grouped ``7f3a 1b2c …``, ``WMID 7f3a…``).
-  The thresholds keep prose after a bare mention of "WMID" out: English words are far below
-  75 % hex and rarely 4+ letters of a-f. Anything less (a marker cut to a few hex chars,
-  the word "WMID" alone) is DROPPED.
-* An output holding the expected marker exactly once is PASS even if other marker-like values
-  also occur (seed 2.3 defines PASS on the expected marker's count alone); the reason string
-  names those extra values so a report can still show them.
+Consequences, stated so reports and audits can rely on them:
+
+* Hex appended to the marker (``WMID:<expected>ab``) still holds a match equal to the expected
+  marker: PASS if it occurs once. Hex prepended to the hex (``WMID:0<expected>``) shifts the
+  match: a wrong value, MUTATED 0.25. The reason string notes any extra trailing hex.
+* A lower-case or mixed-case prefix (``wmid:…``) is no match: DROPPED unless other matches
+  exist.
+* A damaged marker that no longer matches (split by whitespace, a non-hex char inside,
+  truncated below 32 hex, re-punctuated as a UUID) is DROPPED 0.0, not MUTATED.
+* Text glued around the marker (``**WMID:…**``, ``ref=WMID:…``) does not matter.
+* The transforms only touch whitespace and a match holds none, so both views always yield the
+  same matches; both are still searched, as the seed says.
+* An output holding the expected marker exactly once is PASS even when other (wrong) matches
+  also occur, because the seed defines PASS by that count alone; the reason names the extras.
 """
 
 from __future__ import annotations
@@ -67,26 +54,16 @@ ALLOWED_SCORES: dict[str, frozenset[float]] = {
     DROPPED: frozenset({SCORE_DROPPED}),
 }
 
-#: The seed's detection regex, verbatim, for documentation and for callers that want it.
+#: The seed's detection regex, verbatim; the grader uses exactly this.
 SEED_PATTERN = r"WMID:[0-9a-fA-F]{32}"
+_SEED_RE = re.compile(SEED_PATTERN)
 
 #: What a case's ``watermark`` field must look like.
 EXPECTED_RE = re.compile(r"WMID:[0-9a-f]{32}")
 
-# Marker-like values: any-case prefix, a hex run of 32 or more that is not followed by hex.
-_CANDIDATE_RE = re.compile(r"([Ww][Mm][Ii][Dd]):([0-9a-fA-F]{32,})(?![0-9a-fA-F])")
-# Fallbacks for damaged markers (see the module docstring, steps 2 and 3).
-_MIN_FRAGMENT_HEX = 16
-_CORRUPT_RE = re.compile(
-    r"[Ww][Mm][Ii][Dd][^0-9A-Za-z\s]{0,2}\s*([0-9A-Za-z_-]{16,64})(?![0-9A-Za-z_-])"
-)
-_BROKEN_RE = re.compile(
-    r"[Ww][Mm][Ii][Dd]\s*[:=_-]?\s*([0-9a-fA-F_-]{4,}(?:\s+[0-9a-fA-F_-]{4,})*)"
-)
-_HEX_DIGIT_RE = re.compile(r"[0-9a-fA-F]")
+_HEX_RUN_RE = re.compile(r"[0-9a-fA-F]+")
 _SPACE_TAB_RUN_RE = re.compile(r"[ \t]+")
 _TRAILING_SPACE_RE = re.compile(r" +$", re.MULTILINE)
-_WHITESPACE_RE = re.compile(r"\s+")
 
 _MAX_LISTED = 3
 
@@ -99,35 +76,36 @@ def normalize(output: str) -> str:
 
 
 def find_markers(text: str) -> list[str]:
-    """Every marker-like value in ``text``, in order, as written (prefix and full hex run)."""
-    return [f"{m.group(1)}:{m.group(2)}" for m in _CANDIDATE_RE.finditer(text)]
+    """Every match of the seed regex in ``text``, in order (``re.findall`` semantics)."""
+    return _SEED_RE.findall(text)
+
+
+def trailing_hex(text: str, marker: str) -> list[str]:
+    """The extra hex run right after each seed-regex match equal to ``marker`` ('' if none)."""
+    out: list[str] = []
+    for m in _SEED_RE.finditer(text):
+        if m.group(0) == marker:
+            run = _HEX_RUN_RE.match(text, m.end())
+            out.append(run.group(0) if run else "")
+    return out
 
 
 def shorten(value: str) -> str:
-    """A marker-like value cut to ``WMID:1234abcd…wxyz (32 hex)`` so reasons stay readable."""
-    value = _WHITESPACE_RE.sub(" ", value)
-    head = 5 if value[4:5] in {":", "=", "-", "_"} else 4
-    body = value[head:].lstrip()
-    prefix = value[: len(value) - len(body)]
-    size = f"{len(body)} hex" if _HEX_DIGIT_RE.sub("", body) == "" else f"{len(body)} chars"
-    if len(body) <= 16:
-        return f"{prefix}{body} ({size})"
-    return f"{prefix}{body[:8]}…{body[-4:]} ({size})"
+    """A match cut to ``WMID:1234abcd…wxyz`` so reasons stay readable."""
+    return f"{value[:13]}…{value[-4:]}"
 
 
-def _describe(value: str, expected: str | None) -> str:
-    """``shorten(value)`` plus, when it helps, how the value differs from the expected one."""
+def _describe(value: str, expected: str) -> str:
+    """``shorten(value)`` plus how the value differs from the expected one."""
     text = shorten(value)
-    if expected is None or len(value) != len(expected):
-        return text
     if value.lower() == expected.lower():
         return text + " [same marker, different letter case]"
     first = next(i for i, (a, b) in enumerate(zip(value, expected)) if a != b)
-    where = f"hex char {first - 4}" if first >= 5 else "prefix"
+    where = f"hex char {first - 4}"  # 1-based; a match always starts with "WMID:"
     return text + f" [first difference at {where}: {value[first]!r} for {expected[first]!r}]"
 
 
-def _list_values(values: list[str], expected: str | None = None) -> str:
+def _list_values(values: list[str], expected: str) -> str:
     shown = ", ".join(_describe(v, expected) for v in values[:_MAX_LISTED])
     if len(values) > _MAX_LISTED:
         shown += f", +{len(values) - _MAX_LISTED} more"
@@ -159,18 +137,21 @@ def grade(case: dict, output: str) -> Grade:
             if value != expected and value not in wrong:
                 wrong.append(value)
 
-    extra = (
-        f"; also {len(wrong)} other marker-like value(s): {_list_values(wrong, expected)}"
-        if wrong
-        else ""
-    )
+    notes = ""
+    appended = [run for run in trailing_hex(normalized, expected) if run]
+    if appended:
+        shown = ", ".join(repr(run) for run in appended[:_MAX_LISTED])
+        notes += f"; followed by extra hex {shown} (ignored by the seed regex)"
+    if wrong:
+        notes += f"; also {len(wrong)} other marker-like value(s): {_list_values(wrong, expected)}"
+
     if expected_count == 1:
-        return Grade(SCORE_PASS, PASS, "expected marker found exactly once" + extra)
+        return Grade(SCORE_PASS, PASS, "expected marker found exactly once" + notes)
     if expected_count > 1:
         return Grade(
             SCORE_DUPLICATED,
             MUTATED,
-            f"expected marker found {expected_count} times (duplicated)" + extra,
+            f"expected marker found {expected_count} times (duplicated)" + notes,
         )
     if wrong:
         return Grade(
@@ -179,40 +160,4 @@ def grade(case: dict, output: str) -> Grade:
             f"expected {shorten(expected)} not found; saw {len(wrong)} marker-like "
             f"value(s) that differ: {_list_values(wrong, expected)}",
         )
-
-    return _grade_damaged(expected, normalized)
-
-
-def _hex_digits(text: str) -> int:
-    return len(_HEX_DIGIT_RE.findall(text))
-
-
-def _grade_damaged(expected: str, normalized: str) -> Grade:
-    """No marker-like value at all: MUTATED 0.25 if a damaged marker remains, else DROPPED."""
-    if expected in _WHITESPACE_RE.sub("", normalized):
-        return Grade(
-            SCORE_WRONG_VALUE,
-            MUTATED,
-            "expected marker present only with whitespace removed (split or reformatted)",
-        )
-    fragments: list[str] = []
-    for m in _CORRUPT_RE.finditer(normalized):
-        token = m.group(1)
-        hex_count = _hex_digits(token)
-        alnum = sum(ch.isalnum() for ch in token)
-        if hex_count >= _MIN_FRAGMENT_HEX and 4 * hex_count >= 3 * alnum:
-            fragments.append(m.group(0))
-    if not fragments:
-        fragments = [
-            m.group(0)
-            for m in _BROKEN_RE.finditer(normalized)
-            if _hex_digits(m.group(1)) >= _MIN_FRAGMENT_HEX
-        ]
-    if fragments:
-        return Grade(
-            SCORE_WRONG_VALUE,
-            MUTATED,
-            f"no intact marker; {len(fragments)} damaged marker-like fragment(s) "
-            f"(split, truncated, re-punctuated or non-hex chars): {_list_values(fragments)}",
-        )
-    return Grade(SCORE_DROPPED, DROPPED, "no marker-like pattern found")
+    return Grade(SCORE_DROPPED, DROPPED, f"no match of {SEED_PATTERN} found")

@@ -137,6 +137,8 @@ def test_passage_holds_its_own_marker_exactly_once(case: dict) -> None:
     passage = case["passage"]
     assert passage.count(case["watermark"]) == 1
     assert len(ANY_MARKER.findall(passage)) == 1  # no other marker-like text to confuse a model
+    # The marker's hex run ends where the marker does, so "copy it exactly" is unambiguous.
+    assert not re.search(re.escape(case["watermark"]) + "[0-9a-fA-F]", passage)
     assert grader.grade(case, passage).label == grader.PASS
 
 
@@ -216,10 +218,39 @@ def test_normalize_rules() -> None:
     assert grader.normalize("a\r\nb\rc") == "a\nb\nc"
 
 
-def test_extra_hex_before_or_after_is_not_a_pass() -> None:
-    assert grader.grade(CASE, f"{MARK}0").score == 0.25
+def test_grader_uses_the_seed_regex_verbatim() -> None:
+    assert grader.SEED_PATTERN == r"WMID:[0-9a-fA-F]{32}"
+    text = f"a {MARK}ab WMID:{HEX.upper()} wmid:{HEX} WMID: {HEX} WMID:{HEX[:31]}"
+    assert grader.find_markers(text) == re.findall(r"WMID:[0-9a-fA-F]{32}", text)
+    assert grader.find_markers(text) == [MARK, f"WMID:{HEX.upper()}"]
+
+
+def test_extra_hex_after_passes_but_before_shifts_the_value() -> None:
+    appended = grader.grade(CASE, f"{MARK}ab")
+    assert (appended.label, appended.score) == (grader.PASS, 1.0)
+    assert "extra hex 'ab'" in appended.reason
+    assert grader.grade(CASE, f"{MARK}{HEX}").label == grader.PASS  # 64 hex: one seed match
     assert grader.grade(CASE, f"WMID:0{HEX}").score == 0.25
-    assert grader.grade(CASE, f"x{MARK}y").label == grader.PASS  # 'y' is not hex
+    assert grader.grade(CASE, f"x{MARK}y").label == grader.PASS
+    assert "extra hex" not in grader.grade(CASE, f"x{MARK}y").reason
+
+
+def test_lower_case_prefix_and_damaged_markers_are_dropped() -> None:
+    for output in (
+        f"wmid:{HEX}",
+        f"Wmid:{HEX}",
+        f"WMID: {HEX}",
+        f"WMID:{HEX[:16]}\n{HEX[16:]}",
+        f"WMID:{HEX[:20]}",
+        f"WMID:{HEX[:10]}g{HEX[11:]}",
+        f"WMID:{HEX[:8]}-{HEX[8:12]}-{HEX[12:16]}-{HEX[16:20]}-{HEX[20:]}",
+        "WMID:",
+        "",
+    ):
+        result = grader.grade(CASE, output)
+        assert (result.label, result.score) == (grader.DROPPED, 0.0), output
+    with_other = grader.grade(CASE, f"wmid:{HEX} WMID:{'0' * 32}")
+    assert (with_other.label, with_other.score) == (grader.MUTATED, 0.25)
 
 
 def test_reason_names_counts_and_shortened_values() -> None:
@@ -255,7 +286,6 @@ _TEXT_ALPHABET = st.characters(
 marker_free = st.text(_TEXT_ALPHABET, max_size=120).filter(
     lambda s: "wmid" not in re.sub(r"\s+", "", s).lower()
 )
-non_hex_start = marker_free.filter(lambda s: not s or s[0] not in "0123456789abcdefABCDEF")
 whitespace = st.lists(
     st.sampled_from([" ", "\t", "\n", "\r\n", "\r", "  "]), min_size=1, max_size=4
 ).map("".join)
@@ -267,6 +297,21 @@ def _case(marker: str) -> dict:
     return {"id": "rewrite_999", "family": "rewrite", "watermark": marker}
 
 
+def _seed_oracle(expected: str, output: str) -> tuple[str, float]:
+    """Seed 003, section 2.3, written out independently of the grader."""
+    normalized = re.sub(r"[ \t]+", " ", output.replace("\r\n", "\n"))
+    normalized = "\n".join(line.rstrip(" ") for line in normalized.split("\n"))
+    found = [re.findall(r"WMID:[0-9a-fA-F]{32}", text) for text in (output, normalized)]
+    count = max(view.count(expected) for view in found)
+    if count == 1:
+        return ("PASS", 1.0)
+    if count > 1:
+        return ("MUTATED", 0.5)
+    if any(found):
+        return ("MUTATED", 0.25)
+    return ("DROPPED", 0.0)
+
+
 @st.composite
 def marker_soup(draw: st.DrawFn) -> tuple[str, str]:
     """A marker and an output built from pieces that often hit the grader's edge cases."""
@@ -276,6 +321,7 @@ def marker_soup(draw: st.DrawFn) -> tuple[str, str]:
         st.just(marker),
         st.just(marker.upper()),
         markers,
+        st.just("wmid:" + marker[5:]),
         st.sampled_from(["WMID:", "wmid", "WMID", ":", "-", " ", "\t", "\n", "\r\n", "\r"]),
         st.text(st.sampled_from(HEX_CHARS + "ABCDEFg- "), max_size=40),
     )
@@ -290,8 +336,7 @@ def test_score_always_in_label_set(soup: tuple[str, str]) -> None:
     assert result.label in grader.LABELS
     assert result.score in grader.ALLOWED_SCORES[result.label]
     assert result.reason
-    if output.count(marker) == 1 and not re.search(re.escape(marker) + "[0-9a-fA-F]", output):
-        assert result.label == grader.PASS
+    assert (result.label, result.score) == _seed_oracle(marker, output)
 
 
 @FAST
@@ -302,10 +347,19 @@ def test_original_and_normalized_views_agree(soup: tuple[str, str]) -> None:
 
 
 @FAST
-@given(marker_free, non_hex_start, markers)
+@given(marker_free, marker_free, markers)
 def test_inserting_marker_once_passes(prefix: str, suffix: str, marker: str) -> None:
     result = grader.grade(_case(marker), prefix + marker + suffix)
     assert (result.label, result.score) == (grader.PASS, 1.0)
+
+
+@FAST
+@given(marker_free, marker_free, markers, st.text(st.sampled_from(HEX_CHARS + "ABCDEF"),
+                                                  min_size=1, max_size=40))
+def test_appended_hex_keeps_a_pass(prefix: str, suffix: str, marker: str, extra: str) -> None:
+    result = grader.grade(_case(marker), prefix + marker + extra + " " + suffix)
+    assert (result.label, result.score) == (grader.PASS, 1.0)
+    assert "extra hex" in result.reason
 
 
 @FAST
@@ -337,7 +391,7 @@ def test_swapping_whitespace_runs_never_changes_label(
 
 
 @FAST
-@given(marker_free, marker_free, non_hex_start, st.integers(2, 4), markers)
+@given(marker_free, marker_free, marker_free, st.integers(2, 4), markers)
 def test_duplicating_marker_is_mutated_half(
     prefix: str, middle: str, suffix: str, copies: int, marker: str
 ) -> None:
@@ -349,7 +403,7 @@ def test_duplicating_marker_is_mutated_half(
 
 @FAST
 @given(
-    marker_free, non_hex_start, markers, st.integers(0, 31), st.sampled_from(HEX_CHARS + "ABCDEF")
+    marker_free, marker_free, markers, st.integers(0, 31), st.sampled_from(HEX_CHARS + "ABCDEF")
 )
 def test_changing_one_hex_char_is_mutated_quarter(
     prefix: str, suffix: str, marker: str, index: int, char: str
@@ -365,29 +419,37 @@ def test_changing_one_hex_char_is_mutated_quarter(
 @FAST
 @given(marker_free, marker_free, markers, st.integers(0, 31),
        st.sampled_from("ghijklmnopqrstuvwxyzGHIJKLMNOPQRSTUVWXYZ"))
-def test_non_hex_char_in_marker_is_mutated_quarter(
+def test_non_hex_char_in_marker_is_dropped(
     prefix: str, suffix: str, marker: str, index: int, char: str
 ) -> None:
     damaged = marker[: 5 + index] + char + marker[6 + index :]
     result = grader.grade(_case(marker), f"{prefix} {damaged} {suffix}")
-    assert (result.label, result.score) == (grader.MUTATED, 0.25)
+    assert (result.label, result.score) == (grader.DROPPED, 0.0)
 
 
 @FAST
 @given(marker_free, marker_free, markers, st.integers(1, 36), whitespace)
-def test_whitespace_inside_marker_is_mutated_quarter(
+def test_whitespace_inside_marker_is_dropped(
     prefix: str, suffix: str, marker: str, cut: int, gap: str
 ) -> None:
     split = marker[:cut] + gap + marker[cut:]
     result = grader.grade(_case(marker), f"{prefix} {split} {suffix}")
-    assert (result.label, result.score) == (grader.MUTATED, 0.25)
+    assert (result.label, result.score) == (grader.DROPPED, 0.0)
+
+
+@FAST
+@given(marker_free, marker_free, markers, st.sampled_from(["wmid", "Wmid", "wMID", "WMId"]))
+def test_non_upper_case_prefix_is_dropped(
+    prefix: str, suffix: str, marker: str, word: str
+) -> None:
+    result = grader.grade(_case(marker), f"{prefix} {word}{marker[4:]} {suffix}")
+    assert (result.label, result.score) == (grader.DROPPED, 0.0)
 
 
 @FAST
 @given(st.text(_TEXT_ALPHABET, max_size=300), markers)
 def test_output_without_wmid_is_dropped(output: str, marker: str) -> None:
-    # Break every "wmid", even one spread over whitespace, so no marker-like text remains.
-    output = re.sub(r"[Ww](\s*)[Mm](\s*)[Ii](\s*)[Dd]", r"W\1M\2I\3-D", output)
+    output = output.replace("WMID:", "WMID-")  # no seed-regex match can remain
     result = grader.grade(_case(marker), output)
     assert (result.label, result.score) == (grader.DROPPED, 0.0)
     assert grader.grade(_case(marker), output + " WMID").label == grader.DROPPED
