@@ -50,43 +50,43 @@ def _add_run_options(p: argparse.ArgumentParser, *, with_model: bool = True) -> 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="evalrun", description=__doc__)
+    parser = argparse.ArgumentParser(prog="evalrun", description=__doc__, allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"evalrun {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = sub.add_parser("run", help="run packs against models and store every result")
+    run = sub.add_parser("run", allow_abbrev=False, help="run packs against models and store every result")
     _add_run_options(run)
 
-    grade = sub.add_parser("grade", help="grade outputs produced elsewhere (replay file) against a pack")
+    grade = sub.add_parser("grade", allow_abbrev=False, help="grade outputs produced elsewhere (replay file) against a pack")
     _add_run_options(grade, with_model=False)
     grade.add_argument("--outputs", required=True, metavar="FILE.jsonl",
                        help="one JSON object per line: case_id, output (and pack when several)")
 
-    report = sub.add_parser("report", help="render Markdown + HTML report and charts from a database")
+    report = sub.add_parser("report", allow_abbrev=False, help="render Markdown + HTML report and charts from a database")
     report.add_argument("--db", required=True)
     report.add_argument("--out", required=True, help="output directory")
     report.add_argument("--run", help="only this run id")
 
-    export = sub.add_parser("export", help="export results as CSV or JSONL (one row per result)")
+    export = sub.add_parser("export", allow_abbrev=False, help="export results as CSV or JSONL (one row per result)")
     export.add_argument("--db", required=True)
     export.add_argument("--format", required=True, help="csv or jsonl")
     export.add_argument("--out", required=True)
     export.add_argument("--run", help="only this run id")
 
-    regrade = sub.add_parser("regrade", help="re-run current graders on stored outputs (no model calls)")
+    regrade = sub.add_parser("regrade", allow_abbrev=False, help="re-run current graders on stored outputs (no model calls)")
     regrade.add_argument("--db", required=True)
     regrade.add_argument("--run", help="only this run id")
     regrade.add_argument("--packs-dir", action="append", default=[], metavar="DIR")
     regrade.add_argument("--key", help="watermark key for scheme graders (default: $EVALRUN_WATERMARK_KEY)")
 
-    validate = sub.add_parser("validate", help="check case files, golden grader examples and reference solvers")
+    validate = sub.add_parser("validate", allow_abbrev=False, help="check case files, golden grader examples and reference solvers")
     validate.add_argument("packs", nargs="*", metavar="PACK")
     validate.add_argument("--packs-dir", action="append", default=[], metavar="DIR")
 
-    lst = sub.add_parser("list", help="list packs on the search path")
+    lst = sub.add_parser("list", allow_abbrev=False, help="list packs on the search path")
     lst.add_argument("--packs-dir", action="append", default=[], metavar="DIR")
 
-    sub.add_parser("detect", help="detect a watermark in a text or token ids (see `evalrun detect -h`)",
+    sub.add_parser("detect", allow_abbrev=False, help="detect a watermark in a text or token ids (see `evalrun detect -h`)",
                    add_help=False)
     return parser
 
@@ -130,13 +130,14 @@ def _check_run_args(args: argparse.Namespace, models: list[str]) -> None:
     from evalrun.attacks import parse_attack
     from evalrun.pack import resolve_pack
     from evalrun.plan import RunOptions, check_options
-    from evalrun.plugins.providers import parse_model
+    from evalrun.plugins.providers import check_watermark_support, parse_model
     from evalrun.watermark import parse_watermark
 
     for p in args.pack:
         resolve_pack(p, args.packs_dir)
     for m in models:
         parse_model(m)
+        check_watermark_support(m, args.watermark or [])
     for w in args.watermark or []:
         parse_watermark(w)
     for a in args.attack or []:

@@ -52,18 +52,27 @@ def pack_search_path(extra_dirs: Sequence[str | Path] = ()) -> list[Path]:
     return dirs
 
 
+def _declared_name(pack_dir: Path) -> str:
+    """The name pack.toml declares (results are stored under it), else the folder's name."""
+    try:
+        name = tomllib.loads((pack_dir / PACK_FILE).read_text(encoding="utf-8")).get("name")
+    except (OSError, tomllib.TOMLDecodeError):
+        name = None
+    return name if isinstance(name, str) and name else pack_dir.name
+
+
 def discover_packs(extra_dirs: Sequence[str | Path] = ()) -> dict[str, Path]:
     """Pack name -> directory; a later directory on the path overrides an earlier one."""
     found: dict[str, Path] = {}
     for base in pack_search_path(extra_dirs):
         if (base / PACK_FILE).is_file():  # the directory is itself a pack
-            found[base.name] = base
+            found[_declared_name(base)] = base
             continue
         if not base.is_dir():
             continue
         for child in sorted(base.iterdir()):
             if (child / PACK_FILE).is_file():
-                found[child.name] = child
+                found[_declared_name(child)] = child
     return found
 
 

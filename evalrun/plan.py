@@ -12,6 +12,7 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from evalrun.errors import EvalrunError
@@ -118,18 +119,49 @@ class Item:
         }
 
 
-def model_revision(model: str, pack: Pack) -> str:
-    """What else decides a model's output: the solver code for ``reference``, the file
-    contents for ``replay:``. Editing either invalidates the cached generations."""
-    if model == "reference" and pack.has_reference:
-        return sha256_hex((pack.path / "reference.py").read_bytes())
-    if model.startswith("replay:"):
-        path = model.partition(":")[2]
+def _file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _local_model_digest(path: Path) -> str:
+    """Fingerprint of a local model directory: configs and tokenizer in full, weights by
+    content when small and by name, size and mtime when large (hashing GBs per run is not
+    worth it)."""
+    parts = []
+    for child in sorted(path.iterdir()):
+        if not child.is_file():
+            continue
+        size = child.stat().st_size
+        if size <= 64 * 1024 * 1024:
+            parts.append((child.name, _file_digest(child)))
+        else:
+            parts.append((child.name, size, child.stat().st_mtime_ns))
+    return sha256_hex(canonical_json(parts))
+
+
+def model_revision(model: str, pack: Pack, options: "RunOptions") -> str:
+    """What besides the spec decides a model's output, folded into the cache key: the solver
+    code for ``reference``, the file for ``replay:``, the weights for local models, the
+    endpoint for ``openai:``. Changing any of them regenerates instead of reusing."""
+    name, _, arg = model.partition(":")
+    if name == "reference" and pack.has_reference:
+        return _file_digest(pack.path / "reference.py")
+    if name == "replay":
+        return _file_digest(Path(arg)) if Path(arg).is_file() else "missing"
+    if name == "embedded":
+        from evalrun.embedded import embedded_model_path
+
         try:
-            with open(path, "rb") as fh:
-                return sha256_hex(fh.read())
-        except OSError:
+            return _local_model_digest(embedded_model_path())
+        except EvalrunError:
             return "missing"
+    if name in ("hf", "vllm") and Path(arg).is_dir():
+        return _local_model_digest(Path(arg))
+    if name == "openai":
+        from evalrun.provenance import redact_url
+
+        base = options.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        return redact_url(base)
     return ""
 
 
@@ -141,9 +173,10 @@ def make_items(pack: Pack, options: RunOptions, *, models: Sequence[str] | None 
     revisions: dict[str, str] = {}
     for case in pack.cases:
         prompt = pack.render_prompt(case.data)
-        prompt_json = canonical_json(prompt.as_json())
+        # the whole case, not just the prompt: solvers and graders read fields the prompt hides
+        prompt_json = canonical_json([prompt.as_json(), case.data])
         for model in (models or options.models):
-            revision = revisions.setdefault(model, model_revision(model, pack))
+            revision = revisions.setdefault(model, model_revision(model, pack, options))
             for watermark in options.watermarks:
                 wm_fp = key_fp if watermark != "none" else ""
                 for rep in range(options.n):

@@ -8,6 +8,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Sequence
+from urllib.parse import urlsplit, urlunsplit
 
 import evalrun
 from evalrun.store import utc_now
@@ -17,17 +18,38 @@ TRACKED_PACKAGES = ("evalrun", "pytest", "pytest-xdist", "openai", "jsonschema",
                     "torch", "transformers", "tokenizers", "vllm", "matplotlib", "tabulate")
 #: options whose value is secret; their values are replaced in the stored argv
 SECRET_OPTIONS = ("--key", "--evalrun-key", "--api-key")
+#: options whose value is a URL that may carry user:password
+URL_OPTIONS = ("--base-url", "--evalrun-base-url")
+
+
+def redact_url(url: str) -> str:
+    """The URL without any user:password part (endpoints are provenance, credentials are not)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host += f":{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
 
 
 def redact_argv(argv: Sequence[str]) -> list[str]:
     out: list[str] = []
-    hide_next = False
+    hide_next = url_next = False
     for arg in argv:
         if hide_next:
             out.append("***")
             hide_next = False
             continue
-        name, eq, _ = arg.partition("=")
+        if url_next:
+            out.append(redact_url(arg))
+            url_next = False
+            continue
+        name, eq, value = arg.partition("=")
+        if name in URL_OPTIONS:
+            out.append(f"{name}={redact_url(value)}" if eq else arg)
+            url_next = not eq
+            continue
         if name in SECRET_OPTIONS:
             if eq:
                 out.append(f"{name}=***")

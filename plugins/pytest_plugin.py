@@ -28,7 +28,7 @@ from evalrun.grading import Grade
 from evalrun.grading_phase import grade_row
 from evalrun.pack import Pack, load_pack
 from evalrun.plan import Item, RunOptions, check_options, make_items
-from evalrun.plugins.providers import make_provider, parse_model
+from evalrun.plugins.providers import check_watermark_support, make_provider, parse_model
 from evalrun.provenance import collect as collect_provenance
 from evalrun.store import Store
 from evalrun.watermark.registry import parse_watermark
@@ -116,15 +116,24 @@ def _as_list(value: Any) -> list[str] | None:
 
 
 def _build_state(config: pytest.Config) -> EvalrunState:
-    tool = _tool_config(config)
+    try:
+        return _state_from(config, _tool_config(config))
+    except (TypeError, ValueError) as exc:
+        raise pytest.UsageError(f"{Path(config.rootpath) / 'pyproject.toml'} [tool.evalrun]: {exc}") from None
+
+
+def _state_from(config: pytest.Config, tool: dict[str, Any]) -> EvalrunState:
     opt = config.option
 
-    def pick(cli: Any, *names: str, default: Any = None) -> Any:
+    def pick(cli: Any, *names: str, default: Any = None, kind: Any = None) -> Any:
         if cli is not None:
             return cli
         for name in names:
             if name in tool:
-                return tool[name]
+                value = tool[name]
+                if kind is not None and not isinstance(value, kind):
+                    raise ValueError(f"{name} = {value!r} has the wrong type")
+                return value
         return default
 
     models = pick(opt.evalrun_model, "models", "model", default=["reference"])
@@ -138,17 +147,19 @@ def _build_state(config: pytest.Config) -> EvalrunState:
                                                                  default=["none"])) or ["none"]]
         options = RunOptions(
             models=tuple(dict.fromkeys(models)), watermarks=tuple(dict.fromkeys(watermarks)),
-            attacks=tuple(dict.fromkeys(attacks)), n=int(pick(opt.evalrun_n, "n", default=1)),
-            temperature=pick(opt.evalrun_temperature, "temperature"),
-            max_tokens=pick(opt.evalrun_max_tokens, "max_tokens"),
-            seed=int(pick(opt.evalrun_seed, "seed", default=0)),
+            attacks=tuple(dict.fromkeys(attacks)), n=pick(opt.evalrun_n, "n", default=1, kind=int),
+            temperature=pick(opt.evalrun_temperature, "temperature", kind=(int, float)),
+            max_tokens=pick(opt.evalrun_max_tokens, "max_tokens", kind=int),
+            seed=pick(opt.evalrun_seed, "seed", default=0, kind=int),
             key=opt.evalrun_key, base_url=pick(opt.evalrun_base_url, "base_url"),
-            concurrency=int(pick(opt.evalrun_concurrency, "concurrency", default=32)),
+            concurrency=pick(opt.evalrun_concurrency, "concurrency", default=32, kind=int),
         )
         check_options(options)
+        for model in options.models:
+            check_watermark_support(model, options.watermarks)
     except EvalrunError as exc:
         raise pytest.UsageError(str(exc)) from None
-    db = Path(pick(opt.evalrun_db, "db", default=str(Path(config.rootpath) / DEFAULT_DB)))
+    db = Path(opt.evalrun_db) if opt.evalrun_db else Path(config.rootpath) / pick(None, "db", default=DEFAULT_DB, kind=str)
     workerinput = getattr(config, "workerinput", None)
     run_id = (workerinput or {}).get("evalrun_run_id") or opt.evalrun_run_id or uuid.uuid4().hex
     argv = (workerinput or {}).get("evalrun_argv") or (
@@ -265,7 +276,11 @@ class CaseItem(pytest.Item):
                     f"{exc.grade.reason}\n--- output ---\n{out}")
         if isinstance(exc, (GenerationFailure, EvalrunError)):
             return str(exc)
-        return super().repr_failure(excinfo)
+        # A grader crash: short traceback without argument values, and the watermark key (a
+        # grader's argument) blanked in case a message repeats it.
+        text = str(excinfo.getrepr(style="short", funcargs=False, showlocals=False))
+        key = get_state(self.config).options.resolved_key()
+        return text.replace(key, "***") if key else text
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, None, f"{self.item.pack.name}::{self.name}"
@@ -351,6 +366,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         try:
             summary = run_generation(items, store, state.run_id, factory, key=options.resolved_key(),
                                      progress=progress)
+        except EvalrunError as exc:  # e.g. a provider refusing the run; stored results stay
+            raise pytest.UsageError(str(exc)) from None
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     if reporter is not None and not state.is_worker and (summary.generated or summary.errors):

@@ -112,3 +112,14 @@ def test_pytest_k_from_the_repo_root_selects_a_pack(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "pytest", "packs", "-k", "rewrite_003", "-q",
                            "--evalrun-db", str(tmp_path / "ci.sqlite")], cwd=REPO, capture_output=True, text=True)
     assert "1 passed" in proc.stdout
+
+
+def test_provenance_redacts_keys_and_url_credentials() -> None:
+    from evalrun.provenance import redact_argv
+
+    argv = ["evalrun", "run", "--key", "s3cr3t", "--base-url", "https://user:tok@host:8443/v1",
+            "--evalrun-base-url=http://a:b@x/v1", "--evalrun-key=zz", "--model", "openai:m"]
+    assert redact_argv(argv) == ["evalrun", "run", "--key", "***", "--base-url", "https://host:8443/v1",
+                                 "--evalrun-base-url=http://x/v1", "--evalrun-key=***", "--model", "openai:m"]
+    proc = evalrun("run", "--pack", "watermark_robustness", "--ke", "s3cr3t")
+    assert proc.returncode == 2 and "unrecognized arguments: --ke" in proc.stderr

@@ -119,3 +119,26 @@ def test_xdist_workers_share_one_generation_pass(project: pytest.Pytester) -> No
     assert _db_rows(db, "SELECT COUNT(*), COUNT(DISTINCT item_key), COUNT(score) FROM results") == [(20, 20, 20)]
     assert _db_rows(db, "SELECT COUNT(*), COUNT(finished_at) FROM runs") == [(1, 1)]
     assert _db_rows(db, "SELECT COUNT(*) FROM run_items") == [(20,)]
+
+
+def test_bad_tool_evalrun_values_name_the_file_and_field(project: pytest.Pytester) -> None:
+    project.makepyprojecttoml('[tool.evalrun]\nn = "three"\n')
+    result = project.runpytest("packs")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*pyproject.toml [[]tool.evalrun[]]: n = 'three' has the wrong type*"])
+
+
+def test_watermark_with_a_provider_without_logits_is_refused_before_any_call(project: pytest.Pytester) -> None:
+    result = project.runpytest("packs", "--evalrun-watermark", "kgw:gamma=0.5", "--evalrun-key", "7")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--model reference cannot apply --watermark kgw:*needs a provider with logits*"])
+    assert not (project.path / ".evalrun").exists()
+
+
+def test_grader_crash_traceback_never_shows_the_watermark_key(pytester: pytest.Pytester, make_pack) -> None:
+    crashing = ("from evalrun.grading import Grade\n\ndef grade(case, output, context):\n"
+                "    raise RuntimeError('cannot use key ' + str(context.key))\n")
+    make_pack(root=pytester.path / "packs", grader=crashing)
+    result = pytester.runpytest("packs", "--evalrun-key", "topsecret-key-99", "-k", "c1")
+    result.assert_outcomes(failed=1, deselected=3)
+    assert "topsecret-key-99" not in result.stdout.str() + result.stderr.str()

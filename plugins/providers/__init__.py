@@ -7,20 +7,33 @@
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from evalrun.errors import SpecError
 from evalrun.generation import Provider
 from evalrun.specs import Spec, parse_spec
 
-#: provider name -> (module, factory function name, needs an argument)
-PROVIDERS: dict[str, tuple[str, str, bool]] = {
-    "reference": ("evalrun.plugins.providers.reference", "make_reference_provider", False),
-    "replay": ("evalrun.plugins.providers.replay", "make_replay_provider", True),
-    "openai": ("evalrun.plugins.providers.openai_chat", "make_openai_provider", True),
-    "hf": ("evalrun.plugins.providers.hf", "make_hf_provider", True),
-    "vllm": ("evalrun.plugins.providers.vllm", "make_vllm_provider", True),
-    "embedded": ("evalrun.plugins.providers.hf", "make_embedded_provider", False),
+
+@dataclass(frozen=True)
+class ProviderEntry:
+    module: str
+    factory: str
+    needs_arg: bool
+    #: run options (from the CLI or pytest) this provider takes; others are not passed
+    options: frozenset[str] = frozenset()
+    #: whether it has logits to apply a watermark to
+    watermarks: bool = False
+
+
+PROVIDERS: dict[str, ProviderEntry] = {
+    "reference": ProviderEntry("evalrun.plugins.providers.reference", "make_reference_provider", False),
+    "replay": ProviderEntry("evalrun.plugins.providers.replay", "make_replay_provider", True),
+    "openai": ProviderEntry("evalrun.plugins.providers.openai_chat", "make_openai_provider", True,
+                            frozenset({"base_url", "concurrency"})),
+    "hf": ProviderEntry("evalrun.plugins.providers.hf", "make_hf_provider", True, watermarks=True),
+    "vllm": ProviderEntry("evalrun.plugins.providers.vllm", "make_vllm_provider", True, watermarks=True),
+    "embedded": ProviderEntry("evalrun.plugins.providers.hf", "make_embedded_provider", False, watermarks=True),
 }
 
 
@@ -33,14 +46,25 @@ def parse_model(text: str) -> Spec:
             f"--model {text}: unknown provider {spec.name!r}; known: {', '.join(sorted(PROVIDERS))}"
             " (e.g. openai:gpt-4o-mini, hf:/path/to/model, replay:outputs.jsonl, reference, embedded)"
         )
-    if entry[2] and spec.arg is None:
+    if entry.needs_arg and spec.arg is None:
         raise SpecError(f"--model {text}: {spec.name} needs an argument, as in {spec.name}:<name-or-path>")
     return spec
 
 
+def check_watermark_support(model: str, watermarks: list[str] | tuple[str, ...]) -> None:
+    """A watermark needs a provider with logits; say so before any model is loaded."""
+    marked = [w for w in watermarks if w != "none"]
+    spec = parse_model(model)
+    if marked and not PROVIDERS[spec.name].watermarks:
+        raise SpecError(
+            f"--model {model} cannot apply --watermark {marked[0]}: watermarking needs a provider with"
+            " logits (hf:<path>, vllm:<path>, embedded)"
+        )
+
+
 def make_provider(text: str, **options: Any) -> Provider:
     spec = parse_model(text)
-    module_name, factory_name, _ = PROVIDERS[spec.name]
-    module = importlib.import_module(module_name)
-    factory: Callable[..., Provider] = getattr(module, factory_name)
-    return factory(spec, **options)
+    entry = PROVIDERS[spec.name]
+    module = importlib.import_module(entry.module)
+    factory: Callable[..., Provider] = getattr(module, entry.factory)
+    return factory(spec, **{k: v for k, v in options.items() if k in entry.options and v is not None})
