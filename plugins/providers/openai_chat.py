@@ -271,10 +271,14 @@ class OpenAIProvider:
     # ---- event loop side
 
     def _client(self) -> openai.AsyncOpenAI:
-        import httpx2
         import openai
 
-        limits = httpx2.Limits(max_connections=max(self.concurrency, 1),
+        try:  # openai 3.x builds on httpx2; 1.x and 2.x on httpx
+            import httpx2 as http
+        except ImportError:
+            import httpx as http
+
+        limits = http.Limits(max_connections=max(self.concurrency, 1),
                                max_keepalive_connections=max(self.concurrency, 1))
         http_client = openai.DefaultAsyncHttpxClient(limits=limits)
         return openai.AsyncOpenAI(
