@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evalrun.errors import EvalrunError
+from evalrun.pack import declared_group_field, discover_packs
 from evalrun.store import Store
 
 #: run columns joined onto each result (``run_id`` is already a results column)
@@ -22,9 +23,6 @@ RUN_COLUMNS = (
     "started_at", "finished_at", "git_sha", "git_dirty", "evalrun_version", "python",
     "platform", "argv", "packages_json", "seed", "config_json",
 )
-
-#: the case field each known pack groups its results by
-GROUP_FIELDS = {"watermark_robustness": "family", "hidden_message_extraction": "scheme"}
 
 FORMATS = ("csv", "jsonl")
 
@@ -70,13 +68,16 @@ def export_results(db: str | Path, fmt: str, out: str | Path, run_id: str | None
         run_by_id = {r["run_id"]: dict(r) for r in store.runs()}
     finally:
         store.close()
+    packs = discover_packs()
+    group_fields = {name: declared_group_field(packs[name]) if name in packs else None
+                    for name in {row["pack"] for row in rows}}
     records = []
     for row in rows:
         run = run_by_id.get(row["run_id"], {})
         rec = dict(row)
         for col in RUN_COLUMNS:
             rec[col] = run.get(col) if run else None
-        rec["group_field"] = GROUP_FIELDS.get(row["pack"])
+        rec["group_field"] = group_fields[row["pack"]]
         records.append(rec)
     out_path = Path(out)
     if out_path.parent and not out_path.parent.exists():

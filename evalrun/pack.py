@@ -52,13 +52,23 @@ def pack_search_path(extra_dirs: Sequence[str | Path] = ()) -> list[Path]:
     return dirs
 
 
+def _declared(pack_dir: Path, key: str) -> str | None:
+    """A top-level string of pack.toml, read without loading the pack (no grader import)."""
+    try:
+        value = tomllib.loads((pack_dir / PACK_FILE).read_text(encoding="utf-8")).get(key)
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    return value if isinstance(value, str) and value else None
+
+
 def _declared_name(pack_dir: Path) -> str:
     """The name pack.toml declares (results are stored under it), else the folder's name."""
-    try:
-        name = tomllib.loads((pack_dir / PACK_FILE).read_text(encoding="utf-8")).get("name")
-    except (OSError, tomllib.TOMLDecodeError):
-        name = None
-    return name if isinstance(name, str) and name else pack_dir.name
+    return _declared(pack_dir, "name") or pack_dir.name
+
+
+def declared_group_field(pack_dir: Path) -> str | None:
+    """The case field a pack groups its results by (``family``, ``scheme``), if it says."""
+    return _declared(pack_dir, "group_field")
 
 
 def discover_packs(extra_dirs: Sequence[str | Path] = ()) -> dict[str, Path]:
