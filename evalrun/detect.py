@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from evalrun.errors import EvalrunError
+from evalrun.plan import KEY_ENV
 from evalrun.watermark.registry import parse_watermark
-
-KEY_ENV = "EVALRUN_WATERMARK_KEY"
 
 
 class _Parser(argparse.ArgumentParser):

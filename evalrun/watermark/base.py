@@ -8,13 +8,37 @@ Generation goes through :meth:`WatermarkScheme.logits_processor`; detection thro
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
+from evalrun.errors import SpecError
 from evalrun.specs import Spec
+
+
+def finite_param(spec: Spec, key: str, value: float, *, what: str = "--watermark") -> float:
+    """``value`` (read from ``spec.params[key]``) if finite, else a :class:`SpecError` naming
+    the key (``spec_float`` checks ranges, which ``nan`` slips through)."""
+    if not math.isfinite(value):
+        raise SpecError(f"{what} {spec}: {key}={spec.params.get(key)!r} is not a finite number")
+    return value
+
+
+def token_id_array(token_ids: Sequence[int], vocab_size: int) -> np.ndarray:
+    """``token_ids`` as a 1-D int64 array; ValueError unless they are integers in
+    ``[0, vocab_size)``."""
+    ids = np.asarray(token_ids.tolist() if hasattr(token_ids, "tolist") else list(token_ids))
+    if ids.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+        raise ValueError("token_ids must be a flat sequence of integers")
+    ids = ids.astype(np.int64)
+    if ids.min() < 0 or ids.max() >= vocab_size:
+        raise ValueError(f"token ids must lie in [0, {vocab_size}) for vocab_size={vocab_size}")
+    return ids
 
 
 @dataclass(frozen=True)
@@ -49,6 +73,15 @@ class WatermarkScheme(ABC):
     spec: Spec
     #: True for green-list schemes (their detections carry num_green_tokens and z_score)
     green_list: bool = False
+
+    def check_key(self, key: str) -> None:
+        """Validate the secret ``key`` before any generation or detection, so a key this
+        scheme cannot use fails at option checking instead of mid-run. Raises
+        :class:`~evalrun.errors.SpecError` naming ``--key``; the message never contains the
+        key. The default accepts any non-empty string."""
+        if not isinstance(key, str) or key == "":
+            scheme = getattr(self, "spec", None) or type(self).__name__
+            raise SpecError(f"--key: the watermark key for {scheme} must be a non-empty string")
 
     @abstractmethod
     def logits_processor(self, key: str, vocab_size: int, *, temperature: float,

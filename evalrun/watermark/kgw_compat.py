@@ -27,7 +27,8 @@ be cross-checked against published code. The facts carried over from those files
   tokens over the scored text (the first ``context - self_salt`` tokens are not targets; the
   reference requires more than ``context`` tokens), repeated n-grams counted once by default
   (``ignore_repeated_ngrams=True``; ``repeats=count`` counts every n-gram),
-  ``z = (green - gamma*T) / sqrt(T*gamma*(1-gamma))`` and ``p = scipy.stats.norm.sf(z)``.
+  ``z = (green - gamma*T) / sqrt(T*gamma*(1-gamma))`` and ``p = scipy.stats.norm.sf(z)``
+  (:func:`evalrun.watermark.nulls.z_scores`, :func:`~evalrun.watermark.nulls.normal_p`).
 
 Deviations, all outside the reference's domain: a sequence too short to score gives
 ``num_tokens_scored=0`` and ``p_value=1`` instead of raising; a generation row whose prompt is
@@ -48,11 +49,13 @@ from collections import OrderedDict
 from typing import Any, Sequence
 
 import numpy as np
-from scipy import stats
 
 from evalrun.errors import SpecError
 from evalrun.specs import Spec, check_keys, spec_float, spec_int
-from evalrun.watermark.base import Detection, WatermarkScheme
+from evalrun.watermark import nulls
+from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_array
+from evalrun.watermark.counting import cumulative_counts
+from evalrun.watermark.scores import REPEATS
 
 WHAT = "--watermark"
 #: the reference's hash key (``seeding_scheme_lookup``: "large prime")
@@ -68,7 +71,6 @@ SEED_MODULUS = 2**64 - 1
 SEEDINGS = ("lefthash", "selfhash")
 DEFAULT_CONTEXT = {"lefthash": 1, "selfhash": 4}
 PRF_NAMES = {"lefthash": "additive_prf", "selfhash": "anchored_minhash_prf"}
-REPEATS = ("ignore", "count")
 ALLOWED_KEYS = frozenset({"seeding", "gamma", "delta", "context", "repeats", "z_threshold"})
 MAX_CONTEXT = 32
 _INT_RE = re.compile(r"[+-]?[0-9]+")
@@ -231,12 +233,6 @@ def _canonical_float(value: float) -> str:
     return repr(float(value))
 
 
-def _finite(spec: Spec, key: str, value: float) -> float:
-    if not math.isfinite(value):
-        raise SpecError(f"{WHAT} {spec}: {key}={spec.params.get(key)!r} is not a finite number")
-    return value
-
-
 class KGWCompat(WatermarkScheme):
     """Kirchenbauer et al.'s reference KGW (``lefthash`` / ``selfhash``), bit for bit."""
 
@@ -277,16 +273,10 @@ class KGWCompat(WatermarkScheme):
         seed = prf_seeds(ids[-self.context:][None, :], self.seeding, parse_hash_key(key))[0]
         return GreenLists(vocab_size, self.gamma).ids(seed)
 
-    def _check_ids(self, token_ids: Sequence[int], vocab_size: int) -> np.ndarray:
-        ids = np.asarray(token_ids.tolist() if hasattr(token_ids, "tolist") else list(token_ids))
-        if ids.size == 0:
-            return np.zeros(0, dtype=np.int64)
-        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
-            raise ValueError("token_ids must be a flat sequence of integers")
-        ids = ids.astype(np.int64)
-        if ids.min() < 0 or ids.max() >= vocab_size:
-            raise ValueError(f"token ids must lie in [0, {vocab_size}) for vocab_size={vocab_size}")
-        return ids
+    def check_key(self, key: str) -> None:
+        """The key must be the reference's hash key: a decimal integer in the int64 range."""
+        super().check_key(key)
+        parse_hash_key(key, what=f"--key for {self.spec}")
 
     def _ngram_flags(self, seqs: list[np.ndarray], hash_key: int, vocab_size: int,
                      ) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -327,27 +317,23 @@ class KGWCompat(WatermarkScheme):
         return out
 
     # -- detection --------------------------------------------------------------------------
-    def _z(self, green: np.ndarray | int, total: np.ndarray | int) -> Any:
-        """The reference's ``_compute_z_score`` (same operation order)."""
-        g = self.gamma
-        numer = green - g * np.asarray(total, dtype=np.float64)
-        denom = np.sqrt(np.asarray(total, dtype=np.float64) * g * (1 - g))
-        return numer / denom
+    # z-scores: nulls.z_scores evaluates the reference's _compute_z_score in its operation
+    # order, so the reference's values are reproduced bit for bit (the known-value fixtures).
+    def _counts(self, green: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Cumulative (scored n-grams, green n-grams) after each n-gram."""
+        return cumulative_counts(green, first, count_repeats=self.repeats == "count")
 
     def _detection(self, green: np.ndarray, first: np.ndarray, vocab_size: int) -> Detection:
         if len(green) == 0:
             return Detection(num_tokens_scored=0, score=0.0, p_value=1.0, num_green_tokens=0,
                              z_score=0.0, extra={"green_fraction": 0.0, "binomial_p_value": 1.0,
                                                  "prediction": False})
-        if self.repeats == "ignore":
-            total = int(first.sum())
-            count = int((green & first).sum())
-        else:
-            total = len(green)
-            count = int(green.sum())
-        z = float(self._z(count, total))
-        p = float(stats.norm.sf(z))
-        p_binom = float(stats.binom.sf(count - 1, total, greenlist_size(vocab_size, self.gamma) / vocab_size))
+        totals, counts = self._counts(green, first)
+        total, count = int(totals[-1]), int(counts[-1])
+        z = float(nulls.z_scores(count, total, self.gamma))
+        p = float(nulls.normal_p(z))
+        p_binom = float(nulls.binomial_p(count, total,
+                                         greenlist_size(vocab_size, self.gamma) / vocab_size))
         return Detection(
             num_tokens_scored=total, score=z, p_value=p, num_green_tokens=count, z_score=z,
             extra={"green_fraction": count / total, "binomial_p_value": p_binom,
@@ -355,40 +341,35 @@ class KGWCompat(WatermarkScheme):
         )
 
     def detect(self, token_ids: Sequence[int], key: str, vocab_size: int) -> Detection:
-        ids = self._check_ids(token_ids, vocab_size)
+        ids = token_id_array(token_ids, vocab_size)
         green, first = self._ngram_flags([ids], parse_hash_key(key), vocab_size)[0]
         return self._detection(green, first, vocab_size)
 
     def detect_batch(self, sequences: Sequence[Sequence[int]], key: str, vocab_size: int,
                      ) -> list[Detection]:
         """:meth:`detect` for many sequences, computing each distinct green list once."""
-        seqs = [self._check_ids(s, vocab_size) for s in sequences]
+        seqs = [token_id_array(s, vocab_size) for s in sequences]
         flags = self._ngram_flags(seqs, parse_hash_key(key), vocab_size)
         return [self._detection(g, f, vocab_size) for g, f in flags]
 
     def green_token_mask(self, token_ids: Sequence[int], key: str, vocab_size: int) -> np.ndarray:
         """Green flag of every scored token (one per n-gram, repeats included)."""
-        ids = self._check_ids(token_ids, vocab_size)
+        ids = token_id_array(token_ids, vocab_size)
         return self._ngram_flags([ids], parse_hash_key(key), vocab_size)[0][0]
 
     def prefix_p_values(self, token_ids: Sequence[int], key: str, vocab_size: int) -> np.ndarray:
         """Normal p-value of each prefix (the reference's ``z_score_at_T``, in float64); prefixes
         the reference cannot score get 1."""
-        ids = self._check_ids(token_ids, vocab_size)
+        ids = token_id_array(token_ids, vocab_size)
         out = np.ones(len(ids), dtype=np.float64)
         green, first = self._ngram_flags([ids], parse_hash_key(key), vocab_size)[0]
         if len(green) == 0:
             return out
-        if self.repeats == "ignore":
-            totals = np.cumsum(first)
-            counts = np.cumsum(green & first)
-        else:
-            totals = np.arange(1, len(green) + 1)
-            counts = np.cumsum(green)
+        totals, counts = self._counts(green, first)
         # prefix token_ids[: j + 1] holds n-grams 0 .. j + 1 - L; it is scored when j >= context
         j = np.arange(self.context, len(ids))
         k = j + 1 - self.ngram_len
-        out[j] = stats.norm.sf(self._z(counts[k], totals[k]))
+        out[j] = nulls.normal_p(nulls.z_scores(counts[k], totals[k], self.gamma))
         return out
 
     # -- generation -------------------------------------------------------------------------
@@ -469,14 +450,14 @@ def build(spec: Spec) -> KGWCompat:
     seeding = spec.params.get("seeding")
     if seeding not in SEEDINGS:
         raise SpecError(f"{WHAT} {spec}: seeding={seeding!r} unknown; expected one of {', '.join(SEEDINGS)}")
-    gamma = _finite(spec, "gamma", spec_float(spec, "gamma", 0.25, what=WHAT, lo=0.0, hi=1.0))
+    gamma = finite_param(spec, "gamma", spec_float(spec, "gamma", 0.25, what=WHAT, lo=0.0, hi=1.0))
     if not 0.0 < gamma < 1.0:
         raise SpecError(f"{WHAT} {spec}: gamma={spec.params['gamma']} must lie strictly between 0 and 1")
-    delta = _finite(spec, "delta", spec_float(spec, "delta", 2.0, what=WHAT, lo=0.0))
+    delta = finite_param(spec, "delta", spec_float(spec, "delta", 2.0, what=WHAT, lo=0.0))
     context = spec_int(spec, "context", DEFAULT_CONTEXT[seeding], what=WHAT, lo=1, hi=MAX_CONTEXT)
     repeats = spec.params.get("repeats", "ignore")
     if repeats not in REPEATS:
         raise SpecError(f"{WHAT} {spec}: repeats={repeats!r} unknown; expected ignore or count")
-    z_threshold = _finite(spec, "z_threshold", spec_float(spec, "z_threshold", 4.0, what=WHAT))
+    z_threshold = finite_param(spec, "z_threshold", spec_float(spec, "z_threshold", 4.0, what=WHAT))
     return KGWCompat(seeding=seeding, gamma=gamma, delta=delta, context=context, repeats=repeats,
                      z_threshold=z_threshold)

@@ -18,8 +18,9 @@ exactly hypergeometric (V, int(gamma*V), m) over the key's randomness; its survi
 is the reported p-value, and the paper's threshold ``sqrt(1 - (m-1)/(V-1)) * z_alpha`` is its
 normal approximation (``extra["fpc_normal_p_value"]``). ``repeats=count`` is the authors'
 original ``detect`` over every token with the binomial p-value (exact for i.i.d. uniform
-tokens). Both report ``z = (green - gamma*T) / sqrt(gamma*(1-gamma)*T)`` and the binomial
-p-value (green probability ``int(gamma*V)/V``) in ``extra``.
+tokens). Both report ``z = (green - gamma*T) / sqrt(T*gamma*(1-gamma))`` and the binomial
+p-value (green probability ``int(gamma*V)/V``) in ``extra``, computed by
+:mod:`evalrun.watermark.nulls`; repeats are handled by :mod:`evalrun.watermark.counting`.
 """
 
 from __future__ import annotations
@@ -34,11 +35,13 @@ from scipy import stats
 
 from evalrun.errors import SpecError
 from evalrun.specs import Spec, check_keys, spec_float
-from evalrun.watermark.base import Detection, WatermarkScheme
+from evalrun.watermark import nulls
+from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_array
+from evalrun.watermark.counting import cumulative_counts, first_occurrences
+from evalrun.watermark.scores import REPEATS
 
 WHAT = "--watermark"
 ALLOWED_KEYS = frozenset({"gamma", "delta", "repeats"})
-REPEATS = ("ignore", "count")
 _INT_RE = re.compile(r"[+-]?[0-9]+")
 
 
@@ -65,12 +68,6 @@ def green_mask(key: str, vocab_size: int, gamma: float) -> np.ndarray:
     return mask
 
 
-def _finite(spec: Spec, key: str, value: float) -> float:
-    if not math.isfinite(value):
-        raise SpecError(f"{WHAT} {spec}: {key}={spec.params.get(key)!r} is not a finite number")
-    return value
-
-
 class Unigram(WatermarkScheme):
     """Fixed-green-list watermark (Zhao et al.)."""
 
@@ -92,48 +89,39 @@ class Unigram(WatermarkScheme):
     def green_mask(self, key: str, vocab_size: int) -> np.ndarray:
         return green_mask(key, vocab_size, self.gamma)
 
-    def _check_ids(self, token_ids: Sequence[int], vocab_size: int) -> np.ndarray:
-        ids = np.asarray(token_ids.tolist() if hasattr(token_ids, "tolist") else list(token_ids))
-        if ids.size == 0:
-            return np.zeros(0, dtype=np.int64)
-        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
-            raise ValueError("token_ids must be a flat sequence of integers")
-        ids = ids.astype(np.int64)
-        if ids.min() < 0 or ids.max() >= vocab_size:
-            raise ValueError(f"token ids must lie in [0, {vocab_size}) for vocab_size={vocab_size}")
-        return ids
+    def check_key(self, key: str) -> None:
+        """Any string with a non-blank character (:func:`key_seed` rejects blank ones)."""
+        super().check_key(key)
+        if not key.strip():
+            raise SpecError(f"--key: the watermark key for {self.spec} must not be blank")
 
     def _counts(self, ids: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Cumulative (scored tokens, green tokens) after each prefix."""
-        green = mask[ids]
-        if self.repeats == "ignore":
-            first = np.zeros(len(ids), dtype=bool)
-            first[np.unique(ids, return_index=True)[1]] = True
-            return np.cumsum(first), np.cumsum(green & first)
-        return np.arange(1, len(ids) + 1), np.cumsum(green)
+        count_repeats = self.repeats == "count"
+        first = None if count_repeats else first_occurrences(ids)
+        return cumulative_counts(mask[ids], first, count_repeats=count_repeats)
 
     def _p_values(self, total: np.ndarray, count: np.ndarray, vocab_size: int) -> dict[str, np.ndarray]:
         size = int(self.gamma * vocab_size)
-        g = self.gamma
-        z = (count - g * total) / np.sqrt(g * (1 - g) * total)
+        z = nulls.z_scores(count, total, self.gamma)
         out = {
             "z": z,
-            "binomial": stats.binom.sf(count - 1, total, size / vocab_size),
-            "normal": stats.norm.sf(z),
+            "binomial": nulls.binomial_p(count, total, size / vocab_size),
+            "normal": nulls.normal_p(z),
         }
         if self.repeats == "ignore":
             out["hypergeom"] = stats.hypergeom.sf(count - 1, vocab_size, size, total)
             # the paper's dynamic threshold: z compared with sqrt(1 - (m-1)/(V-1)) * z_alpha
             fpc = np.sqrt(np.clip(1 - (total - 1) / max(vocab_size - 1, 1), 0.0, 1.0))
             safe = np.where(fpc > 0, fpc, 1.0)
-            out["fpc_normal"] = np.where(fpc > 0, stats.norm.sf(z / safe), out["hypergeom"])
+            out["fpc_normal"] = np.where(fpc > 0, nulls.normal_p(z / safe), out["hypergeom"])
             out["p"] = out["hypergeom"]
         else:
             out["p"] = out["binomial"]
         return out
 
     def detect(self, token_ids: Sequence[int], key: str, vocab_size: int) -> Detection:
-        ids = self._check_ids(token_ids, vocab_size)
+        ids = token_id_array(token_ids, vocab_size)
         mask = self.green_mask(key, vocab_size)
         if len(ids) == 0:
             return Detection(num_tokens_scored=0, score=0.0, p_value=1.0, num_green_tokens=0,
@@ -154,7 +142,7 @@ class Unigram(WatermarkScheme):
                          num_green_tokens=count, z_score=z, extra=extra)
 
     def prefix_p_values(self, token_ids: Sequence[int], key: str, vocab_size: int) -> np.ndarray:
-        ids = self._check_ids(token_ids, vocab_size)
+        ids = token_id_array(token_ids, vocab_size)
         if len(ids) == 0:
             return np.ones(0, dtype=np.float64)
         totals, counts = self._counts(ids, self.green_mask(key, vocab_size))
@@ -199,10 +187,10 @@ class UnigramLogitsProcessor:
 def build(spec: Spec) -> Unigram:
     """Validate ``unigram:gamma=...,delta=...,repeats=...`` (defaults 0.5, 2.0, ignore)."""
     check_keys(spec, ALLOWED_KEYS, what=WHAT)
-    gamma = _finite(spec, "gamma", spec_float(spec, "gamma", 0.5, what=WHAT, lo=0.0, hi=1.0))
+    gamma = finite_param(spec, "gamma", spec_float(spec, "gamma", 0.5, what=WHAT, lo=0.0, hi=1.0))
     if not 0.0 < gamma < 1.0:
         raise SpecError(f"{WHAT} {spec}: gamma={spec.params['gamma']} must lie strictly between 0 and 1")
-    delta = _finite(spec, "delta", spec_float(spec, "delta", 2.0, what=WHAT, lo=0.0))
+    delta = finite_param(spec, "delta", spec_float(spec, "delta", 2.0, what=WHAT, lo=0.0))
     repeats = spec.params.get("repeats", "ignore")
     if repeats not in REPEATS:
         raise SpecError(f"{WHAT} {spec}: repeats={repeats!r} unknown; expected ignore or count")
