@@ -15,6 +15,7 @@ stderr (naming file and line) with exit status 2, after the valid inputs were pr
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -38,27 +39,43 @@ def _parser() -> argparse.ArgumentParser:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--text", help="text file to score ('-' for stdin)")
     src.add_argument("--tokens", help="JSONL file: one {\"token_ids\": [...], \"id\": ...} per line")
-    p.add_argument("--tokenizer", help="tokenizer.json or tokenizer directory (with --text)")
-    p.add_argument("--vocab-size", type=int, help="vocabulary size (with --tokens)")
+    p.add_argument("--tokenizer", help="tokenizer.json, or a model directory whose config.json vocab_size sets"
+                        " the vocabulary size (with --text)")
+    p.add_argument("--vocab-size", type=int, help="vocabulary size: the model's logit width (with --tokens; overrides --tokenizer's)")
     p.add_argument("--backend", choices=("numpy", "torch"), default=None,
                    help="kernel backend (default: automatic, or $EVALRUN_KERNELS)")
     return p
 
 
 def load_tokenizer(path: str) -> tuple[Any, int]:
-    """(encode function, vocabulary size) for a tokenizer file or directory."""
+    """(encode function, vocabulary size) for a tokenizer file or a model directory.
+
+    The vocabulary size that green lists are drawn over is the model's logit width: a model
+    directory's config.json ``vocab_size`` wins over the tokenizer's own count, since many
+    models pad their embedding matrix beyond the tokenizer.
+    """
     p = Path(path)
     if not p.exists():
-        raise EvalrunError(f"{path}: tokenizer not found")
-    if p.is_file():
-        from tokenizers import Tokenizer
+        raise EvalrunError(f"--tokenizer {path}: not found")
+    try:
+        if p.is_file():
+            from tokenizers import Tokenizer
 
-        tok = Tokenizer.from_file(str(p))
-        return (lambda text: tok.encode(text, add_special_tokens=False).ids), tok.get_vocab_size()
-    from transformers import AutoTokenizer
+            tok = Tokenizer.from_file(str(p))
+            return (lambda text: tok.encode(text, add_special_tokens=False).ids), tok.get_vocab_size()
+        from transformers import AutoTokenizer
 
-    hf = AutoTokenizer.from_pretrained(str(p), local_files_only=True)
-    return (lambda text: hf.encode(text, add_special_tokens=False)), len(hf)
+        hf = AutoTokenizer.from_pretrained(str(p), local_files_only=True)
+    except Exception as exc:  # tokenizers/transformers raise many kinds; one line names the path
+        raise EvalrunError(f"--tokenizer {path}: cannot load ({type(exc).__name__}: {exc})") from None
+    vocab_size = len(hf)
+    config = p / "config.json"
+    if config.is_file():
+        try:
+            vocab_size = int(json.loads(config.read_text(encoding="utf-8")).get("vocab_size", vocab_size))
+        except (ValueError, TypeError):
+            raise EvalrunError(f"{config}: vocab_size is not an integer") from None
+    return (lambda text: hf.encode(text, add_special_tokens=False)), vocab_size
 
 
 def _read_text(path: str) -> str:
@@ -113,6 +130,7 @@ def _run(argv: list[str], out: TextIO, err: TextIO) -> int:
     scheme = parse_watermark(args.watermark)
     if scheme is None:
         raise EvalrunError("evalrun detect: --watermark none has nothing to detect")
+    scheme.check_key(key)
     errors: list[tuple[int, str]] = []  # (line, message), reported in line order
     if args.text is not None:
         if not args.tokenizer:
@@ -128,12 +146,16 @@ def _run(argv: list[str], out: TextIO, err: TextIO) -> int:
         vocab_size = args.vocab_size
         items = _token_records(args.tokens, errors)
         source = args.tokens
-    kwargs = {"backend": args.backend} if args.backend else {}
+    kwargs = {}
+    if args.backend:
+        if "backend" not in inspect.signature(scheme.detect).parameters:
+            raise EvalrunError(f"--backend applies to the native schemes, not {scheme.spec}")
+        kwargs["backend"] = args.backend
     for no, item_id, ids in items:
         where = f"{source}:{no}" if no is not None else source
         try:
             det = scheme.detect(ids, key, vocab_size, **kwargs)
-        except EvalrunError as exc:
+        except (EvalrunError, ValueError) as exc:  # e.g. a token id outside the vocabulary
             errors.append((no or 0, f"{where}: {exc}"))
             continue
         record = det.as_json()

@@ -19,6 +19,7 @@ from evalrun.errors import EvalrunError
 from evalrun.generation import GenParams, GenerationRequest, Prompt
 from evalrun.hashing import canonical_json, sha256_hex, stable_int
 from evalrun.pack import Case, Pack
+from evalrun.watermark.registry import parse_watermark
 
 KEY_ENV = "EVALRUN_WATERMARK_KEY"
 
@@ -195,8 +196,13 @@ def check_options(options: RunOptions) -> None:
         raise EvalrunError(f"--max-tokens {options.max_tokens}: must be at least 1")
     if options.temperature is not None and not 0.0 <= options.temperature <= 5.0:
         raise EvalrunError(f"--temperature {options.temperature}: must be in [0, 5]")
-    if any(w != "none" for w in options.watermarks) and not options.resolved_key():
+    marked = [w for w in options.watermarks if w != "none"]
+    if marked and not options.resolved_key():
         raise EvalrunError(f"--watermark needs a secret key: pass --key or set {KEY_ENV}")
+    for text in marked:
+        scheme = parse_watermark(text)
+        if scheme is not None:
+            scheme.check_key(options.resolved_key() or "")
 
 
 def unique_generations(items: Sequence[Item]) -> Mapping[str, list[Item]]:

@@ -98,3 +98,34 @@ def test_text_with_tokenizer(tmp_path: Path) -> None:
     assert rows[0]["p_value"] < 1e-4
     rc, rows, err = _run(["--watermark", SPEC, "--key", KEY, "--text", str(text_path)])
     assert rc == 2 and "--tokenizer" in err
+
+
+def test_detect_reports_bad_ids_backend_and_tokenizer_as_one_line_errors(tmp_path) -> None:
+    from evalrun.cli import main
+
+    tokens = tmp_path / "ids.jsonl"
+    tokens.write_text('{"token_ids": [1, 2, 3, 4, 5, 6]}\n{"token_ids": [1, 99999]}\n')
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    out = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        code = main(["detect", "--watermark", "unigram", "--key", "7", "--tokens", str(tokens), "--vocab-size", "100"])
+    assert code == 2 and len(out.getvalue().splitlines()) == 1
+    assert f"{tokens}:2:" in err.getvalue() and "Traceback" not in err.getvalue()
+    with contextlib.redirect_stderr(err):
+        assert main(["detect", "--watermark", "unigram", "--key", "7", "--tokens", str(tokens),
+                     "--vocab-size", "100000", "--backend", "numpy"]) == 2
+    assert "--backend applies to the native schemes" in err.getvalue()
+    bad = tmp_path / "tok.json"
+    bad.write_text("{not a tokenizer")
+    (tmp_path / "t.txt").write_text("hello")
+    with contextlib.redirect_stderr(err):
+        assert main(["detect", "--watermark", "kgw", "--key", "7", "--text", str(tmp_path / "t.txt"),
+                     "--tokenizer", str(bad)]) == 2
+    assert f"--tokenizer {bad}: cannot load" in err.getvalue()
+    with contextlib.redirect_stderr(err):
+        assert main(["detect", "--watermark", "kgw:seeding=lefthash", "--key", "not-a-number",
+                     "--tokens", str(tokens), "--vocab-size", "100"]) == 2
+    assert "not-a-number" not in err.getvalue()
