@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -28,6 +28,13 @@ LABEL_COLOURS = {
 #: colour-blind-safe qualitative palette (Okabe-Ito plus two greys) for models
 MODEL_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00",
                  "#F0E442", "#000000", "#999999", "#666666")
+
+
+def _percent_axis(ax: Any, axis: str) -> None:
+    """Rates on ``axis`` as percentages, with light grid lines behind the bars."""
+    getattr(ax, f"{axis}axis").set_major_formatter(PercentFormatter(1.0))
+    ax.grid(axis=axis, color="#dddddd", linewidth=0.6)
+    ax.set_axisbelow(True)
 
 
 def short(name: str, limit: int = NAME_CHARS) -> str:
@@ -95,9 +102,7 @@ def _stacked_bars(ax, view: PackView, items: Sequence[Result], names: list[str])
     ax.set_yticks(y, [display[n] for n in names])
     ax.set_ylim(len(names) - 0.5, -0.5)
     ax.set_xlim(0, 1)
-    ax.xaxis.set_major_formatter(PercentFormatter(1.0))
-    ax.grid(axis="x", color="#dddddd", linewidth=0.6)
-    ax.set_axisbelow(True)
+    _percent_axis(ax, "x")
 
 
 def watermark_stacked_bar(view: PackView, items: Sequence[Result], path: Path) -> Path:
@@ -165,9 +170,7 @@ def _model_bars_vertical(ax, names: list[str], groups: list[str],
     ax.set_xticks(x, [_wrap(g) for g in groups])
     ax.set_xlim(-0.5, len(groups) - 0.5)
     ax.set_ylim(0, 1.05)
-    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
-    ax.grid(axis="y", color="#dddddd", linewidth=0.6)
-    ax.set_axisbelow(True)
+    _percent_axis(ax, "y")
 
 
 def extraction_by_scheme(view: PackView, items: Sequence[Result], path: Path) -> Path:
@@ -217,9 +220,7 @@ def extraction_false_positives(view: PackView, items: Sequence[Result], path: Pa
     ax.set_yticks(y, [display[n] for n in names])
     ax.set_ylim(len(names) - 0.5, -0.5)
     ax.set_xlim(0, 1)
-    ax.xaxis.set_major_formatter(PercentFormatter(1.0))
-    ax.grid(axis="x", color="#dddddd", linewidth=0.6)
-    ax.set_axisbelow(True)
+    _percent_axis(ax, "x")
     ax.set_xlabel(f"{view.false_positive} rate on {view.control_group} cases "
                   "(95% Wilson CI; false positives / control results)")
     ax.set_ylabel("model")
