@@ -96,7 +96,10 @@ def _pytest_args(args: argparse.Namespace, models: list[str], run_id: str,
     from evalrun.pack import resolve_pack
 
     pack_dirs = [str(resolve_pack(p, args.packs_dir)) for p in args.pack]
-    out = [*dict.fromkeys(pack_dirs), "-q", *LEAN_PYTEST, "--evalrun-db", str(Path(args.out).resolve()),
+    # Low scores are results, not errors: show the summary table, not one block per item
+    # (`-- --tb=short -rf` brings those back; the report has the failure analysis).
+    out = [*dict.fromkeys(pack_dirs), "-q", "--tb=no", "-rN", *LEAN_PYTEST,
+           "--evalrun-db", str(Path(args.out).resolve()),
            "--evalrun-run-id", run_id, "--evalrun-n", str(args.n), "--evalrun-seed", str(args.seed),
            "--evalrun-concurrency", str(args.concurrency)]
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):

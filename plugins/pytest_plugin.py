@@ -416,3 +416,4 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.write_line(tabulate(table, headers=["pack", "model", "watermark", "attack", "results",
                                                          "mean score", "labels", "errors"]))
     terminalreporter.write_line(f"results database: {state.db}  run: {state.run_id}")
+    terminalreporter.write_line(f"report: evalrun report --db {state.db} --out reports/")
