@@ -44,6 +44,7 @@ LR = 3e-3
 WARMUP = 100
 SPECIALS = ["<|bos|>", "<|eos|>", "<|pad|>"]
 HELDOUT_MOD = 20  # one paragraph in 20 is held out
+PARAGRAPH_SEP = "\n\n"
 
 
 def extract_corpus(work: Path) -> Path:
@@ -93,7 +94,7 @@ def train_tokenizer(train: list[str], out: Path):
     trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=SPECIALS, min_frequency=2,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)
-    tok.train_from_iterator(train, trainer=trainer)
+    tok.train_from_iterator([t + PARAGRAPH_SEP for t in train], trainer=trainer)
     bos = tok.token_to_id(SPECIALS[0])
     tok.post_processor = processors.TemplateProcessing(
         single=f"{SPECIALS[0]} $A", pair=f"{SPECIALS[0]} $A $B", special_tokens=[(SPECIALS[0], bos)]
@@ -106,13 +107,25 @@ def train_tokenizer(train: list[str], out: Path):
 
 
 def encode_stream(tok, texts: list[str]) -> torch.Tensor:
-    """Each paragraph as BOS + tokens + EOS, concatenated into one id stream."""
-    eos = tok.token_to_id(SPECIALS[1])
+    """Paragraphs joined by blank lines into one running text, as one id stream (no specials).
+
+    Training on running text (not one paragraph per sequence) teaches the model the blank
+    line between paragraphs, which is how evalrun's plain prompt rendering ends, and lets it
+    write several paragraphs instead of stopping at the end of the first one.
+    """
     ids: list[int] = []
-    for enc in tok.encode_batch(texts):
+    for enc in tok.encode_batch([t + PARAGRAPH_SEP for t in texts], add_special_tokens=False):
         ids.extend(enc.ids)
-        ids.append(eos)
     return torch.tensor(ids, dtype=torch.long)
+
+
+def windows(stream: torch.Tensor, starts, bos: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs ``[BOS] + stream[s : s+SEQ_LEN-1]`` and targets ``stream[s : s+SEQ_LEN]``.
+
+    Every window begins with BOS, as every prompt does at inference time."""
+    body = torch.stack([stream[int(s):int(s) + SEQ_LEN] for s in starts])
+    head = torch.full((body.shape[0], 1), bos, dtype=torch.long)
+    return torch.cat([head, body[:, :-1]], dim=1), body
 
 
 def build_model(tok):
@@ -136,16 +149,16 @@ def lr_at(step: int, total: int) -> float:
 
 
 @torch.no_grad()
-def evaluate(model, stream: torch.Tensor, max_windows: int = 200) -> tuple[float, float, int]:
-    """Held-out (loss in nats, mean next-token entropy in nats at T=1, tokens scored)."""
+def evaluate(model, stream: torch.Tensor, bos: int,
+             max_windows: int = 200) -> tuple[float, float, int]:
+    """Held-out (loss in nats, mean next-token entropy in nats at T=1, tokens scored) over
+    consecutive non-overlapping windows of the held-out running text."""
     model.eval()
-    n = min(max_windows, (len(stream) - 1) // SEQ_LEN)
+    n = min(max_windows, len(stream) // SEQ_LEN)
     loss_sum = ent_sum = 0.0
     count = 0
     for i in range(0, n, BATCH):
-        rows = range(i, min(n, i + BATCH))
-        x = torch.stack([stream[r * SEQ_LEN:(r + 1) * SEQ_LEN] for r in rows])
-        y = torch.stack([stream[r * SEQ_LEN + 1:(r + 1) * SEQ_LEN + 1] for r in rows])
+        x, y = windows(stream, [r * SEQ_LEN for r in range(i, min(n, i + BATCH))], bos)
         logits = model(input_ids=x).logits.float()
         logp = torch.log_softmax(logits, dim=-1)
         loss_sum += -logp.gather(-1, y.unsqueeze(-1)).sum().item()
@@ -168,25 +181,29 @@ watermark evaluations fully offline, with no download and no GPU.
   Emma, Northanger Abbey, Persuasion) as packaged by Debian's `r-cran-janeaustenr`
   (`austen_books()`), extracted with `Rscript`. The novels are in the public domain; the
   Debian/CRAN package is MIT-licensed. These weights are derived only from that text.
-- {facts['paragraphs']} paragraphs; {facts['heldout_paragraphs']} held out by a seeded hash
-  rule (sha256 of seed, index and text; 1 in {HELDOUT_MOD}); {facts['train_tokens']:,} training
-  tokens, {facts['heldout_tokens']:,} held-out tokens.
+- {facts['paragraphs']} paragraphs; {facts['heldout_paragraphs']} held out by a seeded hash rule
+  (sha256 of seed, index and text; 1 in {HELDOUT_MOD}). Each side is one running text with a
+  blank line between paragraphs: {facts['train_tokens']:,} training tokens,
+  {facts['heldout_tokens']:,} held-out tokens.
 
 ## Model
 - Tokenizer: byte-level BPE, vocabulary {VOCAB} including `<|bos|>`, `<|eos|>`, `<|pad|>`;
-  BOS is prepended on encoding; no chat template.
+  BOS is prepended on encoding; no chat template. Prompts end with a blank line (evalrun's
+  plain rendering), after which the model writes new paragraphs. EOS never occurs in the
+  training text, so generation runs to the token limit.
 - Architecture: `LlamaForCausalLM`, 4 layers, hidden 256, 4 heads, MLP 672, RoPE, tied
   input/output embeddings, context 1024 positions (trained on 256-token windows).
 - Parameters: {facts['params']:,}. Stored as fp16 safetensors; directory size {size_mb:.1f} MB.
 
 ## Training
 - AdamW (lr {LR}, betas 0.9/0.95, weight decay 0.1), {WARMUP} warm-up steps then cosine decay
-  to 10 %, gradient clipping 1.0, batch {BATCH}×{SEQ_LEN} random windows, bf16 autocast on CPU,
+  to 10 %, gradient clipping 1.0, batch {BATCH}×{SEQ_LEN} random windows of the running text (each
+  starting with BOS), bf16 autocast on CPU,
   seed {SEED}.
 - {facts['steps']} steps ({facts['tokens_seen']:,} tokens seen) in {facts['minutes']:.1f} minutes
-  on {facts['threads']} CPU threads (`torch {facts['torch']}`, `transformers {facts['transformers']}`).
+  on {facts['threads']} CPU threads of a shared, busy machine (`torch {facts['torch']}`, `transformers {facts['transformers']}`).
 
-## Evaluation (held-out paragraphs, fp16 weights reloaded and run in fp32)
+## Evaluation (held-out running text in BOS-led 256-token windows, fp16 weights reloaded, fp32)
 - Loss {facts['loss']:.3f} nats/token, perplexity **{math.exp(facts['loss']):.1f}**.
 - Mean next-token entropy at temperature 1: **{facts['entropy']:.2f} nats**.
 
@@ -243,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"tokens: train {len(train_ids)} held-out {len(held_ids)}", flush=True)
 
     model = build_model(tok)
+    bos = tok.token_to_id(SPECIALS[0])
     n_params = sum(p.numel() for p in model.parameters())
     print(f"parameters: {n_params}", flush=True)
     decay = [p for p in model.parameters() if p.dim() >= 2]
@@ -254,9 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     model.train()
     t0 = time.time()
     for step in range(args.steps):
-        starts = torch.randint(0, len(train_ids) - SEQ_LEN - 1, (BATCH,), generator=gen)
-        x = torch.stack([train_ids[s:s + SEQ_LEN] for s in starts])
-        y = torch.stack([train_ids[s + 1:s + SEQ_LEN + 1] for s in starts])
+        starts = torch.randint(0, len(train_ids) - SEQ_LEN, (BATCH,), generator=gen)
+        x, y = windows(train_ids, starts.tolist(), bos)
         for group in opt.param_groups:
             group["lr"] = lr_at(step, args.steps)
         with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -282,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
 
     reloaded = transformers.AutoModelForCausalLM.from_pretrained(
         stage, dtype=torch.float32, local_files_only=True)
-    loss, entropy, scored = evaluate(reloaded, held_ids)
+    loss, entropy, scored = evaluate(reloaded, held_ids, bos)
     print(f"held-out loss {loss:.4f} ppl {math.exp(loss):.2f} entropy {entropy:.3f} "
           f"({scored} tokens)", flush=True)
 
