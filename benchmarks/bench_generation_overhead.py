@@ -3,7 +3,8 @@
 For batch sizes 1 and 16, measures generated tokens per second without a watermark and with
 each watermark scheme that imports (default parameters), all in one process, and prints each
 scheme's throughput as a ratio of the unwatermarked throughput measured in the same run.
-Each figure is the median of ``--repeats`` timed runs after one warm-up run.
+Each figure is the median of ``--repeats`` timed runs after one warm-up round; rounds
+interleave the watermarks so drifting machine load affects them alike.
 
 Usage: python benchmarks/bench_generation_overhead.py [--max-tokens 64] [--repeats 3]
 """
@@ -31,22 +32,31 @@ def requests(n: int, watermark: str, max_tokens: int, round_: int) -> list[Gener
         for i in range(n)]
 
 
-def throughput(provider: HFProvider, batch: int, watermark: str, max_tokens: int,
-               repeats: int) -> float:
-    """Median generated tokens per second over ``repeats`` runs of one full batch."""
-    rates = []
+def timed_rate(provider: HFProvider, batch: int, watermark: str, max_tokens: int,
+               round_: int) -> float:
+    """Generated tokens per second for one full batch."""
+    got = []
+    reqs = requests(batch, watermark, max_tokens, round_)
+    start = time.perf_counter()
+    provider.generate(reqs, lambda req, gen: got.append(gen))
+    elapsed = time.perf_counter() - start
+    errors = [g.error for g in got if g.error]
+    if errors:
+        raise RuntimeError(f"{watermark}: {errors[0]}")
+    return sum(g.tokens_out for g in got) / elapsed
+
+
+def throughputs(provider: HFProvider, batch: int, watermarks: list[str], max_tokens: int,
+                repeats: int) -> dict[str, float]:
+    """Median tokens/s per watermark; rounds interleave all watermarks (round 0 warms up) so
+    that drifting machine load affects each of them alike."""
+    rates: dict[str, list[float]] = {w: [] for w in watermarks}
     for round_ in range(repeats + 1):
-        got = []
-        reqs = requests(batch, watermark, max_tokens, round_)
-        start = time.perf_counter()
-        provider.generate(reqs, lambda req, gen: got.append(gen))
-        elapsed = time.perf_counter() - start
-        errors = [g.error for g in got if g.error]
-        if errors:
-            raise RuntimeError(f"{watermark}: {errors[0]}")
-        if round_:  # round 0 warms up
-            rates.append(sum(g.tokens_out for g in got) / elapsed)
-    return statistics.median(rates)
+        for w in watermarks:
+            rate = timed_rate(provider, batch, w, max_tokens, round_)
+            if round_:
+                rates[w].append(rate)
+    return {w: statistics.median(r) for w, r in rates.items()}
 
 
 def available_schemes() -> list[str]:
@@ -73,12 +83,9 @@ def main() -> None:
     print(f"{'watermark':<72} {'batch':>5} {'tok/s':>8} {'ratio':>6}")
     for batch in (int(b) for b in args.batch_sizes.split(",")):
         provider = HFProvider(str(embedded_model_path()), spec="embedded", batch_size=batch)
-        base = throughput(provider, batch, "none", args.max_tokens, args.repeats)
-        print(f"{'none':<72} {batch:>5} {base:>8.0f} {1.0:>6.2f}")
-        for spec in schemes:
-            rate = throughput(provider, batch, spec, args.max_tokens, args.repeats)
-            print(f"{spec:<72} {batch:>5} {rate:>8.0f} {rate / base:>6.2f}", flush=True)
-
+        rates = throughputs(provider, batch, ["none", *schemes], args.max_tokens, args.repeats)
+        for spec, rate in rates.items():
+            print(f"{spec:<72} {batch:>5} {rate:>8.0f} {rate / rates['none']:>6.2f}", flush=True)
 
 if __name__ == "__main__":
     main()
