@@ -101,10 +101,3 @@ class Provider(Protocol):
 
     def close(self) -> None: ...
 
-
-def describe_params(params: GenParams, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """params_json as stored: sampling parameters plus provider settings (never secrets)."""
-    out = params.as_json()
-    if extra:
-        out.update(extra)
-    return out

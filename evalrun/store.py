@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from evalrun.errors import EvalrunError
 
@@ -288,7 +288,3 @@ class _Transaction:
         else:
             self.conn.execute("ROLLBACK")
 
-
-def iter_rows_as_dicts(rows: Iterable[sqlite3.Row]) -> Iterator[dict[str, Any]]:
-    for row in rows:
-        yield dict(row)
