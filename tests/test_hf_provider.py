@@ -13,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+import evalrun.plugins.providers.hf as hf_module  # noqa: E402
 import evalrun.watermark as watermark_pkg  # noqa: E402
 from evalrun.embedded import EMBEDDED_NAME, embedded_model_path  # noqa: E402
 from evalrun.errors import EvalrunError, SpecError  # noqa: E402
@@ -22,6 +23,7 @@ from evalrun.plugins.providers.hf import (  # noqa: E402
     make_embedded_provider,
     make_hf_provider,
     render_plain,
+    sample_rows,
 )
 from evalrun.specs import Spec, parse_spec  # noqa: E402
 from evalrun.watermark.base import Detection, WatermarkScheme  # noqa: E402
@@ -265,3 +267,64 @@ def test_real_kgw_scheme_end_to_end(provider):
         assert g.error is None and len(g.token_ids) >= 20
         assert scheme.detect(g.token_ids, SECRET, g.extra["vocab_size"]).p_value < 1e-3
         assert scheme.detect(plain[key].token_ids, SECRET, 8192).p_value > 1e-3
+
+
+@pytest.mark.parametrize("spec", ["kgw", "unigram", "exp", "kgw:seeding=lefthash",
+                                  "kgw:seeding=selfhash", "kgw:context=8", "mixed"])
+def test_shared_processors_match_per_row_processors(provider, monkeypatch, spec):
+    """One processor call per step for a group of rows gives exactly the tokens of one
+    processor per row, greedy and sampled; rows whose prompt is shorter than the scheme's
+    context, fixed randomness and unwatermarked rows are handled beside the shared ones."""
+    users = [None, None, None, "Yes."]  # a short last prompt: under kgw:context=8's window
+    for temperature in (0.0, 1.0):
+        if spec == "mixed":
+            marks = ["kgw", "none", "kgw:randomness=fixed", "kgw"]
+        else:
+            marks = [spec] * 4
+        keys = {"none": None, "kgw:seeding=lefthash": "15485863",
+                "kgw:seeding=selfhash": "15485863"}  # the reference scheme's integer key
+        reqs = [request(i, watermark=w, key=keys.get(w, SECRET), user=users[i],
+                        temperature=temperature, max_tokens=24) for i, w in enumerate(marks)]
+        prompts = [provider._encode(r.prompt) for r in reqs]
+        shared = [g.rows for g in provider._groups(reqs, prompts)
+                  if g.processor is not None and g.shared]
+        expected = {"kgw:context=8": [[0, 1, 2]], "mixed": [[0, 3]]}.get(spec, [[0, 1, 2, 3]])
+        assert shared == expected
+        batched = run(provider, reqs)
+        # native processors called on 3 rows, then 1 (the rows' cache-friendly chunks)
+        monkeypatch.setattr(hf_module, "NATIVE_CHUNK_ELEMENTS", 3 * provider.vocab_size)
+        chunked = run(provider, reqs)
+        monkeypatch.undo()
+        monkeypatch.setattr(provider, "share_processors", False)
+        assert not [g for g in provider._groups(reqs, prompts)
+                    if g.processor is not None and g.shared]
+        per_row = run(provider, reqs)
+        monkeypatch.undo()
+        for r in reqs:
+            assert batched[r.gen_key].error is None
+            assert len(batched[r.gen_key].token_ids) > 0
+            assert batched[r.gen_key].token_ids == per_row[r.gen_key].token_ids, (spec, r.gen_key)
+            assert chunked[r.gen_key].token_ids == per_row[r.gen_key].token_ids, (spec, r.gen_key)
+
+
+def test_sample_rows_is_per_row_reproducible_and_respects_zero_mass():
+    torch.manual_seed(1)
+    scores = torch.randn(5, 300) * 3
+    scores[2] = float("-inf")
+    scores[2, 17] = 0.0  # a row that replaces sampling: one token left
+    scores[4, 250:] = float("-inf")
+
+    def gens(seeds):
+        return [torch.Generator().manual_seed(s) for s in seeds]
+
+    together = sample_rows(scores, gens(range(5))).tolist()
+    alone = [int(sample_rows(scores[i:i + 1], gens([i]))[0]) for i in range(5)]
+    assert together == alone
+    assert together[2] == 17 and together[4] < 250
+    # many draws follow the softmax distribution of a row
+    g = gens([123])[0]
+    row = torch.tensor([[0.0, 1.0, 2.0, float("-inf")]])
+    counts = np.bincount([int(sample_rows(row, [g])[0]) for _ in range(4000)], minlength=4)
+    expected = torch.softmax(row[0], -1).numpy() * 4000
+    assert counts[3] == 0
+    assert np.all(np.abs(counts[:3] - expected[:3]) < 5 * np.sqrt(expected[:3]) + 1)

@@ -4,12 +4,19 @@ Generation runs its own decoding loop over a KV cache so that every request samp
 own ``torch.Generator`` seeded with ``request.sample_seed``: a request's output does not depend
 on which other requests share its batch, and watermark logits processors see exactly the
 scores the sampler uses. Nothing is ever downloaded (``local_files_only=True``).
+
+Each step calls one watermark processor for all rows with the same watermark, key and
+temperature where that is exact (:func:`shared_context`), else one per row, then samples all
+rows at once (:func:`sample_rows`: inverse CDF of one uniform per row from its generator).
+Earlier versions sampled each row with ``torch.multinomial``: for the same seeds, sampled
+(temperature > 0) outputs differ from theirs; greedy ones are unchanged.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -19,6 +26,9 @@ from evalrun.hashing import canonical_json
 
 #: options the factories accept (everything else is a clear error)
 _OPTIONS = ("batch_size", "device", "dtype")
+#: rows x vocabulary per call of a shared native processor (4 rows of 8192 measured fastest
+#: on CPU; 16 rows ran exp and its 2-3x slower per row than one row at a time)
+NATIVE_CHUNK_ELEMENTS = 1 << 15
 
 
 def render_plain(prompt: Prompt) -> str:
@@ -28,10 +38,77 @@ def render_plain(prompt: Prompt) -> str:
     return "\n\n".join(parts) + "\n\n"
 
 
+@dataclass
+class _Group:
+    """Rows of a batch whose scores come from one call per step: ``processor`` None means
+    no watermark; ``shared`` False means a single row given its unpadded history."""
+
+    rows: list[int]
+    processor: Callable | None
+    temperature: float
+    shared: bool
+    #: most rows per processor call (native processors slow down once their [rows, V]
+    #: float64 work arrays outgrow the CPU cache)
+    chunk: int = 1 << 30
+
+
+def shared_context(scheme: Any) -> int | None:
+    """How many trailing tokens of ``input_ids`` the scheme's processor reads, when one
+    processor may serve several generations at once (same key and temperature); None when
+    it may not.
+
+    A shared processor is called with the left-padded ``[G, T]`` histories of its rows, built
+    with the first row's ``seed``, and its batch shrinks as rows finish. That is only exact for
+    processors that ignore ``seed`` and keep no per-generation state, and whose context window
+    never reaches into the padding (the caller checks prompt lengths against the result):
+    native kgw/exp/binary/its with ``randomness=window|minhash`` (seeded by the previous
+    ``context`` tokens; only ``randomness=fixed`` uses ``seed`` and the step count, for its
+    key offset), reference-compatible kgw (``lefthash`` reads ``context`` tokens,
+    ``selfhash`` ``context - 1``) and unigram (reads none). Anything else is not shared."""
+    from evalrun.watermark.engine import NativeScheme
+    from evalrun.watermark.kgw_compat import KGWCompat
+    from evalrun.watermark.unigram import Unigram
+
+    if isinstance(scheme, NativeScheme):
+        return None if scheme.randomness.fixed else scheme.randomness.context
+    if isinstance(scheme, KGWCompat):
+        return scheme.context - int(scheme.seeding == "selfhash")
+    if isinstance(scheme, Unigram):
+        return 0
+    return None
+
+
+def sample_rows(scores: Any, generators: Sequence[Any]) -> Any:
+    """One token per row of ``scores [R, V]`` from ``softmax(scores)``, row ``r`` driven by
+    ``generators[r]`` alone: a float64 uniform ``u`` per row, then the first token whose
+    cumulative probability exceeds ``u`` times the row total (inverse CDF, batched)."""
+    import torch
+
+    probs = torch.softmax(scores.float(), dim=-1)
+    cdf = probs.cumsum(dim=-1, dtype=torch.float64)
+    total = cdf[:, -1]
+    if not bool((torch.isfinite(total) & (total > 0)).all()):
+        raise RuntimeError("sampling: probability rows contain inf or nan or sum to zero")
+    u = torch.cat([torch.rand(1, generator=g, dtype=torch.float64, device=scores.device)
+                   for g in generators])
+    tokens = torch.searchsorted(cdf, (u * total).unsqueeze(-1), right=True).squeeze(-1)
+    tokens = tokens.clamp(max=scores.shape[-1] - 1)
+    # rounding can put u * total at the row total: take the last token with positive mass
+    zero = probs.gather(1, tokens.unsqueeze(-1)).squeeze(-1) <= 0
+    if bool(zero.any()):
+        positions = torch.arange(scores.shape[-1], device=scores.device)
+        last = torch.where(probs > 0, positions, -1).amax(dim=-1)
+        tokens = torch.where(zero, last, tokens)
+    return tokens
+
+
 class HFProvider:
     """A transformers causal LM behind the :class:`evalrun.generation.Provider` protocol."""
 
     supports_watermark = True
+    #: let watermarked rows of a batch share one processor call per step where exact
+    #: (:func:`shared_context`); False calls one processor per row (for equivalence tests)
+    share_processors: bool = True
 
     def __init__(self, model_path: str, *, batch_size: int = 16, device: str = "cpu",
                  spec: str, dtype: str | None = None, served_model: str | None = None) -> None:
@@ -112,7 +189,8 @@ class HFProvider:
         ids = self.tokenizer(self.prompt_text(prompt), add_special_tokens=not templated)["input_ids"]
         return list(ids)
 
-    def _processor(self, request: GenerationRequest) -> Callable | None:
+    def _scheme(self, request: GenerationRequest) -> Any:
+        """The watermark scheme of ``request`` (built once per spec text), or None."""
         if request.watermark is None or request.watermark.strip().lower() in ("", "none"):
             return None
         if not request.key:
@@ -122,9 +200,51 @@ class HFProvider:
             from evalrun.watermark import parse_watermark
 
             scheme = self._schemes[request.watermark] = parse_watermark(request.watermark)
+        return scheme
+
+    def _processor(self, request: GenerationRequest) -> Callable | None:
+        scheme = self._scheme(request)
+        if scheme is None:
+            return None
         return scheme.logits_processor(request.key, self.vocab_size,
                                        temperature=request.params.temperature,
                                        seed=request.sample_seed)
+
+    def _groups(self, batch: list[GenerationRequest], prompts: list[list[int]]) -> list[_Group]:
+        """Partition the rows of ``batch`` into groups that one processor call serves per step.
+
+        Rows without a watermark group by temperature. Watermarked rows with the same spec,
+        key and temperature share one processor when :func:`shared_context` allows it for the
+        scheme and their prompts hold at least that many tokens (a shorter prompt would let
+        the processor read left padding); every other watermarked row gets its own. A shared
+        native processor is called on CPU for at most ``NATIVE_CHUNK_ELEMENTS // vocab_size``
+        rows at a time."""
+        from evalrun.watermark.engine import WatermarkProcessor
+
+        keyed: dict[tuple[str | None, str | None, float], list[int]] = {}
+        for i, req in enumerate(batch):
+            wm = None if self._scheme(req) is None else req.watermark
+            keyed.setdefault((wm, req.key if wm else None, float(req.params.temperature)),
+                             []).append(i)
+        groups: list[_Group] = []
+        for (wm, _key, temperature), rows in keyed.items():
+            if wm is None:
+                groups.append(_Group(rows, None, temperature, shared=True))
+                continue
+            width = shared_context(self._scheme(batch[rows[0]])) if self.share_processors else None
+            share = [i for i in rows if width is not None and len(prompts[i]) >= width]
+            if len(share) > 1:
+                # shared_context vouches that the processor ignores ``seed``: any row's will do
+                processor = self._processor(batch[share[0]])
+                chunk = len(share)
+                if isinstance(processor, WatermarkProcessor) and self.device == "cpu":
+                    chunk = max(1, NATIVE_CHUNK_ELEMENTS // self.vocab_size)
+                groups.append(_Group(share, processor, temperature, shared=True, chunk=chunk))
+            else:
+                share = []
+            groups.extend(_Group([i], self._processor(batch[i]), temperature, shared=False)
+                          for i in rows if i not in share)
+        return groups
 
     # ------------------------------------------------------------------ generation
     def generate(self, requests: Sequence[GenerationRequest], sink: ResultSink) -> None:
@@ -150,8 +270,8 @@ class HFProvider:
     def _generate_batch(self, batch: list[GenerationRequest]) -> list[Generation]:
         import torch
 
-        processors = [self._processor(r) for r in batch]
         prompts = [self._encode(r.prompt) for r in batch]
+        groups = self._groups(batch, prompts)
         device = self.device
         pad = int(self.tokenizer.pad_token_id)
         width = max(len(p) for p in prompts)
@@ -172,6 +292,9 @@ class HFProvider:
         finish = ["length"] * len(batch)
         done = [lim == 0 for lim in limits]
         past = None
+        # every row's tokens so far, left padded: the active rows have all generated the same
+        # number of tokens, so their real histories are right-aligned in it
+        history = input_ids
         step_ids, step_pos = input_ids, positions
         with torch.inference_mode():
             while not all(done):
@@ -179,12 +302,9 @@ class HFProvider:
                                  past_key_values=past, use_cache=True, logits_to_keep=1)
                 past = out.past_key_values
                 logits = out.logits[:, -1, :].float()
+                picked = self._pick(logits, groups, done, history, prompts, outputs, generators)
                 chosen = torch.full((len(batch),), pad, dtype=torch.long)
-                for i, req in enumerate(batch):
-                    if done[i]:
-                        continue
-                    tok = self._pick(logits[i:i + 1], req.params.temperature, processors[i],
-                                     prompts[i], outputs[i], generators[i])
+                for i, tok in picked.items():
                     if tok in self.eos_ids:
                         done[i], finish[i] = True, "stop"
                         continue
@@ -193,6 +313,7 @@ class HFProvider:
                     if len(outputs[i]) >= limits[i]:
                         done[i] = True
                 step_ids = chosen.to(device).unsqueeze(-1)
+                history = torch.cat([history, step_ids], dim=-1)
                 step_pos = step_pos[:, -1:] + 1
                 mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=-1)
         results = []
@@ -205,22 +326,44 @@ class HFProvider:
             ))
         return results
 
-    def _pick(self, logits, temperature: float, processor, prompt: list[int],
-              generated: list[int], generator) -> int:
-        """Next token for one row: watermark processor (if any), then argmax or sampling."""
+    def _pick(self, logits: Any, groups: list[_Group], done: list[bool], history: Any,
+              prompts: list[list[int]], outputs: list[list[int]],
+              generators: list[Any]) -> dict[int, int]:
+        """Next token of every row not ``done``: each group's processor (one call for the
+        group's active rows), then argmax (temperature 0) or seeded sampling, both batched."""
         import torch
 
-        if processor is not None:
-            context = torch.tensor([prompt + generated], dtype=torch.long, device=logits.device)
-            scores = processor(context, logits).float()
-            if temperature == 0:
-                return int(scores.argmax(-1).item())
-            probs = torch.softmax(scores, dim=-1)
-        else:
-            if temperature == 0:
-                return int(logits.argmax(-1).item())
-            probs = torch.softmax(logits / float(temperature), dim=-1)
-        return int(torch.multinomial(probs, 1, generator=generator).item())
+        dev = logits.device
+        scores = torch.empty_like(logits)
+        greedy: list[int] = []
+        sampled: list[int] = []
+        for group in groups:
+            active = [i for i in group.rows if not done[i]]
+            (greedy if group.temperature == 0 else sampled).extend(active)
+            for start in range(0, len(active), group.chunk):
+                rows = active[start:start + group.chunk]
+                idx = torch.tensor(rows, dtype=torch.long, device=dev)
+                if group.processor is None:
+                    part = logits[idx]
+                    if group.temperature != 0:
+                        part = part / float(group.temperature)
+                elif group.shared:
+                    part = group.processor(history[idx], logits[idx]).float()
+                else:
+                    (i,) = rows
+                    context = torch.tensor([prompts[i] + outputs[i]], dtype=torch.long,
+                                           device=dev)
+                    part = group.processor(context, logits[i:i + 1]).float()
+                scores[idx] = part
+        picked: dict[int, int] = {}
+        if greedy:
+            idx = torch.tensor(greedy, dtype=torch.long, device=dev)
+            picked.update(zip(greedy, scores[idx].argmax(-1).tolist()))
+        if sampled:
+            idx = torch.tensor(sampled, dtype=torch.long, device=dev)
+            tokens = sample_rows(scores[idx], [generators[i] for i in sampled])
+            picked.update(zip(sampled, tokens.tolist()))
+        return picked
 
     def close(self) -> None:
         """Drop the model so its memory can be reclaimed."""
