@@ -22,9 +22,9 @@ from evalrun.plugins.providers.hf import (  # noqa: E402
     HFProvider,
     make_embedded_provider,
     make_hf_provider,
-    render_plain,
     sample_rows,
 )
+from evalrun.plugins.providers.local_model import render_plain  # noqa: E402
 from evalrun.specs import Spec, parse_spec  # noqa: E402
 from evalrun.watermark.base import Detection, WatermarkScheme  # noqa: E402
 

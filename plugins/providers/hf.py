@@ -14,28 +14,21 @@ Earlier versions sampled each row with ``torch.multinomial``: for the same seeds
 
 from __future__ import annotations
 
-import hashlib
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from evalrun.errors import EvalrunError, SpecError
 from evalrun.generation import Generation, GenerationRequest, Prompt, ResultSink
-from evalrun.hashing import canonical_json
+from evalrun.plugins.providers.local_model import (
+    encode_prompt, generate_in_batches, prompt_text, tokenizer_fingerprint,
+)
 
 #: options the factories accept (everything else is a clear error)
 _OPTIONS = ("batch_size", "device", "dtype")
 #: rows x vocabulary per call of a shared native processor (4 rows of 8192 measured fastest
 #: on CPU; 16 rows ran exp and its 2-3x slower per row than one row at a time)
 NATIVE_CHUNK_ELEMENTS = 1 << 15
-
-
-def render_plain(prompt: Prompt) -> str:
-    """Prompt text for tokenizers without a chat template: system, blank line, user, blank line."""
-    parts = [prompt.system] if prompt.system else []
-    parts.append(prompt.user)
-    return "\n\n".join(parts) + "\n\n"
 
 
 @dataclass
@@ -145,7 +138,7 @@ class HFProvider:
         self.vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
         self.eos_ids = self._eos_ids()
         self.served_model = served_model or Path(model_path.rstrip("/")).name or model_path
-        self.tokenizer_hash = self._tokenizer_hash(source)
+        self.tokenizer_hash = tokenizer_fingerprint(self.tokenizer, source)
         self._schemes: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ loading helpers
@@ -170,24 +163,13 @@ class HFProvider:
                 ids.update(int(v) for v in value)
         return ids
 
-    def _tokenizer_hash(self, source: str) -> str:
-        tj = Path(source) / "tokenizer.json"
-        if tj.is_file():
-            return hashlib.sha256(tj.read_bytes()).hexdigest()
-        return hashlib.sha256(canonical_json(self.tokenizer.get_vocab()).encode()).hexdigest()
-
     # ------------------------------------------------------------------ prompts
     def prompt_text(self, prompt: Prompt) -> str:
         """The exact text fed to the model (chat template when the tokenizer has one)."""
-        if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template(
-                prompt.messages(), tokenize=False, add_generation_prompt=True)
-        return render_plain(prompt)
+        return prompt_text(self.tokenizer, prompt)
 
     def _encode(self, prompt: Prompt) -> list[int]:
-        templated = bool(getattr(self.tokenizer, "chat_template", None))
-        ids = self.tokenizer(self.prompt_text(prompt), add_special_tokens=not templated)["input_ids"]
-        return list(ids)
+        return encode_prompt(self.tokenizer, prompt)
 
     def _scheme(self, request: GenerationRequest) -> Any:
         """The watermark scheme of ``request`` (built once per spec text), or None."""
@@ -250,22 +232,8 @@ class HFProvider:
     def generate(self, requests: Sequence[GenerationRequest], sink: ResultSink) -> None:
         """Generate in batches of ``batch_size``; ``sink`` is called per request after its
         batch. A failing batch stores its error on each of its requests and the run goes on."""
-        for start in range(0, len(requests), self.batch_size):
-            batch = list(requests[start:start + self.batch_size])
-            t0 = time.perf_counter()
-            try:
-                results = self._generate_batch(batch)
-            except Exception as exc:
-                message = f"{type(exc).__name__}: {exc}"
-                for req in batch:
-                    if req.key:
-                        message = message.replace(req.key, "<key>")
-                results = [Generation(text=None, error=message, served_model=self.served_model,
-                                      tokenizer_hash=self.tokenizer_hash) for _ in batch]
-            latency = (time.perf_counter() - t0) * 1000.0
-            for req, gen in zip(batch, results):
-                gen.latency_ms = latency
-                sink(req, gen)
+        generate_in_batches(requests, self.batch_size, self._generate_batch, sink,
+                            served_model=self.served_model, tokenizer_hash=self.tokenizer_hash)
 
     def _generate_batch(self, batch: list[GenerationRequest]) -> list[Generation]:
         import torch

