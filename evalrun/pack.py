@@ -275,7 +275,8 @@ class Pack:
         return problems
 
 
-def _load_module(path: Path, pack_name: str, role: str) -> ModuleType:
+def load_pack_module(path: Path, pack_name: str, role: str) -> ModuleType:
+    """Import one of a pack's Python files (grader, reference, a generator) under a private name."""
     mod_name = f"evalrun_pack_{pack_name}_{role}"
     spec = importlib.util.spec_from_file_location(mod_name, path)
     if spec is None or spec.loader is None:
@@ -402,9 +403,9 @@ def load_pack(path: str | Path) -> Pack:
     grader_path = path / "grader.py"
     if not grader_path.is_file():
         raise PackError(f"{path}: no grader.py")
-    grader = _load_module(grader_path, name, "grader")
+    grader = load_pack_module(grader_path, name, "grader")
     ref_path = path / "reference.py"
-    reference = _load_module(ref_path, name, "reference") if ref_path.is_file() else None
+    reference = load_pack_module(ref_path, name, "reference") if ref_path.is_file() else None
     if reference is not None and not callable(getattr(reference, "solve", None)):
         raise PackError(f"{ref_path}: no function solve(case)")
     cases, errors = load_cases(path / "cases", schema)

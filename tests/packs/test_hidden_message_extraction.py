@@ -7,7 +7,6 @@ pack loader, and they pin the pack contract the loader relies on.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import os
 import subprocess
@@ -22,6 +21,8 @@ import jsonschema
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from evalrun.pack import load_pack_module
 
 REPO = Path(__file__).resolve().parents[2]
 PACK = REPO / "packs" / "hidden_message_extraction"
@@ -45,11 +46,7 @@ SYSTEM_PROMPT = (
 
 
 def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"_hme_test_{name}", PACK / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_pack_module(PACK / f"{name}.py", "_hme_test", name)
 
 
 grader = _load("grader")

@@ -6,7 +6,6 @@ loader; they pin what the pack promises on its own.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import tomllib
@@ -18,6 +17,8 @@ import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from evalrun.pack import load_pack_module
 
 PACK = Path(__file__).resolve().parents[2] / "packs" / "watermark_robustness"
 FAMILIES = ("rewrite", "summarize", "format_convert", "style_transfer")
@@ -32,11 +33,7 @@ SEED_SYSTEM_PROMPT = (
 
 
 def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"_wm_pack_{name}", PACK / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_pack_module(PACK / f"{name}.py", "_wm_pack", name)
 
 
 grader = _load("grader")
