@@ -110,8 +110,6 @@ def _pytest_args(args: argparse.Namespace, models: list[str], run_id: str,
         out += ["--evalrun-watermark", w]
     for a in args.attack or []:
         out += ["--evalrun-attack", a]
-    for d in args.packs_dir:
-        out += ["--evalrun-packs-dir", d]
     out += ["--evalrun-argv", json.dumps(["evalrun", *sys.argv[1:]] if user_argv is None else user_argv)]
     if args.temperature is not None:
         out += ["--evalrun-temperature", str(args.temperature)]

@@ -87,7 +87,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--evalrun-base-url", default=None, help="OpenAI-compatible server URL")
     group.addoption("--evalrun-concurrency", type=int, default=None, help="concurrent API requests per model")
     group.addoption("--evalrun-packs-dir", action="append", default=None, metavar="DIR",
-                    help="extra directory searched for packs (repeatable)")
+                    help="also collect the packs in DIR (repeatable; or packs_dirs in [tool.evalrun])")
     group.addoption("--evalrun-run-id", default=None, help=argparse.SUPPRESS)
     group.addoption("--evalrun-argv", default=None, help=argparse.SUPPRESS)
     group.addoption("--evalrun-no-progress", action="store_true", default=False,
@@ -173,7 +173,13 @@ def _state_from(config: pytest.Config, tool: dict[str, Any]) -> EvalrunState:
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[STATE_KEY] = _build_state(config)
+    state = config.stash[STATE_KEY] = _build_state(config)
+    for folder in state.packs_dirs:
+        path = Path(folder)
+        if not path.is_dir():
+            raise pytest.UsageError(f"--evalrun-packs-dir {folder}: no such directory")
+        if str(path.resolve()) not in config.args:
+            config.args.append(str(path.resolve()))
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(config), "evalrun-xdist")
 

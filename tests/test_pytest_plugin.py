@@ -142,3 +142,12 @@ def test_grader_crash_traceback_never_shows_the_watermark_key(pytester: pytest.P
     result = pytester.runpytest("packs", "--evalrun-key", "topsecret-key-99", "-k", "c1")
     result.assert_outcomes(failed=1, deselected=3)
     assert "topsecret-key-99" not in result.stdout.str() + result.stderr.str()
+
+
+def test_packs_dir_option_adds_packs_to_collection(pytester: pytest.Pytester, make_pack) -> None:
+    make_pack(root=pytester.path / "elsewhere")
+    pytester.makepyfile(test_plain="def test_ok():\n    pass\n")
+    result = pytester.runpytest("test_plain.py", "--evalrun-packs-dir", "elsewhere")
+    result.assert_outcomes(passed=5)  # the plain test plus the pack's 4 cases
+    result = pytester.runpytest("test_plain.py", "--evalrun-packs-dir", "missing")
+    result.stderr.fnmatch_lines(["*--evalrun-packs-dir missing: no such directory*"])
