@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import types
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ class FakeSamplingParams:
     temperature: float
     max_tokens: int
     seed: int
+    extra_args: dict | None = None
 
 
 class FakeLLM:
@@ -112,11 +114,34 @@ def test_generation_plumbing_with_stand_in_engine(fake_vllm):
     assert got["g0"].error is None
 
 
-def test_watermark_requests_are_refused_clearly(fake_vllm):
+def test_watermarked_requests_carry_their_processor_arguments(fake_vllm):
+    from evalrun.plugins.providers.vllm_watermark import (EXTRA_ARGS_KEY,
+                                                          EvalrunWatermarkLogitsProcessor)
+
     p = VLLMProvider("org/model", spec="vllm:org/model")
-    assert p.supports_watermark is False
-    with pytest.raises(EvalrunError, match="not supported by the vllm provider"):
-        p.generate([request(0, watermark="kgw:delta=2")], lambda r, g: None)
+    assert p.supports_watermark is True
+    assert FakeLLM.instances[0].kwargs["logits_processors"] == [EvalrunWatermarkLogitsProcessor]
+    reqs = [request(0, watermark="kgw:delta=2", temperature=0.7),
+            request(1, watermark="exp", temperature=0.0), request(2, temperature=0.7)]
+    got = {}
+    p.generate(reqs, lambda r, g: got.setdefault(r.gen_key, g))
+    assert all(g.error is None for g in got.values())
+    _, params = FakeLLM.instances[0].calls[0]
+    # vLLM samples the processor's scores at temperature 1 (0 stays greedy); the real one rides along
+    assert [sp.temperature for sp in params] == [1.0, 0.0, 0.7]
+    assert params[0].extra_args == {EXTRA_ARGS_KEY: {
+        "spec": "kgw:delta=2", "key": "k", "temperature": 0.7, "seed": reqs[0].sample_seed}}
+    assert params[1].extra_args[EXTRA_ARGS_KEY]["temperature"] == 0.0
+    assert params[2].extra_args is None
+
+
+def test_watermark_errors_are_clear(fake_vllm):
+    p = VLLMProvider("org/model", spec="vllm:org/model")
+    with pytest.raises(SpecError, match="--watermark"):
+        p.generate([request(0, watermark="nosuchscheme")], lambda r, g: None)
+    keyless = dataclasses.replace(request(0, watermark="kgw:delta=2"), key=None)
+    with pytest.raises(EvalrunError, match="no watermark key"):
+        p.generate([keyless], lambda r, g: None)
 
 
 def test_missing_local_path(fake_vllm, tmp_path):

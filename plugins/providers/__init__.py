@@ -32,8 +32,8 @@ PROVIDERS: dict[str, ProviderEntry] = {
     "openai": ProviderEntry("evalrun.plugins.providers.openai_chat", "make_openai_provider", True,
                             frozenset({"base_url", "concurrency"})),
     "hf": ProviderEntry("evalrun.plugins.providers.hf", "make_hf_provider", True, watermarks=True),
-    # vLLM generation works; watermarking through its V1 logits processors is not built yet
-    "vllm": ProviderEntry("evalrun.plugins.providers.vllm", "make_vllm_provider", True),
+    # watermarks through vLLM V1 logits processors (plugins/providers/vllm_watermark.py)
+    "vllm": ProviderEntry("evalrun.plugins.providers.vllm", "make_vllm_provider", True, watermarks=True),
     "embedded": ProviderEntry("evalrun.plugins.providers.hf", "make_embedded_provider", False, watermarks=True),
 }
 

@@ -3,8 +3,11 @@
 vLLM is imported only when this provider is built; without it the provider raises a clear
 :class:`EvalrunError` (it never falls back to transformers silently). Prompts are rendered
 exactly as the ``hf`` provider renders them and passed as token ids, each request sampled with
-its own ``SamplingParams.seed``. Watermarked generation is not supported by this provider yet:
-use ``hf:`` (or ``embedded``) for watermarks.
+its own ``SamplingParams.seed``. Watermarked requests run through vLLM V1's logits-processor
+interface (:mod:`evalrun.plugins.providers.vllm_watermark`): the engine is built with
+:class:`EvalrunWatermarkLogitsProcessor`, and each watermarked request carries its spec, key,
+temperature and seed in ``SamplingParams.extra_args`` and is sampled by vLLM at temperature 1
+(argmax at 0) from the scores the evalrun processor returns, as the ``hf`` provider does.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ def _import_vllm() -> Any:
 class VLLMProvider:
     """A model served in-process by vLLM's offline ``LLM`` engine."""
 
-    supports_watermark = False
+    supports_watermark = True
 
     def __init__(self, model_path: str, *, spec: str, batch_size: int = 64,
                  device: str | None = None, dtype: str | None = None,
@@ -44,8 +47,11 @@ class VLLMProvider:
         path = Path(model_path).expanduser()
         if not path.exists() and model_path.startswith(("/", ".", "~")):
             raise EvalrunError(f"vllm: model path {model_path!r} does not exist")
+        from evalrun.plugins.providers.vllm_watermark import EvalrunWatermarkLogitsProcessor
+
         kwargs: dict[str, Any] = {"model": str(path) if path.exists() else model_path,
-                                  "seed": 0}
+                                  "seed": 0,
+                                  "logits_processors": [EvalrunWatermarkLogitsProcessor]}
         if dtype:
             kwargs["dtype"] = dtype
         if max_model_len:
@@ -63,25 +69,28 @@ class VLLMProvider:
         eos = getattr(self.tokenizer, "eos_token_id", None)
         self.eos_ids = {eos} if isinstance(eos, int) else set(eos or ())
         self.tokenizer_hash = tokenizer_fingerprint(self.tokenizer, path)
+        model_config = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
+        self.vocab_size = int(model_config.get_vocab_size()) if model_config is not None else None
 
     def generate(self, requests: Sequence[GenerationRequest], sink: ResultSink) -> None:
         """Generate in chunks of ``batch_size``; a failing chunk stores its error per request."""
-        marked = [r for r in requests if r.watermark and r.watermark.strip().lower() != "none"]
-        if marked:
-            raise EvalrunError(
-                f"--model {self.spec}: watermarked generation ({marked[0].watermark}) is not "
-                "supported by the vllm provider yet; use an hf: model (or embedded)")
+        from evalrun.watermark import parse_watermark
+
+        for spec in {r.watermark for r in requests if _marked(r)}:
+            parse_watermark(spec)  # a bad spec fails here, not inside the engine
+        missing = next((r for r in requests if _marked(r) and not r.key), None)
+        if missing is not None:
+            raise EvalrunError(f"--watermark {missing.watermark}: no watermark key given")
         generate_in_batches(requests, self.batch_size, self._generate_batch, sink,
                             served_model=self.served_model, tokenizer_hash=self.tokenizer_hash)
 
     def _generate_batch(self, batch: list[GenerationRequest]) -> list[Generation]:
         SamplingParams = self._vllm.SamplingParams
         prompts = [{"prompt_token_ids": encode_prompt(self.tokenizer, r.prompt)} for r in batch]
-        params = [SamplingParams(temperature=float(r.params.temperature),
-                                 max_tokens=int(r.params.max_tokens), seed=r.sample_seed)
-                  for r in batch]
+        params = [self._sampling_params(SamplingParams, r) for r in batch]
         outs = self.llm.generate(prompts, params, use_tqdm=False)
         results = []
+        extra = {} if self.vocab_size is None else {"vocab_size": self.vocab_size}
         for prompt, out in zip(prompts, outs):
             completion = out.outputs[0]
             ids = list(completion.token_ids)
@@ -91,13 +100,31 @@ class VLLMProvider:
                 text=self.tokenizer.decode(ids, skip_special_tokens=True), token_ids=ids,
                 tokens_in=len(prompt["prompt_token_ids"]), tokens_out=len(ids),
                 served_model=self.served_model, tokenizer_hash=self.tokenizer_hash,
-                extra={"finish_reason": completion.finish_reason},
+                extra={**extra, "finish_reason": completion.finish_reason},
             ))
         return results
+
+    @staticmethod
+    def _sampling_params(SamplingParams: Any, r: GenerationRequest) -> Any:
+        """vLLM parameters of one request; a watermarked one is sampled at temperature 1 (0
+        stays greedy) and its processor, built from ``extra_args``, applies the real one."""
+        temperature = float(r.params.temperature)
+        common = {"max_tokens": int(r.params.max_tokens), "seed": r.sample_seed}
+        if not _marked(r):
+            return SamplingParams(temperature=temperature, **common)
+        from evalrun.plugins.providers.vllm_watermark import vllm_temperature, watermark_extra_args
+
+        return SamplingParams(temperature=vllm_temperature(temperature), **common,
+                              extra_args=watermark_extra_args(r.watermark, r.key, temperature,
+                                                              r.sample_seed))
 
     def close(self) -> None:
         """Release the engine."""
         self.llm = None
+
+
+def _marked(request: GenerationRequest) -> bool:
+    return bool(request.watermark) and request.watermark.strip().lower() not in ("", "none")
 
 
 def make_vllm_provider(spec: Any, **options: Any) -> VLLMProvider:
