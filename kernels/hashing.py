@@ -78,25 +78,31 @@ _LN2_LO = 1.90821492927058770002e-10
 _SQRT_HALF = 0.7071067811865476
 
 
-def neg_log_uniform(ops: Ops, h: Any) -> Any:
-    """``-log(uniform(h))`` from basic IEEE operations only (frexp, +, *, /), so numpy and
-    torch return the same bits (library ``log`` functions differ in the last ulp).
+def exact_log(ops: Ops, x: Any) -> Any:
+    """``log(x)`` for positive finite floats from basic IEEE operations only (frexp, +, *, /),
+    so numpy and torch return the same bits (library ``log`` functions differ in the last ulp).
 
     ``x = m 2**e`` with ``m`` in [sqrt(1/2), sqrt(2)); ``log m = 2 atanh(s)``, ``s = (m-1)/(m+1)``,
     ``|s| <= 0.1716``, summed to the ``s**21`` term (truncation below 1e-18 relative).
     """
-    x = uniform(ops, h)
     m, e = ops.frexp(x)
     low = m < _SQRT_HALF
     m = ops.where(low, m * 2.0, m)
     e = ops.where(low, e - 1.0, e)
     s = (m - 1.0) / (m + 1.0)
     z = s * s
-    poly = ops.zeros(tuple(z.shape)) + 1.0 / 21.0
-    for k in range(9, -1, -1):
-        poly = poly * z + 1.0 / (2 * k + 1)
+    poly = z * (1.0 / 21.0)  # Horner's rule, in place: this runs on every vocabulary entry
+    poly += 1.0 / 19.0
+    for k in range(8, -1, -1):
+        poly *= z
+        poly += 1.0 / (2 * k + 1)
     log_m = 2.0 * s * poly
-    return -((e * _LN2_LO + log_m) + e * _LN2_HI)
+    return (e * _LN2_LO + log_m) + e * _LN2_HI
+
+
+def neg_log_uniform(ops: Ops, h: Any) -> Any:
+    """``-log(uniform(h))``, bit-identical on every backend (:func:`exact_log`)."""
+    return -exact_log(ops, uniform(ops, h))
 
 
 def complement(ops: Ops, h: Any) -> Any:

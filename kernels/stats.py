@@ -10,13 +10,22 @@ from __future__ import annotations
 from typing import Any
 
 from evalrun.kernels.backend import Ops
-from evalrun.kernels.hashing import (TAG_NODE, TAG_UNIFORM, code, complement, feistel_rank,
-                                     neg_log_uniform, pair, tag, uniform)
+from evalrun.kernels.hashing import (TAG_NODE, TAG_UNIFORM, code, complement, exact_log,
+                                     feistel_rank, neg_log_uniform, pair, tag, uniform)
 
 
 def exp_stat(ops: Ops, seeds: Any, tokens: Any) -> Any:
     """C1 statistic ``-log(1 - r_token)``, computed as ``-log`` of the exact complement."""
     return neg_log_uniform(ops, complement(ops, pair(ops, seeds, code(ops, tokens))))
+
+
+def exp_gumbel(ops: Ops, seeds: Any, vocab_size: int) -> Any:
+    """Gumbel noise ``G_v = -log(-log r_v)`` of every token for each seed in ``seeds [m]``:
+    ``[m, V]``. ``argmax_v (logit_v / T + G_v)`` is the token ``argmax_v log(r_v) / p_v`` of C1
+    (``log r / p = -exp(log E - log p)`` with ``E = -log r``), with one add per token at
+    generation time instead of a division by probabilities."""
+    words = pair(ops, seeds[:, None], code(ops, ops.arange(vocab_size))[None, :])
+    return -exact_log(ops, neg_log_uniform(ops, words))
 
 
 def its_uniform(ops: Ops, seeds: Any) -> Any:
