@@ -28,7 +28,7 @@ import numpy as np
 from evalrun.kernels.backend import Ops
 from evalrun.kernels.stats import bit_stat, bit_uniforms, first_occurrence, node_words
 from evalrun.specs import Spec
-from evalrun.watermark.engine import NativeScheme, Sampler, build_native, only_token, sampling_probs
+from evalrun.watermark.engine import NativeScheme, Sampler, build_native, sampling_probs
 
 WHAT = "--watermark"
 
@@ -116,16 +116,18 @@ def huffman_tree(vocab_size: int) -> HuffmanTree:
 class Binary(Sampler):
     name = "binary"
     exact_null = "erlang"
+    chooses = True
+    table_kind = "host"
 
     def __init__(self) -> None:
-        self._cache: dict[tuple[str, str, int], tuple[Any, Any, Any]] = {}
+        self._cache: dict[tuple[str, ...], Any] = {}
 
     def units_per_token(self, vocab_size: int) -> int:
         return huffman_tree(vocab_size).depth
 
     def _tables(self, ops: Ops, tree: HuffmanTree) -> tuple[Any, Any, Any]:
         """Path tables on the backend's device (converted once per backend and vocabulary)."""
-        key = (ops.name, str(getattr(ops, "device", "")), len(tree.path_len))
+        key = ("paths", ops.name, str(getattr(ops, "device", "")), str(len(tree.path_len)))
         if key not in self._cache:
             self._cache[key] = (ops.i64(tree.path_nodes), ops.i64(tree.path_bits.astype(np.int64)),
                                 ops.i64(tree.path_len))
@@ -163,35 +165,46 @@ class Binary(Sampler):
         return (ops.asum(ops.where(mask, ev, 0.0), axis=-1),
                 ops.f64(ops.count_true(mask, axis=-1)))
 
-    def process(self, ops: Ops, seeds: Any, logits: Any, temperature: float,
-                vocab_size: int) -> Any:
+    def seed_table(self, ops: Ops, seeds: Any, width: int, vocab_size: int) -> Any:
+        """The uniform ``u = h_s(x)`` of every internal node ``x`` of the tree."""
+        nodes = ops.arange(vocab_size - 1)[None, :]
+        return bit_uniforms(ops, seeds[:, None], nodes)
+
+    def apply(self, ops: Ops, table: Any, logits: Any, temperature: float, vocab_size: int,
+              hash_ops: Ops, seeds: Any) -> Any:
         tree = huffman_tree(vocab_size)
         probs = sampling_probs(ops, logits, temperature, vocab_size)
-        batch = int(probs.shape[0])
-        ordered = ops.take_along(probs, ops.i64(tree.leaf_order)[None, :], axis=1)
-        cum = ops.concat([ops.zeros((batch, 1)), ops.cumsum(ordered, axis=1)], axis=1)
-        lo, mid, hi = ops.i64(tree.lo), ops.i64(tree.mid), ops.i64(tree.hi)
-        left, right = ops.i64(tree.left), ops.i64(tree.right)
+        ordered = ops.f64(ops.take_along(probs, self._leaf_order(ops, tree), axis=1))
+        cum = ops.to_numpy(ops.cumsum(ordered, axis=1))  # cum[b, j] = mass of leaves <= j
+        lo, mid, hi, left, right = _walk_lists(vocab_size)
+        tokens = []
+        for b in range(int(cum.shape[0])):
+            # one row's walk touches ~depth entries: scalar reads beat [B]-wide array steps
+            c, u = cum[b].item, table[b].item
+            node = tree.root
+            while True:
+                base = c(lo[node] - 1) if lo[node] else 0.0
+                total = c(hi[node] - 1) - base
+                p0 = (c(mid[node] - 1) - base) / total if total > 0 else 0.5
+                child = right[node] if u(node) >= p0 else left[node]
+                if child < 0:
+                    tokens.append(-child - 1)
+                    break
+                node = child
+        return ops.i64(np.array(tokens, dtype=np.int64))
 
-        def at(idx: Any) -> Any:
-            return ops.take_along(cum, idx[:, None], axis=1)[:, 0]
+    def _leaf_order(self, ops: Ops, tree: HuffmanTree) -> Any:
+        key = ("leaf_order", ops.name, str(getattr(ops, "device", "")), str(len(tree.leaf_order)))
+        if key not in self._cache:
+            self._cache[key] = ops.i64(tree.leaf_order)[None, :]  # type: ignore[assignment]
+        return self._cache[key]
 
-        node = ops.zeros((batch,), "i64") + tree.root
-        token = ops.zeros((batch,), "i64") - 1
-        done = ops.zeros((batch,), "bool")
-        for _ in range(tree.depth):
-            m_left = at(mid[node]) - at(lo[node])
-            total = at(hi[node]) - at(lo[node])
-            p0 = ops.where(total > 0, m_left / ops.where(total > 0, total, 1.0), 0.5)
-            u = bit_uniforms(ops, seeds, node)
-            child = ops.where(u >= p0, right[node], left[node])
-            leaf = child < 0
-            token = ops.where(leaf & ~done, -child - 1, token)
-            done = done | leaf
-            node = ops.where(leaf, node, child)
-            if ops.any(done) and bool(ops.to_numpy(done).all()):
-                break
-        return only_token(ops, tuple(logits.shape), token)
+
+@lru_cache(maxsize=8)
+def _walk_lists(vocab_size: int) -> tuple[list[int], ...]:
+    """The tree's node arrays as Python lists (fast scalar indexing in the walk)."""
+    tree = huffman_tree(vocab_size)
+    return tuple(a.tolist() for a in (tree.lo, tree.mid, tree.hi, tree.left, tree.right))
 
 
 def build(spec: Spec) -> NativeScheme:

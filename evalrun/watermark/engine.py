@@ -19,7 +19,7 @@ import numpy as np
 from evalrun.errors import EvalrunError, SpecError
 from evalrun.hashing import stable_int
 from evalrun.kernels import randomness as kr
-from evalrun.kernels.backend import Ops, get_ops, is_torch
+from evalrun.kernels.backend import NUMPY, Ops, TorchOps, get_ops, is_torch
 from evalrun.kernels.hashing import code, pair
 from evalrun.kernels.permutation import count_at_least
 from evalrun.kernels.stats import first_occurrence
@@ -28,6 +28,7 @@ from evalrun.watermark import nulls
 from evalrun.watermark import randomness as rnd
 from evalrun.watermark import scores as sc
 from evalrun.watermark.base import Detection, WatermarkScheme
+from evalrun.watermark.seed_tables import seed_tables
 
 #: elements per chunk of null draws (bounds memory of permutation tests)
 CHUNK_ELEMENTS = 1 << 22
@@ -74,11 +75,26 @@ class Sampler(ABC):
         ev = ops.where(mask, ops.f64(self.token_stat(ops, seeds, tokens, vocab_size)), 0.0)
         return ev, ops.f64(mask)
 
+    #: True when the sampler picks each watermarked token itself (exp, binary, its), so the
+    #: caller does not sample those rows; False when it reshapes the scores (kgw)
+    chooses: bool = False
+    #: how :meth:`seed_table` rows are kept: "float" in the scores' dtype and device, "index"
+    #: as int64 on the scores' device, "host" as numpy float64
+    table_kind: str = "float"
+
     @abstractmethod
-    def process(self, ops: Ops, seeds: Any, logits: Any, temperature: float,
-                vocab_size: int) -> Any:
-        """Watermarked scores ``[B, V']`` from float64 logits ``[B, V']`` (before temperature).
-        The provider samples from the result at temperature 1."""
+    def seed_table(self, ops: Ops, seeds: Any, width: int, vocab_size: int) -> Any:
+        """``[m, W]`` rows that depend on the seed alone (memoised per seed by the processor);
+        ``width`` is the number of score columns (``>= vocab_size``)."""
+
+    @abstractmethod
+    def apply(self, ops: Ops, table: Any, logits: Any, temperature: float, vocab_size: int,
+              hash_ops: Ops, seeds: Any) -> Any:
+        """The watermarked step of rows with table rows ``table [B, W]`` and logits
+        ``[B, V']`` (the scores' dtype, before temperature; ``temperature > 0`` unless the
+        sampler is a green list), computed with ``ops`` (the scores' backend): new scores to
+        sample at temperature 1 (argmax at 0), or the chosen tokens ``[B]`` when
+        :attr:`chooses`. ``seeds [B]`` (in ``hash_ops``) are for per-position draws."""
 
 
 def softmax(ops: Ops, x: Any) -> Any:
@@ -275,6 +291,14 @@ def _as_token_array(token_ids: Sequence[int] | Any, vocab_size: int) -> np.ndarr
     return arr
 
 
+def scores_ops(scores: Any) -> Ops:
+    """The backend that works on ``scores`` without copying them: torch on the tensor's device
+    for torch tensors, numpy otherwise (hashing may still run elsewhere, see ``get_ops``)."""
+    if is_torch(scores):
+        return TorchOps(scores.device)
+    return NUMPY
+
+
 class WatermarkProcessor:
     """Batched logits processor ``(input_ids [B, T], scores [B, V']) -> scores``.
 
@@ -284,6 +308,11 @@ class WatermarkProcessor:
     ``input_ids`` starts a new generation. With ``temperature == 0`` the model's logits are
     returned with the kgw bias only (the provider takes the argmax; schemes that replace
     sampling cannot watermark greedy decoding).
+
+    The vocabulary-wide work of a position depends on its seed alone and is memoised per
+    seed (:mod:`evalrun.watermark.seed_tables`); scores are computed in their own dtype and
+    on their own device. Providers that sample themselves call :meth:`choose`, which hands
+    back the tokens the scheme picked instead of one-hot scores.
     """
 
     def __init__(self, scheme: NativeScheme, key_word: int, vocab_size: int, temperature: float,
@@ -303,7 +332,26 @@ class WatermarkProcessor:
         return f"WatermarkProcessor({self.scheme.spec}, vocab_size={self.vocab_size})"
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
-        ops = get_ops(self.backend, scores, input_ids)
+        out, tokens = self.choose(input_ids, scores)
+        if tokens is not None:
+            ops = scores_ops(scores)
+            rows = np.flatnonzero(tokens >= 0)
+            shape = (len(rows), int(scores.shape[1]))
+            onehot = only_token(ops, shape, ops.i64(tokens[rows]))
+            if out is None:
+                out = onehot
+            else:
+                out = out.clone() if is_torch(out) else out.copy()
+                out[ops.i64(rows)] = ops.cast_like(onehot, out)
+        return _like(out, scores)
+
+    def choose(self, input_ids: Any, scores: Any) -> tuple[Any | None, np.ndarray | None]:
+        """One step for every row: ``(scores, tokens)``. ``tokens`` (numpy int64 ``[B]``, or
+        None for none) holds the token the scheme chose for a row, -1 where the caller must
+        sample the row from ``scores`` (at temperature 1, or argmax when the temperature is
+        0); ``scores`` is None when no row needs sampling."""
+        hops = get_ops(self.backend, scores, input_ids)
+        ops = scores_ops(scores)
         batch, t = int(input_ids.shape[0]), int(input_ids.shape[1])
         if self._start is None or t < self._start or (
                 self._offsets is not None and len(self._offsets) != batch):
@@ -313,17 +361,60 @@ class WatermarkProcessor:
             self._offsets = rng.integers(0, key_len, size=batch)
         step = t - self._start
         r, s = self.scheme.randomness, self.scheme.sampler
-        seeds = r.generation_seeds(ops, self._key_word, input_ids, step, self._offsets)
-        logits = ops.f64(scores)
         tau = self.temperature
-        plain = logits / tau if tau > 0 else logits
         if tau == 0 and not s.green_list:
-            out = plain
-        else:
-            marked = s.process(ops, seeds, logits, tau, self.vocab_size)
-            skipped = r.skipped(ops, seeds)
-            out = ops.where(skipped[:, None], plain, marked)
-        return _like(out, scores)
+            return scores, None
+        seeds = r.generation_seeds(hops, self._key_word, input_ids, step, self._offsets)
+        marked = ~hops.to_numpy(r.skipped(hops, seeds)).astype(bool)
+        if not marked.any():
+            return self._plain(scores), None
+        every = bool(marked.all())
+        rows = np.flatnonzero(marked)
+        if not every:
+            seeds = seeds[hops.i64(rows)]
+        logits = scores if every else scores[ops.i64(rows)]
+        table = self._table(hops, ops, seeds, scores)
+        result = s.apply(ops, table, logits, tau, self.vocab_size, hops, seeds)
+        if s.chooses:
+            tokens = np.full(batch, -1, dtype=np.int64)
+            tokens[rows] = ops.to_numpy(result)
+            return (None if every else self._plain(scores)), tokens
+        if every:
+            return result, None
+        out = self._plain(scores)
+        out[ops.i64(rows)] = result
+        return out, None
+
+    def _plain(self, scores: Any) -> Any:
+        """Unwatermarked scores at temperature 1 (a new array)."""
+        tau = self.temperature
+        return scores / tau if tau > 0 else (scores.clone() if is_torch(scores) else scores.copy())
+
+    def _table(self, hops: Ops, ops: Ops, seeds: Any, scores: Any) -> Any:
+        """The sampler's seed-table rows for ``seeds`` (memoised), stacked ``[B, W]`` (a list
+        of ``B`` numpy rows for host tables)."""
+        s = self.scheme.sampler
+        width = int(scores.shape[1])
+        kind = s.table_kind
+        home: Ops = NUMPY if kind == "host" else ops
+        dtype = str(scores.dtype) if kind == "float" else kind
+        space = (self.scheme.spec.canonical(), self._key_word, self.vocab_size, width, home.name,
+                 str(getattr(home, "device", "")), dtype)
+        words = hops.to_numpy(hops.u64(seeds)).view(np.uint64).tolist()
+
+        def build(missing: list[int]) -> list[Any]:
+            block = s.seed_table(hops, hops.u64(missing), width, self.vocab_size)
+            if kind == "float":
+                block = ops.cast_like(home.f64(block), scores)
+            elif kind == "index":
+                block = home.i64(block)
+            else:
+                block = NUMPY.f64(block)
+            return [home.copy(block[i]) for i in range(len(missing))]
+
+        rows = seed_tables().rows(space, words, build)
+        # host rows are read a few entries at a time: a list of them spares a [B, W] copy
+        return rows if kind == "host" else home.stack(rows, axis=0)
 
 
 def _like(out: Any, scores: Any) -> Any:

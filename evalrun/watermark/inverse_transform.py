@@ -18,7 +18,7 @@ from evalrun.kernels.backend import Ops
 from evalrun.kernels.hashing import feistel_rank
 from evalrun.kernels.stats import its_null_mean, its_stat, its_uniform
 from evalrun.specs import Spec
-from evalrun.watermark.engine import NativeScheme, Sampler, build_native, only_token, sampling_probs
+from evalrun.watermark.engine import NativeScheme, Sampler, build_native, sampling_probs
 
 WHAT = "--watermark"
 
@@ -26,6 +26,8 @@ WHAT = "--watermark"
 class InverseTransform(Sampler):
     name = "its"
     exact_null = None
+    chooses = True
+    table_kind = "index"
 
     def units_per_token(self, vocab_size: int) -> int:
         return 8  # Feistel rounds and cycle walking
@@ -36,22 +38,27 @@ class InverseTransform(Sampler):
     def null_mean(self, vocab_size: int) -> float:
         return its_null_mean(vocab_size)
 
-    def process(self, ops: Ops, seeds: Any, logits: Any, temperature: float,
-                vocab_size: int) -> Any:
-        probs = sampling_probs(ops, logits, temperature, vocab_size)  # [B, V]
-        ranks = ops.i64(feistel_rank(ops, seeds[:, None], ops.arange(vocab_size)[None, :],
-                                     vocab_size))
-        permuted = ops.put_along(ops.zeros(tuple(probs.shape)), ranks, probs, axis=1)
+    def seed_table(self, ops: Ops, seeds: Any, width: int, vocab_size: int) -> Any:
+        """The token at each rank of the seed's permutation (the inverse of ``pi_s``)."""
+        tokens = ops.arange(vocab_size)[None, :]
+        ranks = ops.i64(feistel_rank(ops, seeds[:, None], tokens, vocab_size))
+        return ops.put_along(ops.zeros(tuple(ranks.shape), "i64"), ranks,
+                             tokens + ops.zeros(tuple(ranks.shape), "i64"), axis=1)
+
+    def apply(self, ops: Ops, table: Any, logits: Any, temperature: float, vocab_size: int,
+              hash_ops: Ops, seeds: Any) -> Any:
+        probs = sampling_probs(ops, logits, temperature, vocab_size)
+        permuted = ops.f64(ops.take_along(probs, table, axis=1))  # probabilities in rank order
         cdf = ops.cumsum(permuted, axis=1)
-        u = its_uniform(ops, seeds)
-        k = ops.count_true(cdf < u[:, None], axis=1)
-        # rounding can leave the last cdf entry just under u: fall back to the last token
-        # with positive probability
-        positions = ops.arange(vocab_size)[None, :]
-        last = ops.amax(ops.where(permuted > 0, positions, -1), axis=1)
-        k = ops.where(k > last, last, k)
-        chosen = ops.argmax(ranks == k[:, None], axis=1)
-        return only_token(ops, tuple(logits.shape), chosen)
+        u = ops.f64(hash_ops.to_numpy(its_uniform(hash_ops, seeds)))
+        k = ops.searchsorted(cdf, u[:, None])[:, 0]  # ranks whose cdf lies below u
+        if ops.any(k == vocab_size):
+            # rounding can leave the last cdf entry just under u: take the last rank with
+            # positive probability
+            positions = ops.arange(vocab_size)[None, :]
+            last = ops.amax(ops.where(permuted > 0, positions, -1), axis=1)
+            k = ops.where(k > last, last, k)
+        return ops.take_along(table, k[:, None], axis=1)[:, 0]
 
 
 def build(spec: Spec) -> NativeScheme:

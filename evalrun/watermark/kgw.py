@@ -44,10 +44,13 @@ class DistributionShift(Sampler):
     def null_mean(self, vocab_size: int) -> float:
         return self.gamma
 
-    def process(self, ops: Ops, seeds: Any, logits: Any, temperature: float,
-                vocab_size: int) -> Any:
-        mask = green_mask(ops, seeds, int(logits.shape[1]), self.gamma)
-        biased = logits + ops.f64(mask) * self.delta
+    def seed_table(self, ops: Ops, seeds: Any, width: int, vocab_size: int) -> Any:
+        """``delta`` at the green columns of each seed, 0 elsewhere."""
+        return ops.where(green_mask(ops, seeds, width, self.gamma), self.delta, 0.0)
+
+    def apply(self, ops: Ops, table: Any, logits: Any, temperature: float, vocab_size: int,
+              hash_ops: Ops, seeds: Any) -> Any:
+        biased = logits + table
         return biased / temperature if temperature > 0 else biased
 
 

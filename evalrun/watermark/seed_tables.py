@@ -1,0 +1,119 @@
+"""Memoised per-seed tables for watermarked generation.
+
+Every vocabulary-wide quantity a processor needs at a position (a green mask, Gumbel noise, a
+permutation, Huffman-node uniforms) depends on the position's seed alone, never on the
+logits. Sliding-window seeds with context 1, all min-hash seeds and all fixed-key seeds come
+from small sets (at most V, V and L values), so the same seed recurs constantly in generated
+text: hashing the whole vocabulary once per distinct seed instead of once per step is what
+keeps a watermark's generation overhead small next to a model's forward pass.
+
+The cache is process-wide, least recently used first out, and bounded in bytes
+(``EVALRUN_SEED_TABLE_MB``, default 256). Entries are keyed by a *space* tuple that holds the
+scheme, the width and the device of the rows and the derived key word: the secret key itself
+is never kept, and nothing here is ever written anywhere.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable, Hashable, Sequence
+
+from evalrun.errors import EvalrunError
+
+DEFAULT_BUDGET_MB = 256
+ENV_BUDGET = "EVALRUN_SEED_TABLE_MB"
+
+
+def _nbytes(row: Any) -> int:
+    if hasattr(row, "nbytes"):
+        return int(row.nbytes)
+    return int(row.element_size() * row.nelement())
+
+
+@dataclass
+class CacheStats:
+    hits: int = 0
+    misses: int = 0
+
+    @property
+    def hit_rate(self) -> float:
+        total = self.hits + self.misses
+        return self.hits / total if total else 0.0
+
+
+class SeedTableCache:
+    """LRU of table rows keyed by ``(space, seed)``, at most ``budget_bytes`` in total."""
+
+    def __init__(self, budget_bytes: int) -> None:
+        self.budget_bytes = int(budget_bytes)
+        self.used_bytes = 0
+        self.stats = CacheStats()
+        self._rows: OrderedDict[tuple[Hashable, int], Any] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def clear(self) -> None:
+        self._rows.clear()
+        self.used_bytes = 0
+        self.stats = CacheStats()
+
+    def rows(self, space: Hashable, seeds: Sequence[int],
+             build: Callable[[list[int]], Sequence[Any]]) -> list[Any]:
+        """The row of every seed in ``seeds`` (duplicates allowed); ``build(missing)`` makes
+        the rows of the distinct missing seeds in one call, in their order."""
+        out: list[Any] = [None] * len(seeds)
+        missing: dict[int, list[int]] = {}
+        for i, seed in enumerate(seeds):
+            row = self._rows.get((space, seed))
+            if row is None:
+                missing.setdefault(seed, []).append(i)
+            else:
+                self._rows.move_to_end((space, seed))
+                out[i] = row
+        self.stats.hits += len(seeds) - sum(len(v) for v in missing.values())
+        if missing:
+            self.stats.misses += sum(len(v) for v in missing.values())
+            order = list(missing)
+            built = build(order)
+            for seed, row in zip(order, built):
+                for i in missing[seed]:
+                    out[i] = row
+                self._put((space, seed), row)
+        return out
+
+    def _put(self, key: tuple[Hashable, int], row: Any) -> None:
+        size = _nbytes(row)
+        if size > self.budget_bytes:
+            return  # larger than the whole budget: use it once, keep nothing
+        self._rows[key] = row
+        self.used_bytes += size
+        while self.used_bytes > self.budget_bytes:
+            _, old = self._rows.popitem(last=False)
+            self.used_bytes -= _nbytes(old)
+
+
+def _budget_from_env() -> int:
+    raw = os.environ.get(ENV_BUDGET, "").strip()
+    if not raw:
+        return DEFAULT_BUDGET_MB << 20
+    try:
+        mb = float(raw)
+    except ValueError:
+        mb = -1.0
+    if not mb >= 0:
+        raise EvalrunError(f"{ENV_BUDGET}={raw!r}: expected a non-negative number of MiB")
+    return int(mb * (1 << 20))
+
+
+_CACHE: SeedTableCache | None = None
+
+
+def seed_tables() -> SeedTableCache:
+    """The process-wide cache (created on first use, sized from ``EVALRUN_SEED_TABLE_MB``)."""
+    global _CACHE
+    if _CACHE is None:
+        _CACHE = SeedTableCache(_budget_from_env())
+    return _CACHE
