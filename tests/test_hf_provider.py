@@ -13,7 +13,6 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-import evalrun.plugins.providers.hf as hf_module  # noqa: E402
 import evalrun.watermark as watermark_pkg  # noqa: E402
 from evalrun.embedded import EMBEDDED_NAME, embedded_model_path  # noqa: E402
 from evalrun.errors import EvalrunError, SpecError  # noqa: E402
@@ -269,12 +268,16 @@ def test_real_kgw_scheme_end_to_end(provider):
         assert scheme.detect(plain[key].token_ids, SECRET, 8192).p_value > 1e-3
 
 
-@pytest.mark.parametrize("spec", ["kgw", "unigram", "exp", "kgw:seeding=lefthash",
-                                  "kgw:seeding=selfhash", "kgw:context=8", "mixed"])
+@pytest.mark.parametrize("spec", ["kgw", "unigram", "exp", "its", "binary:skip=0.3",
+                                  "kgw:seeding=lefthash", "kgw:seeding=selfhash",
+                                  "kgw:context=8", "mixed"])
 def test_shared_processors_match_per_row_processors(provider, monkeypatch, spec):
     """One processor call per step for a group of rows gives exactly the tokens of one
-    processor per row, greedy and sampled; rows whose prompt is shorter than the scheme's
-    context, fixed randomness and unwatermarked rows are handled beside the shared ones."""
+    processor per row, greedy and sampled, with the seed-table cache cold or warm; rows whose
+    prompt is shorter than the scheme's context, fixed randomness, skipped positions and
+    unwatermarked rows are handled beside the shared ones."""
+    from evalrun.watermark.seed_tables import seed_tables
+
     users = [None, None, None, "Yes."]  # a short last prompt: under kgw:context=8's window
     for temperature in (0.0, 1.0):
         if spec == "mixed":
@@ -290,11 +293,12 @@ def test_shared_processors_match_per_row_processors(provider, monkeypatch, spec)
                   if g.processor is not None and g.shared]
         expected = {"kgw:context=8": [[0, 1, 2]], "mixed": [[0, 3]]}.get(spec, [[0, 1, 2, 3]])
         assert shared == expected
+        seed_tables().clear()
         batched = run(provider, reqs)
-        # native processors called on 3 rows, then 1 (the rows' cache-friendly chunks)
-        monkeypatch.setattr(hf_module, "NATIVE_CHUNK_ELEMENTS", 3 * provider.vocab_size)
-        chunked = run(provider, reqs)
-        monkeypatch.undo()
+        warm = run(provider, reqs)  # every table row now comes from the cache
+        if temperature > 0 and spec not in ("unigram", "kgw:seeding=lefthash",
+                                            "kgw:seeding=selfhash"):
+            assert seed_tables().stats.hits > 0
         monkeypatch.setattr(provider, "share_processors", False)
         assert not [g for g in provider._groups(reqs, prompts)
                     if g.processor is not None and g.shared]
@@ -304,7 +308,7 @@ def test_shared_processors_match_per_row_processors(provider, monkeypatch, spec)
             assert batched[r.gen_key].error is None
             assert len(batched[r.gen_key].token_ids) > 0
             assert batched[r.gen_key].token_ids == per_row[r.gen_key].token_ids, (spec, r.gen_key)
-            assert chunked[r.gen_key].token_ids == per_row[r.gen_key].token_ids, (spec, r.gen_key)
+            assert warm[r.gen_key].token_ids == per_row[r.gen_key].token_ids, (spec, r.gen_key)
 
 
 def test_sample_rows_is_per_row_reproducible_and_respects_zero_mass():

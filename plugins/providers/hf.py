@@ -26,9 +26,6 @@ from evalrun.plugins.providers.local_model import (
 
 #: options the factories accept (everything else is a clear error)
 _OPTIONS = ("batch_size", "device", "dtype")
-#: rows x vocabulary per call of a shared native processor (4 rows of 8192 measured fastest
-#: on CPU; 16 rows ran exp and its 2-3x slower per row than one row at a time)
-NATIVE_CHUNK_ELEMENTS = 1 << 15
 
 
 @dataclass
@@ -40,9 +37,6 @@ class _Group:
     processor: Callable | None
     temperature: float
     shared: bool
-    #: most rows per processor call (native processors slow down once their [rows, V]
-    #: float64 work arrays outgrow the CPU cache)
-    chunk: int = 1 << 30
 
 
 def shared_context(scheme: Any) -> int | None:
@@ -198,11 +192,7 @@ class HFProvider:
         Rows without a watermark group by temperature. Watermarked rows with the same spec,
         key and temperature share one processor when :func:`shared_context` allows it for the
         scheme and their prompts hold at least that many tokens (a shorter prompt would let
-        the processor read left padding); every other watermarked row gets its own. A shared
-        native processor is called on CPU for at most ``NATIVE_CHUNK_ELEMENTS // vocab_size``
-        rows at a time."""
-        from evalrun.watermark.engine import WatermarkProcessor
-
+        the processor read left padding); every other watermarked row gets its own."""
         keyed: dict[tuple[str | None, str | None, float], list[int]] = {}
         for i, req in enumerate(batch):
             wm = None if self._scheme(req) is None else req.watermark
@@ -218,10 +208,7 @@ class HFProvider:
             if len(share) > 1:
                 # shared_context vouches that the processor ignores ``seed``: any row's will do
                 processor = self._processor(batch[share[0]])
-                chunk = len(share)
-                if isinstance(processor, WatermarkProcessor) and self.device == "cpu":
-                    chunk = max(1, NATIVE_CHUNK_ELEMENTS // self.vocab_size)
-                groups.append(_Group(share, processor, temperature, shared=True, chunk=chunk))
+                groups.append(_Group(share, processor, temperature, shared=True))
             else:
                 share = []
             groups.extend(_Group([i], self._processor(batch[i]), temperature, shared=False)
@@ -298,32 +285,49 @@ class HFProvider:
               prompts: list[list[int]], outputs: list[list[int]],
               generators: list[Any]) -> dict[int, int]:
         """Next token of every row not ``done``: each group's processor (one call for the
-        group's active rows), then argmax (temperature 0) or seeded sampling, both batched."""
+        group's active rows), then argmax (temperature 0) or seeded sampling, both batched.
+        Rows whose scheme picks the token itself (``choose``) skip the sampler."""
         import torch
 
         dev = logits.device
         scores = torch.empty_like(logits)
         greedy: list[int] = []
         sampled: list[int] = []
+        picked: dict[int, int] = {}
         for group in groups:
-            active = [i for i in group.rows if not done[i]]
-            (greedy if group.temperature == 0 else sampled).extend(active)
-            for start in range(0, len(active), group.chunk):
-                rows = active[start:start + group.chunk]
-                idx = torch.tensor(rows, dtype=torch.long, device=dev)
-                if group.processor is None:
-                    part = logits[idx]
-                    if group.temperature != 0:
-                        part = part / float(group.temperature)
-                elif group.shared:
-                    part = group.processor(history[idx], logits[idx]).float()
+            rows = [i for i in group.rows if not done[i]]
+            if not rows:
+                continue
+            idx = torch.tensor(rows, dtype=torch.long, device=dev)
+            tokens = None
+            if group.processor is None:
+                part = logits[idx]
+                if group.temperature != 0:
+                    part = part / float(group.temperature)
+            else:
+                if group.shared:
+                    context, step_logits = history[idx], logits[idx]
                 else:
                     (i,) = rows
                     context = torch.tensor([prompts[i] + outputs[i]], dtype=torch.long,
                                            device=dev)
-                    part = group.processor(context, logits[i:i + 1]).float()
-                scores[idx] = part
-        picked: dict[int, int] = {}
+                    step_logits = logits[i:i + 1]
+                choose = getattr(group.processor, "choose", None)
+                if choose is not None:
+                    part, tokens = choose(context, step_logits)
+                else:
+                    part = group.processor(context, step_logits)
+            if tokens is not None:
+                chosen = tokens >= 0
+                picked.update(zip((r for r, c in zip(rows, chosen) if c),
+                                  tokens[chosen].tolist()))
+                rows = [r for r, c in zip(rows, chosen) if not c]
+                if not rows:
+                    continue
+                part = part[torch.from_numpy(~chosen).to(dev)]
+                idx = torch.tensor(rows, dtype=torch.long, device=dev)
+            scores[idx] = part.float()
+            (greedy if group.temperature == 0 else sampled).extend(rows)
         if greedy:
             idx = torch.tensor(greedy, dtype=torch.long, device=dev)
             picked.update(zip(greedy, scores[idx].argmax(-1).tolist()))
