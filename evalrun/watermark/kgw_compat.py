@@ -56,6 +56,7 @@ from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_array
 from evalrun.watermark.counting import cumulative_counts
 from evalrun.watermark.scores import REPEATS
+from evalrun.watermark.seed_tables import seed_tables
 
 WHAT = "--watermark"
 #: the reference's hash key (``seeding_scheme_lookup``: "large prime")
@@ -435,13 +436,44 @@ class KGWCompatLogitsProcessor:
         torch = self.green.torch
         as_numpy = isinstance(scores, np.ndarray)
         sc = torch.from_numpy(scores) if as_numpy else scores
-        mask = self.green_mask(input_ids, sc).to(sc.device)
-        if sc.dim() == 1:
-            mask = mask[0]
-        out = torch.where(mask, sc + self.scheme.delta, sc)
+        bias = self._lefthash_bias(input_ids, sc)
+        if bias is not None:
+            out = sc + bias
+        else:
+            mask = self.green_mask(input_ids, sc).to(sc.device)
+            if sc.dim() == 1:
+                mask = mask[0]
+            out = torch.where(mask, sc + self.scheme.delta, sc)
         if self.temperature > 0:
             out = out / self.temperature
         return out.numpy() if as_numpy else out
+
+    def _lefthash_bias(self, input_ids: Any, scores: Any) -> Any:
+        """``[B, W]`` rows of delta on each row's green list (0 elsewhere) from the process-wide
+        seed-table cache, for lefthash with a full context and 2-D scores; None otherwise
+        (the caller then builds the mask)."""
+        torch = self.green.torch
+        c = self.scheme.context
+        ids = torch.as_tensor(input_ids)
+        if self.scheme.seeding != "lefthash" or scores.dim() != 2 or ids.dim() != 2 \
+                or ids.shape[1] < c:
+            return None
+        seeds = prf_seeds(ids[:, ids.shape[1] - c:].detach().cpu().numpy(), "lefthash",
+                          self._hash_key)
+        width = int(scores.shape[1])
+        w = min(width, self.vocab_size)
+        space = ("kgw-compat", self.scheme.spec.canonical(), self._hash_key, self.vocab_size,
+                 width, str(scores.device), str(scores.dtype))
+
+        def build(missing: list[int]) -> list[Any]:
+            rows = []
+            for seed in missing:
+                row = np.zeros(width, dtype=np.float64)
+                row[:w] = np.where(self.green.mask(seed)[:w], self.scheme.delta, 0.0)
+                rows.append(torch.from_numpy(row).to(device=scores.device, dtype=scores.dtype))
+            return rows
+
+        return torch.stack(seed_tables().rows(space, seeds, build))
 
 
 def build(spec: Spec) -> KGWCompat:

@@ -154,7 +154,10 @@ class Unigram(WatermarkScheme):
 
 
 class UnigramLogitsProcessor:
-    """Adds delta to the green logits of every row, then divides by the temperature (> 0)."""
+    """Adds delta to the green logits of every row, then divides by the temperature (> 0).
+
+    The green list never changes, so the bias row (delta on green columns, 0 elsewhere) is
+    built once per width, dtype and device and each step costs one addition."""
 
     def __init__(self, mask: np.ndarray, delta: float, temperature: float) -> None:
         if not math.isfinite(temperature) or temperature < 0:
@@ -162,26 +165,34 @@ class UnigramLogitsProcessor:
         self._mask = mask
         self.delta = delta
         self.temperature = float(temperature)
+        self._bias: dict[tuple[int, str, str], Any] = {}
 
     def __repr__(self) -> str:
         return f"UnigramLogitsProcessor(delta={self.delta}, vocab_size={len(self._mask)})"
 
-    def _width_mask(self, width: int) -> np.ndarray:
-        out = np.zeros(width, dtype=bool)
-        n = min(width, len(self._mask))
-        out[:n] = self._mask[:n]
-        return out
+    def _bias_row(self, scores: Any) -> Any:
+        width = int(scores.shape[-1])
+        key = (width, str(scores.dtype), str(getattr(scores, "device", "")))
+        bias = self._bias.get(key)
+        if bias is None:
+            mask = np.zeros(width, dtype=bool)
+            n = min(width, len(self._mask))
+            mask[:n] = self._mask[:n]
+            row = np.where(mask, self.delta, 0.0)
+            if isinstance(scores, np.ndarray):
+                bias = row.astype(scores.dtype)
+            else:
+                import torch
+
+                bias = torch.from_numpy(row).to(device=scores.device, dtype=scores.dtype)
+            self._bias[key] = bias
+        return bias
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
-        if isinstance(scores, np.ndarray):
-            mask = self._width_mask(scores.shape[-1])
-            out = np.where(mask, scores + np.asarray(self.delta, dtype=scores.dtype), scores)
-            return out / np.asarray(self.temperature, dtype=out.dtype) if self.temperature > 0 else out
-        import torch
-
-        mask = torch.from_numpy(self._width_mask(scores.shape[-1])).to(scores.device)
-        out = torch.where(mask, scores + self.delta, scores)
-        return out / self.temperature if self.temperature > 0 else out
+        out = scores + self._bias_row(scores)
+        if self.temperature > 0:
+            out /= self.temperature
+        return out
 
 
 def build(spec: Spec) -> Unigram:

@@ -12,6 +12,14 @@ evaluates them, run with CPU torch 2.13. No packaged copy of the reference exist
 importable oracle. The tests check (1) that the transcription still reproduces the stored
 values (a changed torch ``randperm`` would show here) and (2) that
 ``evalrun.watermark.kgw_compat`` matches them exactly.
+
+Cross-check with the reference's own code (2026-11-21): the reference files at commit 5b0e207
+(``extended_watermark_processor.py``, ``alternative_prf_schemes.py``), run locally with CPU
+torch 2.13 and not shipped here, reproduce all 19 stored entries (8 sequences, 9 green lists,
+2 processor cases), and equal evalrun on random inputs for V in {1000, 32000}, gamma in {0.25,
+0.5}, both seedings, hash keys 15485863, 12345 and 2**63 - 1, with repeated n-grams ignored
+and counted: logits-processor outputs ``torch.equal`` (random, tied and -inf scores; fp16,
+bf16; padded widths), detector counts, green masks, z-scores and p-values bit for bit.
 """
 
 from __future__ import annotations
