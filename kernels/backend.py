@@ -98,17 +98,23 @@ class Ops:
     def where(self, c: Any, a: Any, b: Any) -> Any: ...
     def log(self, x: Any) -> Any: ...
     def exp(self, x: Any) -> Any: ...
+    def softmax(self, x: Any) -> Any:
+        """Softmax over the last axis (fused where the backend has it)."""
+        ...
     def frexp(self, x: Any) -> tuple[Any, Any]:
         """Mantissa in [0.5, 1) and integer exponent (exact)."""
         ...
     def abs(self, x: Any) -> Any: ...
     def maximum(self, a: Any, b: Any) -> Any: ...
-    def cumsum(self, x: Any, axis: int) -> Any: ...
+    def cumsum(self, x: Any, axis: int, dtype: str | None = None, out: Any = None) -> Any:
+        """Cumulative sum, accumulated in ``dtype`` ("f64") when given, into ``out`` when
+        given (a reused buffer of the result's shape and dtype)."""
+        ...
     def cummax(self, x: Any, axis: int) -> Any: ...
     def amax(self, x: Any, axis: int) -> Any: ...
     def argmax(self, x: Any, axis: int) -> Any: ...
     def asum(self, x: Any, axis: int) -> Any: ...
-    def take_along(self, x: Any, idx: Any, axis: int) -> Any: ...
+    def take_along(self, x: Any, idx: Any, axis: int, out: Any = None) -> Any: ...
     def put_along(self, x: Any, idx: Any, values: Any, axis: int) -> Any:
         """Copy of ``x`` with ``values`` scattered at ``idx`` along ``axis``."""
         ...
@@ -120,7 +126,7 @@ class Ops:
     def windows(self, x: Any, size: int) -> Any:
         """Sliding windows of ``size`` along the last axis (a view): ``[..., W - size + 1, size]``."""
         ...
-    def stack(self, xs: Sequence[Any], axis: int) -> Any: ...
+    def stack(self, xs: Sequence[Any], axis: int, out: Any = None) -> Any: ...
     def concat(self, xs: Sequence[Any], axis: int) -> Any: ...
     def any(self, x: Any) -> bool: ...
     def nonzero(self, x: Any) -> Any: ...
@@ -200,6 +206,10 @@ class NumpyOps(Ops):
     def exp(self, x):
         return np.exp(x)
 
+    def softmax(self, x):
+        z = np.exp(x - np.max(x, axis=-1, keepdims=True))
+        return z / np.sum(z, axis=-1, keepdims=True)
+
     def frexp(self, x):
         m, e = np.frexp(x)
         return m, e.astype(np.float64)
@@ -210,8 +220,8 @@ class NumpyOps(Ops):
     def maximum(self, a, b):
         return np.maximum(a, b)
 
-    def cumsum(self, x, axis):
-        return np.cumsum(x, axis=axis)
+    def cumsum(self, x, axis, dtype=None, out=None):
+        return np.cumsum(x, axis=axis, dtype=np.float64 if dtype == "f64" else None, out=out)
 
     def cummax(self, x, axis):
         return np.maximum.accumulate(x, axis=axis)
@@ -225,8 +235,11 @@ class NumpyOps(Ops):
     def asum(self, x, axis):
         return np.sum(x, axis=axis)
 
-    def take_along(self, x, idx, axis):
-        return np.take_along_axis(x, idx, axis=axis)
+    def take_along(self, x, idx, axis, out=None):
+        if out is None:
+            return np.take_along_axis(x, idx, axis=axis)
+        out[...] = np.take_along_axis(x, idx, axis=axis)
+        return out
 
     def put_along(self, x, idx, values, axis):
         out = x.copy()
@@ -242,8 +255,8 @@ class NumpyOps(Ops):
     def windows(self, x, size):
         return np.lib.stride_tricks.sliding_window_view(x, size, axis=-1)
 
-    def stack(self, xs, axis):
-        return np.stack(list(xs), axis=axis)
+    def stack(self, xs, axis, out=None):
+        return np.stack(list(xs), axis=axis, out=out)
 
     def concat(self, xs, axis):
         return np.concatenate(list(xs), axis=axis)
@@ -342,6 +355,9 @@ class TorchOps(Ops):
     def exp(self, x):
         return self.torch.exp(x)
 
+    def softmax(self, x):
+        return self.torch.softmax(x, dim=-1)
+
     def frexp(self, x):
         m, e = self.torch.frexp(x)
         return m, e.to(self.torch.float64)
@@ -352,8 +368,11 @@ class TorchOps(Ops):
     def maximum(self, a, b):
         return self.torch.maximum(a, b)
 
-    def cumsum(self, x, axis):
-        return self.torch.cumsum(x, dim=axis)
+    def cumsum(self, x, axis, dtype=None, out=None):
+        dt = self.torch.float64 if dtype == "f64" else None
+        if out is None:
+            return self.torch.cumsum(x, dim=axis, dtype=dt)
+        return self.torch.cumsum(x, dim=axis, dtype=dt, out=out)
 
     def cummax(self, x, axis):
         return self.torch.cummax(x, dim=axis).values
@@ -368,14 +387,16 @@ class TorchOps(Ops):
     def asum(self, x, axis):
         return self.torch.sum(x, dim=axis)
 
-    def take_along(self, x, idx, axis):
+    def take_along(self, x, idx, axis, out=None):
         # gather on broadcast operands: several times faster than take_along_dim on CPU
         axis %= x.ndim
         shape = [max(a, b) if d != axis else None for d, (a, b) in enumerate(zip(x.shape, idx.shape))]
         xs = list(shape)
         xs[axis] = x.shape[axis]
         shape[axis] = idx.shape[axis]
-        return self.torch.gather(x.expand(xs), axis, idx.expand(shape))
+        if out is None:
+            return self.torch.gather(x.expand(xs), axis, idx.expand(shape))
+        return self.torch.gather(x.expand(xs), axis, idx.expand(shape), out=out)
 
     def put_along(self, x, idx, values, axis):
         if not is_torch(values):
@@ -391,8 +412,10 @@ class TorchOps(Ops):
     def windows(self, x, size):
         return x.unfold(-1, size, 1)
 
-    def stack(self, xs, axis):
-        return self.torch.stack(list(xs), dim=axis)
+    def stack(self, xs, axis, out=None):
+        if out is None:
+            return self.torch.stack(list(xs), dim=axis)
+        return self.torch.stack(list(xs), dim=axis, out=out)
 
     def concat(self, xs, axis):
         return self.torch.cat(list(xs), dim=axis)

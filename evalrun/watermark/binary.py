@@ -174,8 +174,11 @@ class Binary(Sampler):
               hash_ops: Ops, seeds: Any) -> Any:
         tree = huffman_tree(vocab_size)
         probs = sampling_probs(ops, logits, temperature, vocab_size)
-        ordered = ops.f64(ops.take_along(probs, self._leaf_order(ops, tree), axis=1))
-        cum = ops.to_numpy(ops.cumsum(ordered, axis=1))  # cum[b, j] = mass of leaves <= j
+        work = self.workspace
+        ordered = ops.take_along(probs, self._leaf_order(ops, tree), axis=1,
+                                 out=work.get(ops, "ordered", probs))
+        cum = ops.to_numpy(ops.cumsum(ordered, axis=1, dtype="f64",  # mass of leaves <= j
+                                      out=work.get(ops, "cum", probs, "f64")))
         lo, mid, hi, left, right = _walk_lists(vocab_size)
         tokens = []
         for b in range(int(cum.shape[0])):

@@ -36,6 +36,29 @@ CHUNK_ELEMENTS = 1 << 22
 CHUNK_DP = 1 << 17
 
 
+class Workspace:
+    """Output buffers a sampler reuses from step to step, by name, backend, device, shape and
+    dtype. A fresh ``[B, V]`` array per step means fresh pages from the allocator, and on CPU
+    the page faults cost as much as the arithmetic; a buffer stays mapped. Results handed to
+    callers are never views of these buffers."""
+
+    def __init__(self, limit: int = 16) -> None:
+        self.limit = limit
+        self._buffers: dict[tuple[Any, ...], Any] = {}
+
+    def get(self, ops: Ops, name: str, like: Any, dtype: str | None = None) -> Any:
+        """A buffer shaped like ``like``, of its dtype (or float64 with ``dtype="f64"``)."""
+        shape = tuple(int(d) for d in like.shape)
+        key = (name, ops.name, str(getattr(ops, "device", "")), shape, dtype or str(like.dtype))
+        buf = self._buffers.get(key)
+        if buf is None:
+            if len(self._buffers) >= self.limit:
+                self._buffers.clear()
+            buf = ops.zeros(shape) if dtype == "f64" else ops.cast_like(ops.zeros(shape), like)
+            self._buffers[key] = buf
+        return buf
+
+
 class Sampler(ABC):
     """Sampling algorithm C and its per-token statistic s (evidence: larger = watermarked)."""
 
@@ -75,6 +98,14 @@ class Sampler(ABC):
         ev = ops.where(mask, ops.f64(self.token_stat(ops, seeds, tokens, vocab_size)), 0.0)
         return ev, ops.f64(mask)
 
+    @property
+    def workspace(self) -> Workspace:
+        """This sampler's reusable step buffers (made on first use)."""
+        work = self.__dict__.get("_workspace")
+        if work is None:
+            work = self.__dict__["_workspace"] = Workspace()
+        return work
+
     #: True when the sampler picks each watermarked token itself (exp, binary, its), so the
     #: caller does not sample those rows; False when it reshapes the scores (kgw)
     chooses: bool = False
@@ -97,11 +128,6 @@ class Sampler(ABC):
         :attr:`chooses`. ``seeds [B]`` (in ``hash_ops``) are for per-position draws."""
 
 
-def softmax(ops: Ops, x: Any) -> Any:
-    z = ops.exp(x - ops.amax(x, axis=-1)[:, None])
-    return z / ops.asum(z, axis=-1)[:, None]
-
-
 def only_token(ops: Ops, shape: tuple[int, int], chosen: Any) -> Any:
     """Scores that are -inf everywhere except 0 at ``chosen[b]``."""
     out = ops.full(shape, float("-inf"))
@@ -110,8 +136,8 @@ def only_token(ops: Ops, shape: tuple[int, int], chosen: Any) -> Any:
 
 def sampling_probs(ops: Ops, logits: Any, temperature: float, vocab_size: int) -> Any:
     """Temperature-scaled probabilities over the first ``vocab_size`` columns."""
-    x = logits[:, :vocab_size] / temperature
-    return softmax(ops, x)
+    x = logits if int(logits.shape[1]) == vocab_size else logits[:, :vocab_size]
+    return ops.softmax(x / temperature if temperature != 1 else x)
 
 
 def build_native(spec: Spec, sampler: Sampler, what: str = "--watermark") -> "NativeScheme":
@@ -413,8 +439,11 @@ class WatermarkProcessor:
             return [home.copy(block[i]) for i in range(len(missing))]
 
         rows = seed_tables().rows(space, words, build)
-        # host rows are read a few entries at a time: a list of them spares a [B, W] copy
-        return rows if kind == "host" else home.stack(rows, axis=0)
+        if kind == "host":
+            return rows  # read a few entries at a time: a list spares a [B, W] copy
+        like = rows[0][None].expand(len(rows), -1) if is_torch(rows[0]) else \
+            np.broadcast_to(rows[0], (len(rows),) + rows[0].shape)
+        return home.stack(rows, axis=0, out=s.workspace.get(home, "table", like))
 
 
 def _like(out: Any, scores: Any) -> Any:

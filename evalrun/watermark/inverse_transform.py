@@ -48,8 +48,10 @@ class InverseTransform(Sampler):
     def apply(self, ops: Ops, table: Any, logits: Any, temperature: float, vocab_size: int,
               hash_ops: Ops, seeds: Any) -> Any:
         probs = sampling_probs(ops, logits, temperature, vocab_size)
-        permuted = ops.f64(ops.take_along(probs, table, axis=1))  # probabilities in rank order
-        cdf = ops.cumsum(permuted, axis=1)
+        work = self.workspace
+        permuted = ops.take_along(probs, table, axis=1,  # probabilities in rank order
+                                  out=work.get(ops, "permuted", probs))
+        cdf = ops.cumsum(permuted, axis=1, dtype="f64", out=work.get(ops, "cdf", probs, "f64"))
         u = ops.f64(hash_ops.to_numpy(its_uniform(hash_ops, seeds)))
         k = ops.searchsorted(cdf, u[:, None])[:, 0]  # ranks whose cdf lies below u
         if ops.any(k == vocab_size):

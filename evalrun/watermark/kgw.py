@@ -51,7 +51,9 @@ class DistributionShift(Sampler):
     def apply(self, ops: Ops, table: Any, logits: Any, temperature: float, vocab_size: int,
               hash_ops: Ops, seeds: Any) -> Any:
         biased = logits + table
-        return biased / temperature if temperature > 0 else biased
+        if temperature > 0:
+            biased /= temperature
+        return biased
 
 
 def build(spec: Spec) -> NativeScheme:
