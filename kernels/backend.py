@@ -143,7 +143,11 @@ class NumpyOps(Ops):
     def u64(self, x: Any) -> np.ndarray:
         if is_torch(x):
             x = x.detach().cpu().numpy()
-        if isinstance(x, (list, tuple, int)):
+        if isinstance(x, int):
+            x = [x]
+        if isinstance(x, (list, tuple)):
+            if all(isinstance(v, int) for v in x):
+                return np.array([v & _MASK64 for v in x], dtype=np.uint64)
             x = np.array(x, dtype=object)
         a = np.asarray(x)
         if a.dtype == np.uint64:

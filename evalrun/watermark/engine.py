@@ -353,6 +353,7 @@ class WatermarkProcessor:
         self.backend = backend
         self._start: int | None = None
         self._offsets: np.ndarray | None = None
+        self._spaces: dict[tuple[int, str, str], tuple[Any, ...]] = {}
 
     def __repr__(self) -> str:  # never show the key
         return f"WatermarkProcessor({self.scheme.spec}, vocab_size={self.vocab_size})"
@@ -424,8 +425,12 @@ class WatermarkProcessor:
         kind = s.table_kind
         home: Ops = NUMPY if kind == "host" else ops
         dtype = str(scores.dtype) if kind == "float" else kind
-        space = (self.scheme.spec.canonical(), self._key_word, self.vocab_size, width, home.name,
-                 str(getattr(home, "device", "")), dtype)
+        device = str(getattr(home, "device", ""))
+        space = self._spaces.get((width, device, dtype))
+        if space is None:
+            space = self._spaces[(width, device, dtype)] = (
+                self.scheme.spec.canonical(), self._key_word, self.vocab_size, width, home.name,
+                device, dtype)
         words = hops.to_numpy(hops.u64(seeds)).view(np.uint64).tolist()
 
         def build(missing: list[int]) -> list[Any]:

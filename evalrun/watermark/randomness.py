@@ -109,7 +109,8 @@ class Randomness:
             idx = ops.i64((offsets + step) % self.key_len)
             seq = kr.key_sequences(ops, key, self.key_len)[0]
             return seq[idx]
-        ids = ops.i64(input_ids)
+        t = int(input_ids.shape[1])
+        ids = ops.i64(input_ids[:, max(t - self.context, 0):])  # only the window is read
         t = int(ids.shape[1])
         cols = []
         for k in range(1, self.context + 1):
