@@ -1,7 +1,7 @@
 """Watermarking overhead in generation: the embedded model through the hf provider.
 
 For batch sizes 1 and 16, compares decoding throughput (rows x steps per second, see
-:func:`timed_rate`) with each watermark scheme that imports (default parameters, plus
+:func:`timed_run`) with each watermark scheme that imports (default parameters, plus
 reference-compatible kgw) against unwatermarked generation with the same model and batch,
 in one process.
 
@@ -10,12 +10,24 @@ The comparison is paired, because wall-clock throughput on a small shared machin
 (same prompts and sampling seeds, order drawn at random), and a scheme's figure is the median
 over ``--pairs`` pairs of watermarked / unwatermarked throughput, with the interquartile
 range. An A/A arm (unwatermarked against itself) shows the noise floor the ratios should be
-read against. Each watermark first generates ``--warmup`` untimed tokens (default 4,096), so
+read against. Because that floor is several percent here, each pair also gives an
+*attributed* overhead: the only code that differs between the arms is the provider's
+per-step token choice (``HFProvider._pick``: watermark processing and sampling), so the
+extra time spent there per step, over the unwatermarked run's whole time per step, is the
+watermark's cost without the drift of everything else. Each watermark first generates ``--warmup`` untimed tokens (default 4,096), so
 the figures describe a run past its first few generations: the per-seed table cache
 (:mod:`evalrun.watermark.seed_tables`) starts empty for each batch size and fills as a real
 run's would; its hit rate over the timed pairs is printed.
 
+``--shape LAYERSxHIDDEN`` (e.g. ``12x768``, GPT-2 small's shape, about 95M parameters with
+this vocabulary) swaps in a randomly initialised (seeded) Llama of that shape with the
+embedded tokenizer: the forward pass then costs what a mid-sized model's does, while the
+watermark's per-step work, which depends on the vocabulary and the batch only, stays the
+same. The embedded model (4 layers of 256) is the worst case for the ratio. A random model's
+near-uniform next-token distribution is also the worst case for the seed-table cache.
+
 Usage: python benchmarks/bench_generation_overhead.py [--max-tokens 64] [--pairs 10]
+       [--batch-sizes 1,16] [--shape 12x768]
 """
 
 from __future__ import annotations
@@ -25,6 +37,8 @@ import gc
 import random
 import statistics
 import time
+from dataclasses import dataclass
+from typing import Any
 
 from evalrun.embedded import embedded_model_path
 from evalrun.generation import GenerationRequest, GenParams, Prompt
@@ -48,8 +62,24 @@ def requests(n: int, watermark: str, max_tokens: int, round_: int) -> list[Gener
         for i in range(n)]
 
 
-def timed_rate(provider: HFProvider, batch: int, watermark: str, max_tokens: int,
-               round_: int) -> float:
+@dataclass
+class Run:
+    """One timed batch: seconds in all, seconds in the provider's per-step token choice
+    (``_pick``: watermark processing plus sampling, the only code that differs between the
+    arms), and model steps."""
+
+    seconds: float
+    pick_seconds: float
+    steps: int
+    rows: int
+
+    @property
+    def rate(self) -> float:
+        return self.rows * self.steps / self.seconds
+
+
+def timed_run(provider: HFProvider, batch: int, watermark: str, max_tokens: int,
+              round_: int) -> Run:
     """Decoding work per second for one full batch: rows x model steps / seconds.
 
     Tokens per second would punish whichever arm happens to emit an end-of-sequence token
@@ -58,6 +88,17 @@ def timed_rate(provider: HFProvider, batch: int, watermark: str, max_tokens: int
     row stops, one forward per token plus one for a row's end-of-sequence token."""
     got = []
     reqs = requests(batch, watermark, max_tokens, round_)
+    pick = provider._pick
+    spent = [0.0]
+
+    def timed_pick(*args: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return pick(*args)
+        finally:
+            spent[0] += time.perf_counter() - start
+
+    provider._pick = timed_pick  # type: ignore[method-assign]
     gc.collect()
     gc.disable()  # as timeit does: a collection landing in one arm is not its cost
     try:
@@ -66,39 +107,42 @@ def timed_rate(provider: HFProvider, batch: int, watermark: str, max_tokens: int
         elapsed = time.perf_counter() - start
     finally:
         gc.enable()
+        del provider._pick
     errors = [g.error for g in got if g.error]
     if errors:
         raise RuntimeError(f"{watermark}: {errors[0]}")
     steps = max(g.tokens_out + (g.extra.get("finish_reason") == "stop") for g in got)
-    return batch * steps / elapsed
+    return Run(elapsed, spent[0], steps, batch)
 
 
 AA = "none (A/A)"
 
 
-def paired_ratios(provider: HFProvider, batch: int, watermarks: list[str], max_tokens: int,
-                  pairs: int, warmup: int) -> dict[str, list[float]]:
-    """Per watermark, the watermarked / unwatermarked throughput of every timed pair."""
-    ratios: dict[str, list[float]] = {w: [] for w in [AA, *watermarks]}
+def paired(provider: HFProvider, batch: int, watermarks: list[str], max_tokens: int,
+           pairs: int, warmup: int) -> dict[str, list[tuple[float, float]]]:
+    """Per watermark and timed pair: (watermarked / unwatermarked throughput, attributed
+    overhead), the latter being the extra ``_pick`` time per step over the unwatermarked
+    run's whole time per step."""
+    out: dict[str, list[tuple[float, float]]] = {w: [] for w in [AA, *watermarks]}
     rng = random.Random(batch)
     for w in watermarks:
         for round_ in range(-(-warmup // (batch * max_tokens))):
-            timed_rate(provider, batch, w, max_tokens, 10_000 + round_)
+            timed_run(provider, batch, w, max_tokens, 10_000 + round_)
     seed_tables().stats.hits = seed_tables().stats.misses = 0
     for pair in range(pairs):
-        arms = list(ratios)
+        arms = list(out)
         rng.shuffle(arms)
         for arm in arms:
-            runs = ["none", "none" if arm == AA else arm]
-            rng.shuffle(runs)
-            rates = {}
-            for i, w in enumerate(runs):
-                rates[i if arm == AA else w] = timed_rate(provider, batch, w, max_tokens, pair)
-            if arm == AA:
-                ratios[arm].append(rates[1] / rates[0])
-            else:
-                ratios[arm].append(rates[arm] / rates["none"])
-    return ratios
+            order = [0, 1]
+            rng.shuffle(order)
+            runs: dict[int, Run] = {}
+            for i in order:  # run 0 is unwatermarked, run 1 the arm
+                w = "none" if i == 0 or arm == AA else arm
+                runs[i] = timed_run(provider, batch, w, max_tokens, pair)
+            base, marked = runs[0], runs[1]
+            extra = marked.pick_seconds / marked.steps - base.pick_seconds / base.steps
+            out[arm].append((marked.rate / base.rate, extra / (base.seconds / base.steps)))
+    return out
 
 
 def quartiles(values: list[float]) -> tuple[float, float, float]:
@@ -116,13 +160,33 @@ def available_schemes() -> list[str]:
     return names
 
 
+def random_model(provider: HFProvider, shape: str) -> None:
+    """Replace ``provider.model`` by a seeded random Llama of ``LAYERSxHIDDEN`` (64-wide
+    heads, SwiGLU width 8/3 of the hidden size) with the embedded model's vocabulary."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    layers, hidden = (int(x) for x in shape.lower().split("x"))
+    config = provider.model.config
+    config.num_hidden_layers, config.hidden_size = layers, hidden
+    config.num_attention_heads = config.num_key_value_heads = hidden // 64
+    config.intermediate_size = hidden * 8 // 3
+    torch.manual_seed(0)
+    provider.model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    params = sum(p.numel() for p in provider.model.parameters())
+    print(f"random model {shape}: {params / 1e6:.0f}M parameters")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--pairs", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=4096, help="untimed tokens per watermark")
     ap.add_argument("--batch-sizes", default="1,16")
+    ap.add_argument("--shape", default=None, help="LAYERSxHIDDEN of a random model, e.g. 12x768")
     args = ap.parse_args()
+    if args.pairs < 2:
+        ap.error("--pairs: at least 2 (the figures are medians and quartiles over pairs)")
     import torch
 
     schemes = available_schemes()
@@ -130,18 +194,21 @@ def main() -> None:
           f"max_tokens {args.max_tokens}  warmup {args.warmup} tokens  pairs {args.pairs}")
     for batch in (int(b) for b in args.batch_sizes.split(",")):
         provider = HFProvider(str(embedded_model_path()), spec="embedded", batch_size=batch)
+        if args.shape:
+            random_model(provider, args.shape)
         seed_tables().clear()
-        base = statistics.median(timed_rate(provider, batch, "none", args.max_tokens, 20_000)
+        base = statistics.median(timed_run(provider, batch, "none", args.max_tokens, 20_000).rate
                                  for _ in range(3))
-        ratios = paired_ratios(provider, batch, schemes, args.max_tokens, args.pairs,
-                               args.warmup)
+        results = paired(provider, batch, schemes, args.max_tokens, args.pairs, args.warmup)
         stats = seed_tables().stats
         print(f"\nbatch {batch}: unwatermarked about {base:.0f} row-steps/s; seed-table hit rate "
               f"{stats.hit_rate:.3f} over the timed pairs")
-        print(f"{'watermark':<64} {'ratio':>6}  {'IQR':>11}")
-        for spec, r in ratios.items():
-            lo, med, hi = quartiles(r)
-            print(f"{spec:<64} {med:>6.3f}  {lo:.3f}-{hi:.3f}", flush=True)
+        print(f"{'watermark':<64} {'ratio':>6} {'IQR':>11}  {'attributed':>10} {'IQR':>13}")
+        for spec, r in results.items():
+            lo, med, hi = quartiles([x[0] for x in r])
+            alo, amed, ahi = quartiles([100 * x[1] for x in r])
+            print(f"{spec:<64} {med:>6.3f} {lo:.3f}-{hi:.3f}  {amed:>9.2f}% "
+                  f"{alo:.2f}-{ahi:.2f}%", flush=True)
 
 
 if __name__ == "__main__":
