@@ -101,6 +101,9 @@ class Ops:
     def softmax(self, x: Any) -> Any:
         """Softmax over the last axis (fused where the backend has it)."""
         ...
+    def add(self, a: Any, b: Any, out: Any = None) -> Any:
+        """``a + b``, into ``out`` when given."""
+        ...
     def frexp(self, x: Any) -> tuple[Any, Any]:
         """Mantissa in [0.5, 1) and integer exponent (exact)."""
         ...
@@ -209,6 +212,9 @@ class NumpyOps(Ops):
 
     def exp(self, x):
         return np.exp(x)
+
+    def add(self, a, b, out=None):
+        return np.add(a, b, out=out)
 
     def softmax(self, x):
         z = np.exp(x - np.max(x, axis=-1, keepdims=True))
@@ -358,6 +364,9 @@ class TorchOps(Ops):
 
     def exp(self, x):
         return self.torch.exp(x)
+
+    def add(self, a, b, out=None):
+        return self.torch.add(a, b) if out is None else self.torch.add(a, b, out=out)
 
     def softmax(self, x):
         return self.torch.softmax(x, dim=-1)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalrun.kernels.backend import Ops
-from evalrun.kernels.hashing import below, code, pair
+from evalrun.kernels.hashing import below, code, pair, range_codes
 
 
 def is_green(ops: Ops, seeds: Any, tokens: Any, gamma: float) -> Any:
@@ -20,5 +20,5 @@ def is_green(ops: Ops, seeds: Any, tokens: Any, gamma: float) -> Any:
 
 def green_mask(ops: Ops, seeds: Any, vocab_size: int, gamma: float) -> Any:
     """``[B, V]`` boolean green mask for a batch of ``[B]`` context seeds."""
-    vocab = code(ops, ops.arange(vocab_size))
+    vocab = range_codes(ops, vocab_size)
     return below(ops, pair(ops, seeds[:, None], vocab[None, :]), gamma)

@@ -48,6 +48,21 @@ def code(ops: Ops, x: Any) -> Any:
     return ops.u64(x) * ops.const(GOLDEN)
 
 
+_RANGE_CODES: dict[tuple[str, str, int], Any] = {}
+
+
+def range_codes(ops: Ops, n: int) -> Any:
+    """``code(ops, arange(n))``, kept per backend, device and ``n``: every vocabulary-wide
+    table starts from it (read-only; callers must not write into it)."""
+    key = (ops.name, str(getattr(ops, "device", "")), n)
+    found = _RANGE_CODES.get(key)
+    if found is None:
+        if len(_RANGE_CODES) >= 16:
+            _RANGE_CODES.clear()
+        found = _RANGE_CODES[key] = code(ops, ops.arange(n))
+    return found
+
+
 def pair(ops: Ops, seed: Any, x_code: Any) -> Any:
     """Hash of (seed, x) given ``x_code = code(ops, x)``; broadcasts."""
     return mix64(ops, seed ^ x_code)

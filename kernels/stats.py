@@ -11,7 +11,8 @@ from typing import Any
 
 from evalrun.kernels.backend import Ops
 from evalrun.kernels.hashing import (TAG_NODE, TAG_UNIFORM, code, complement, exact_log,
-                                     feistel_rank, neg_log_uniform, pair, tag, uniform)
+                                     feistel_rank, neg_log_uniform, pair, range_codes, tag,
+                                     uniform)
 
 
 def exp_stat(ops: Ops, seeds: Any, tokens: Any) -> Any:
@@ -24,7 +25,7 @@ def exp_gumbel(ops: Ops, seeds: Any, vocab_size: int) -> Any:
     ``[m, V]``. ``argmax_v (logit_v / T + G_v)`` is the token ``argmax_v log(r_v) / p_v`` of C1
     (``log r / p = -exp(log E - log p)`` with ``E = -log r``), with one add per token at
     generation time instead of a division by probabilities."""
-    words = pair(ops, seeds[:, None], code(ops, ops.arange(vocab_size))[None, :])
+    words = pair(ops, seeds[:, None], range_codes(ops, vocab_size)[None, :])
     return -exact_log(ops, neg_log_uniform(ops, words))
 
 

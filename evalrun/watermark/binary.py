@@ -171,7 +171,7 @@ class Binary(Sampler):
         return bit_uniforms(ops, seeds[:, None], nodes)
 
     def apply(self, ops: Ops, table: Any, logits: Any, temperature: float, vocab_size: int,
-              hash_ops: Ops, seeds: Any) -> Any:
+              hash_ops: Ops, seeds: Any, out: Any = None) -> Any:
         tree = huffman_tree(vocab_size)
         probs = sampling_probs(ops, logits, temperature, vocab_size)
         work = self.workspace

@@ -120,12 +120,13 @@ class Sampler(ABC):
 
     @abstractmethod
     def apply(self, ops: Ops, table: Any, logits: Any, temperature: float, vocab_size: int,
-              hash_ops: Ops, seeds: Any) -> Any:
+              hash_ops: Ops, seeds: Any, out: Any = None) -> Any:
         """The watermarked step of rows with table rows ``table [B, W]`` and logits
         ``[B, V']`` (the scores' dtype, before temperature; ``temperature > 0`` unless the
         sampler is a green list), computed with ``ops`` (the scores' backend): new scores to
         sample at temperature 1 (argmax at 0), or the chosen tokens ``[B]`` when
-        :attr:`chooses`. ``seeds [B]`` (in ``hash_ops``) are for per-position draws."""
+        :attr:`chooses`. ``seeds [B]`` (in ``hash_ops``) are for per-position draws; ``out``,
+        when given, is a buffer shaped like ``logits`` that new scores may be written into."""
 
 
 def only_token(ops: Ops, shape: tuple[int, int], chosen: Any) -> Any:
@@ -372,11 +373,14 @@ class WatermarkProcessor:
                 out[ops.i64(rows)] = ops.cast_like(onehot, out)
         return _like(out, scores)
 
-    def choose(self, input_ids: Any, scores: Any) -> tuple[Any | None, np.ndarray | None]:
+    def choose(self, input_ids: Any, scores: Any, *, reuse: bool = False,
+               ) -> tuple[Any | None, np.ndarray | None]:
         """One step for every row: ``(scores, tokens)``. ``tokens`` (numpy int64 ``[B]``, or
         None for none) holds the token the scheme chose for a row, -1 where the caller must
         sample the row from ``scores`` (at temperature 1, or argmax when the temperature is
-        0); ``scores`` is None when no row needs sampling."""
+        0); ``scores`` is None when no row needs sampling. With ``reuse`` the returned scores
+        may live in a buffer that the next call overwrites (no allocation per step): for
+        callers that consume them at once."""
         hops = get_ops(self.backend, scores, input_ids)
         ops = scores_ops(scores)
         batch, t = int(input_ids.shape[0]), int(input_ids.shape[1])
@@ -401,7 +405,8 @@ class WatermarkProcessor:
             seeds = seeds[hops.i64(rows)]
         logits = scores if every else scores[ops.i64(rows)]
         table = self._table(hops, ops, seeds, scores)
-        result = s.apply(ops, table, logits, tau, self.vocab_size, hops, seeds)
+        buffer = s.workspace.get(ops, "scores", logits) if reuse and not s.chooses else None
+        result = s.apply(ops, table, logits, tau, self.vocab_size, hops, seeds, out=buffer)
         if s.chooses:
             tokens = np.full(batch, -1, dtype=np.int64)
             tokens[rows] = ops.to_numpy(result)
@@ -436,7 +441,7 @@ class WatermarkProcessor:
         def build(missing: list[int]) -> list[Any]:
             block = s.seed_table(hops, hops.u64(missing), width, self.vocab_size)
             if kind == "float":
-                block = ops.cast_like(home.f64(block), scores)
+                block = ops.cast_like(block, scores)
             elif kind == "index":
                 block = home.i64(block)
             else:

@@ -39,7 +39,7 @@ class Exponential(Sampler):
         return exp_gumbel(ops, seeds, vocab_size)
 
     def apply(self, ops: Ops, table: Any, logits: Any, temperature: float, vocab_size: int,
-              hash_ops: Ops, seeds: Any) -> Any:
+              hash_ops: Ops, seeds: Any, out: Any = None) -> Any:
         x = logits if int(logits.shape[1]) == vocab_size else logits[:, :vocab_size]
         return ops.argmax((x / temperature if temperature != 1 else x) + table, axis=1)
 

@@ -46,7 +46,7 @@ class InverseTransform(Sampler):
                              tokens + ops.zeros(tuple(ranks.shape), "i64"), axis=1)
 
     def apply(self, ops: Ops, table: Any, logits: Any, temperature: float, vocab_size: int,
-              hash_ops: Ops, seeds: Any) -> Any:
+              hash_ops: Ops, seeds: Any, out: Any = None) -> Any:
         probs = sampling_probs(ops, logits, temperature, vocab_size)
         work = self.workspace
         permuted = ops.take_along(probs, table, axis=1,  # probabilities in rank order

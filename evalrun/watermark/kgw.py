@@ -49,8 +49,8 @@ class DistributionShift(Sampler):
         return ops.where(green_mask(ops, seeds, width, self.gamma), self.delta, 0.0)
 
     def apply(self, ops: Ops, table: Any, logits: Any, temperature: float, vocab_size: int,
-              hash_ops: Ops, seeds: Any) -> Any:
-        biased = logits + table
+              hash_ops: Ops, seeds: Any, out: Any = None) -> Any:
+        biased = ops.add(logits, table, out=out)
         if temperature > 0:
             biased /= temperature
         return biased

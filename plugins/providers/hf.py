@@ -314,7 +314,7 @@ class HFProvider:
                     step_logits = logits[i:i + 1]
                 choose = getattr(group.processor, "choose", None)
                 if choose is not None:
-                    part, tokens = choose(context, step_logits)
+                    part, tokens = choose(context, step_logits, reuse=True)
                 else:
                     part = group.processor(context, step_logits)
             if tokens is not None:

@@ -128,3 +128,16 @@ def test_greedy_decoding_of_choosing_schemes_is_unwatermarked() -> None:
     logits = torch.randn(3, V)
     scores, tokens = proc.choose(torch.zeros(3, 2, dtype=torch.long), logits)
     assert tokens is None and torch.equal(scores, logits)
+
+
+def test_reused_score_buffers_give_the_same_scores_and_never_leak_to_callers() -> None:
+    proc = parse_watermark("kgw").logits_processor(KEY, V, temperature=0.9, seed=0)
+    ids = torch.randint(0, V, (4, 3), generator=torch.Generator().manual_seed(5))
+    logits = torch.randn(4, V, generator=torch.Generator().manual_seed(6))
+    first, _ = proc.choose(ids, logits, reuse=True)
+    kept = first.clone()
+    second, _ = proc.choose(ids, logits * 2, reuse=True)
+    assert second is first  # one buffer, overwritten by the next call
+    assert torch.equal(proc.choose(ids, logits)[0], kept)
+    fresh = proc(ids, logits)
+    assert fresh is not proc.choose(ids, logits, reuse=True)[0] and torch.equal(fresh, kept)
