@@ -8,6 +8,8 @@ scores the sampler uses. Nothing is ever downloaded (``local_files_only=True``).
 Each step calls one watermark processor for all rows with the same watermark, key and
 temperature where that is exact (:func:`shared_context`), else one per row, then samples all
 rows at once (:func:`sample_rows`: inverse CDF of one uniform per row from its generator).
+Rows whose scheme picks the token itself (exp, its, binary, through the processor's
+``choose``) are not sampled again and do not draw from their generator.
 Earlier versions sampled each row with ``torch.multinomial``: for the same seeds, sampled
 (temperature > 0) outputs differ from theirs; greedy ones are unchanged.
 """
