@@ -184,12 +184,18 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=4096, help="untimed tokens per watermark")
     ap.add_argument("--batch-sizes", default="1,16")
     ap.add_argument("--shape", default=None, help="LAYERSxHIDDEN of a random model, e.g. 12x768")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated scheme names to measure, e.g. kgw,its (kgw takes in "
+                         "the reference-compatible kgw too; default: all)")
     args = ap.parse_args()
     if args.pairs < 2:
         ap.error("--pairs: at least 2 (the figures are medians and quartiles over pairs)")
     import torch
 
     schemes = available_schemes()
+    if args.only:
+        wanted = set(args.only.split(","))
+        schemes = [w for w in schemes if w.split(":")[0] in wanted]
     print(f"model {embedded_model_path()}  torch threads {torch.get_num_threads()}  "
           f"max_tokens {args.max_tokens}  warmup {args.warmup} tokens  pairs {args.pairs}")
     for batch in (int(b) for b in args.batch_sizes.split(",")):

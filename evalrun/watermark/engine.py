@@ -12,6 +12,7 @@ Kernels run on numpy or torch (see :mod:`evalrun.kernels.backend`); ``detect`` a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from typing import Any, Sequence
 
 import numpy as np
@@ -32,6 +33,8 @@ from evalrun.watermark.seed_tables import seed_tables
 
 #: elements per chunk of null draws (bounds memory of permutation tests)
 CHUNK_ELEMENTS = 1 << 22
+#: most context tuples one seed memo holds (then it starts afresh)
+MEMO_LIMIT = 1 << 16
 #: elements per chunk of the edit DP (its rows are swept n times: keep them in cache)
 CHUNK_DP = 1 << 17
 
@@ -318,6 +321,22 @@ def _as_token_array(token_ids: Sequence[int] | Any, vocab_size: int) -> np.ndarr
     return arr
 
 
+_SEED_MEMOS: OrderedDict[Any, dict[tuple[int, ...], tuple[int, bool]]] = OrderedDict()
+
+
+def _seed_memo(space: Any) -> dict[tuple[int, ...], tuple[int, bool]]:
+    """The memo of context tuple -> (seed word, skipped) for one randomness source and key,
+    shared by every processor of them so that it outlives a batch (the eight most recently
+    used are kept; each holds at most ``MEMO_LIMIT`` contexts)."""
+    memo = _SEED_MEMOS.get(space)
+    if memo is None:
+        memo = _SEED_MEMOS[space] = {}
+        while len(_SEED_MEMOS) > 8:
+            _SEED_MEMOS.popitem(last=False)
+    _SEED_MEMOS.move_to_end(space)
+    return memo
+
+
 def scores_ops(scores: Any) -> Ops:
     """The backend that works on ``scores`` without copying them: torch on the tensor's device
     for torch tensors, numpy otherwise (hashing may still run elsewhere, see ``get_ops``)."""
@@ -355,6 +374,7 @@ class WatermarkProcessor:
         self._start: int | None = None
         self._offsets: np.ndarray | None = None
         self._spaces: dict[tuple[int, str, str], tuple[Any, ...]] = {}
+        self._seed_memo = _seed_memo((scheme.randomness, key_word))
 
     def __repr__(self) -> str:  # never show the key
         return f"WatermarkProcessor({self.scheme.spec}, vocab_size={self.vocab_size})"
@@ -395,16 +415,17 @@ class WatermarkProcessor:
         tau = self.temperature
         if tau == 0 and not s.green_list:
             return scores, None
-        seeds = r.generation_seeds(hops, self._key_word, input_ids, step, self._offsets)
-        marked = ~hops.to_numpy(r.skipped(hops, seeds)).astype(bool)
+        words, skipped = self._seeds(hops, input_ids, step)
+        marked = ~skipped
         if not marked.any():
             return self._plain(scores), None
         every = bool(marked.all())
         rows = np.flatnonzero(marked)
         if not every:
-            seeds = seeds[hops.i64(rows)]
+            words = [words[i] for i in rows]
+        seeds = hops.u64(words)
         logits = scores if every else scores[ops.i64(rows)]
-        table = self._table(hops, ops, seeds, scores)
+        table = self._table(hops, ops, words, scores)
         buffer = s.workspace.get(ops, "scores", logits) if reuse and not s.chooses else None
         result = s.apply(ops, table, logits, tau, self.vocab_size, hops, seeds, out=buffer)
         if s.chooses:
@@ -417,14 +438,39 @@ class WatermarkProcessor:
         out[ops.i64(rows)] = result
         return out, None
 
+    def _seeds(self, hops: Ops, input_ids: Any, step: int) -> tuple[list[int], np.ndarray]:
+        """Seed words (Python ints) of every row's next position and whether each position
+        is skipped. Window and min-hash seeds are memoised per context tuple (process-wide,
+        per randomness source and key): inside a decoding loop each array call costs several
+        microseconds, dictionary lookups a fraction of one."""
+        r = self.scheme.randomness
+        if r.fixed:
+            seeds = r.generation_seeds(hops, self._key_word, input_ids, step, self._offsets)
+            skipped = hops.to_numpy(r.skipped(hops, seeds)).astype(bool)
+            return hops.to_numpy(hops.u64(seeds)).view(np.uint64).tolist(), skipped
+        t = int(input_ids.shape[1])
+        contexts = [tuple(row) for row in NUMPY.i64(input_ids[:, max(t - r.context, 0):]).tolist()]
+        memo = self._seed_memo
+        missing = list(dict.fromkeys(c for c in contexts if c not in memo))
+        if missing:
+            seeds = r.generation_seeds(hops, self._key_word, np.array(missing, dtype=np.int64),
+                                       step, None)
+            skips = hops.to_numpy(r.skipped(hops, seeds)).astype(bool).tolist()
+            words = hops.to_numpy(hops.u64(seeds)).view(np.uint64).tolist()
+            if len(memo) + len(missing) > MEMO_LIMIT:
+                memo.clear()
+            memo.update(zip(missing, zip(words, skips)))
+        found = [memo[c] for c in contexts]
+        return [w for w, _ in found], np.array([k for _, k in found], dtype=bool)
+
     def _plain(self, scores: Any) -> Any:
         """Unwatermarked scores at temperature 1 (a new array)."""
         tau = self.temperature
         return scores / tau if tau > 0 else (scores.clone() if is_torch(scores) else scores.copy())
 
-    def _table(self, hops: Ops, ops: Ops, seeds: Any, scores: Any) -> Any:
-        """The sampler's seed-table rows for ``seeds`` (memoised), stacked ``[B, W]`` (a list
-        of ``B`` numpy rows for host tables)."""
+    def _table(self, hops: Ops, ops: Ops, words: list[int], scores: Any) -> Any:
+        """The sampler's seed-table rows for the seed ``words`` (memoised), stacked ``[B, W]``
+        (a list of ``B`` numpy rows for host tables)."""
         s = self.scheme.sampler
         width = int(scores.shape[1])
         kind = s.table_kind
@@ -436,7 +482,6 @@ class WatermarkProcessor:
             space = self._spaces[(width, device, dtype)] = (
                 self.scheme.spec.canonical(), self._key_word, self.vocab_size, width, home.name,
                 device, dtype)
-        words = hops.to_numpy(hops.u64(seeds)).view(np.uint64).tolist()
 
         def build(missing: list[int]) -> list[Any]:
             block = s.seed_table(hops, hops.u64(missing), width, self.vocab_size)
