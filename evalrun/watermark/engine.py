@@ -34,7 +34,7 @@ from evalrun.watermark.seed_tables import seed_tables
 #: elements per chunk of null draws (bounds memory of permutation tests)
 CHUNK_ELEMENTS = 1 << 22
 #: most context tuples one seed memo holds (then it starts afresh)
-MEMO_LIMIT = 1 << 16
+MEMO_LIMIT = 1 << 15
 #: elements per chunk of the edit DP (its rows are swept n times: keep them in cache)
 CHUNK_DP = 1 << 17
 
@@ -326,12 +326,12 @@ _SEED_MEMOS: OrderedDict[Any, dict[tuple[int, ...], tuple[int, bool]]] = Ordered
 
 def _seed_memo(space: Any) -> dict[tuple[int, ...], tuple[int, bool]]:
     """The memo of context tuple -> (seed word, skipped) for one randomness source and key,
-    shared by every processor of them so that it outlives a batch (the eight most recently
+    shared by every processor of them so that it outlives a batch (the four most recently
     used are kept; each holds at most ``MEMO_LIMIT`` contexts)."""
     memo = _SEED_MEMOS.get(space)
     if memo is None:
         memo = _SEED_MEMOS[space] = {}
-        while len(_SEED_MEMOS) > 8:
+        while len(_SEED_MEMOS) > 4:
             _SEED_MEMOS.popitem(last=False)
     _SEED_MEMOS.move_to_end(space)
     return memo
