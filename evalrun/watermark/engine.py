@@ -411,7 +411,7 @@ class WatermarkProcessor:
             key_len = max(self.scheme.randomness.key_len, 1)
             self._offsets = rng.integers(0, key_len, size=batch)
         step = t - self._start
-        r, s = self.scheme.randomness, self.scheme.sampler
+        s = self.scheme.sampler
         tau = self.temperature
         if tau == 0 and not s.green_list:
             return scores, None
