@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from evalrun import __version__
+from evalrun.allocator import tune_allocator
 from evalrun.errors import EvalrunError
 
 EXIT_USAGE = 2
@@ -245,6 +246,7 @@ def cmd_regrade(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    tune_allocator()
     if argv and argv[0] == "detect":
         from evalrun.detect import detect_main
 

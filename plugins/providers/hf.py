@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from evalrun.allocator import tune_allocator
 from evalrun.errors import EvalrunError, SpecError
 from evalrun.generation import Generation, GenerationRequest, Prompt, ResultSink
 from evalrun.plugins.providers.local_model import (
@@ -114,6 +115,7 @@ class HFProvider:
         self.batch_size = batch_size
         self.device = device
         self.model_path = model_path
+        tune_allocator()  # freed step buffers stay in the heap (see evalrun.allocator)
         source = self._resolve(model_path)
         torch_dtype: Any = (getattr(torch, dtype) if dtype and dtype != "auto" else dtype) or (
             torch.float32 if device == "cpu" else "auto")

@@ -1,0 +1,54 @@
+"""The glibc allocator settings: applied once, on by default on glibc Linux, and off with
+EVALRUN_MALLOC_TUNING=0 (checked in fresh interpreters, as the settings are process-wide)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+
+import pytest
+
+from evalrun import allocator
+
+PROBE = ("from evalrun.allocator import allocator_tuned, tune_allocator; "
+         "before = allocator_tuned(); first = tune_allocator(); "
+         "print(before, first, tune_allocator(), allocator_tuned())")
+
+
+def _probe(value: str | None) -> str:
+    env = dict(os.environ)
+    env.pop(allocator.ENV, None)
+    if value is not None:
+        env[allocator.ENV] = value
+    return subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True,
+                          text=True, check=True).stdout.split()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
+                    reason="mallopt settings exist on glibc Linux only")
+def test_settings_apply_once_on_glibc_and_are_idempotent() -> None:
+    assert _probe(None) == ["None", "True", "True", "True"]
+
+
+def test_the_environment_variable_turns_the_settings_off() -> None:
+    assert _probe("0") == ["None", "False", "False", "False"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
+                    reason="mallopt settings exist on glibc Linux only")
+@pytest.mark.parametrize("entry", [
+    "import evalrun.cli as c; c.main(['report', '--help'])",
+    "from evalrun.embedded import embedded_model_path; "
+    "from evalrun.plugins.providers.hf import HFProvider; "
+    "HFProvider(str(embedded_model_path()), spec='embedded')",
+])
+def test_running_a_command_or_loading_a_model_applies_them(entry: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != allocator.ENV}
+    code = ("from evalrun.allocator import allocator_tuned; import sys\n"
+            f"try:\n    {entry}\nexcept SystemExit:\n    pass\n"
+            "print('tuned', allocator_tuned(), file=sys.stderr)")
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "tuned True" in run.stderr
