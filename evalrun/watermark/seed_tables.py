@@ -15,6 +15,7 @@ is never kept, and nothing here is ever written anywhere.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from evalrun.errors import EvalrunError
 
 DEFAULT_BUDGET_MB = 256
 ENV_BUDGET = "EVALRUN_SEED_TABLE_MB"
+#: most spaces (scheme x key x width x device) given ids before the id map starts afresh
+SPACE_LIMIT = 4096
 
 
 def _nbytes(row: Any) -> int:
@@ -50,7 +53,9 @@ class SeedTableCache:
         self.budget_bytes = int(budget_bytes)
         self.used_bytes = 0
         self.stats = CacheStats()
-        self._rows: OrderedDict[tuple[Hashable, int], Any] = OrderedDict()
+        self._rows: OrderedDict[tuple[int, int], Any] = OrderedDict()
+        self._space_ids: dict[Hashable, int] = {}
+        self._next_id = itertools.count()
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -64,27 +69,37 @@ class SeedTableCache:
              build: Callable[[list[int]], Sequence[Any]]) -> list[Any]:
         """The row of every seed in ``seeds`` (duplicates allowed); ``build(missing)`` makes
         the rows of the distinct missing seeds in one call, in their order."""
-        out: list[Any] = [None] * len(seeds)
+        sid = self._space_ids.get(space)
+        if sid is None:
+            if len(self._space_ids) >= SPACE_LIMIT:
+                self._space_ids.clear()  # rows of forgotten spaces age out of the LRU
+            sid = self._space_ids[space] = next(self._next_id)
+        # keys hold a small int for the space: hashing the space tuple per row costs more
+        keys = [(sid, seed) for seed in seeds]
+        table = self._rows
+        out = list(map(table.get, keys))
+        if all(row is not None for row in out):  # the decoding loop's usual case
+            list(map(table.move_to_end, keys))
+            self.stats.hits += len(keys)
+            return out
         missing: dict[int, list[int]] = {}
-        for i, seed in enumerate(seeds):
-            row = self._rows.get((space, seed))
+        for i, (key, row) in enumerate(zip(keys, out)):
             if row is None:
-                missing.setdefault(seed, []).append(i)
+                missing.setdefault(key[1], []).append(i)
             else:
-                self._rows.move_to_end((space, seed))
+                table.move_to_end(key)
+        n_missing = sum(len(v) for v in missing.values())
+        self.stats.hits += len(keys) - n_missing
+        self.stats.misses += n_missing
+        order = list(missing)
+        built = build(order)
+        for seed, row in zip(order, built):
+            for i in missing[seed]:
                 out[i] = row
-        self.stats.hits += len(seeds) - sum(len(v) for v in missing.values())
-        if missing:
-            self.stats.misses += sum(len(v) for v in missing.values())
-            order = list(missing)
-            built = build(order)
-            for seed, row in zip(order, built):
-                for i in missing[seed]:
-                    out[i] = row
-                self._put((space, seed), row)
+            self._put((sid, seed), row)
         return out
 
-    def _put(self, key: tuple[Hashable, int], row: Any) -> None:
+    def _put(self, key: tuple[int, int], row: Any) -> None:
         size = _nbytes(row)
         if size > self.budget_bytes:
             return  # larger than the whole budget: use it once, keep nothing
