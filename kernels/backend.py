@@ -118,6 +118,9 @@ class Ops:
     def argmax(self, x: Any, axis: int) -> Any: ...
     def asum(self, x: Any, axis: int) -> Any: ...
     def take_along(self, x: Any, idx: Any, axis: int, out: Any = None) -> Any: ...
+    def take(self, x: Any, idx: Any, out: Any = None) -> Any:
+        """``x[idx]`` for a 1-D ``x`` and 1-D integer ``idx`` (into ``out`` when given)."""
+        ...
     def put_along(self, x: Any, idx: Any, values: Any, axis: int) -> Any:
         """Copy of ``x`` with ``values`` scattered at ``idx`` along ``axis``."""
         ...
@@ -250,6 +253,9 @@ class NumpyOps(Ops):
             return np.take_along_axis(x, idx, axis=axis)
         out[...] = np.take_along_axis(x, idx, axis=axis)
         return out
+
+    def take(self, x, idx, out=None):
+        return np.take(x, idx, out=out)
 
     def put_along(self, x, idx, values, axis):
         out = x.copy()
@@ -410,6 +416,11 @@ class TorchOps(Ops):
         if out is None:
             return self.torch.gather(x.expand(xs), axis, idx.expand(shape))
         return self.torch.gather(x.expand(xs), axis, idx.expand(shape), out=out)
+
+    def take(self, x, idx, out=None):
+        if out is None:
+            return self.torch.index_select(x, 0, idx)
+        return self.torch.index_select(x, 0, idx, out=out)
 
     def put_along(self, x, idx, values, axis):
         if not is_torch(values):

@@ -170,8 +170,8 @@ class Binary(Sampler):
         nodes = ops.arange(vocab_size - 1)[None, :]
         return bit_uniforms(ops, seeds[:, None], nodes)
 
-    def apply(self, ops: Ops, table: Any, logits: Any, temperature: float, vocab_size: int,
-              hash_ops: Ops, seeds: Any, out: Any = None) -> Any:
+    def apply(self, ops: Ops, rows: list[Any], logits: Any, temperature: float, vocab_size: int,
+              hash_ops: Ops, words: list[int]) -> Any:
         tree = huffman_tree(vocab_size)
         probs = sampling_probs(ops, logits, temperature, vocab_size)
         work = self.workspace
@@ -183,7 +183,7 @@ class Binary(Sampler):
         tokens = []
         for b in range(int(cum.shape[0])):
             # one row's walk touches ~depth entries: scalar reads beat [B]-wide array steps
-            c, u = cum[b].item, table[b].item
+            c, u = cum[b].item, rows[b].item
             node = tree.root
             while True:
                 base = c(lo[node] - 1) if lo[node] else 0.0
@@ -194,7 +194,7 @@ class Binary(Sampler):
                     tokens.append(-child - 1)
                     break
                 node = child
-        return ops.i64(np.array(tokens, dtype=np.int64))
+        return np.array(tokens, dtype=np.int64)
 
     def _leaf_order(self, ops: Ops, tree: HuffmanTree) -> Any:
         key = ("leaf_order", ops.name, str(getattr(ops, "device", "")), str(len(tree.leaf_order)))

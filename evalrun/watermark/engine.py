@@ -112,8 +112,11 @@ class Sampler(ABC):
     #: True when the sampler picks each watermarked token itself (exp, binary, its), so the
     #: caller does not sample those rows; False when it reshapes the scores (kgw)
     chooses: bool = False
-    #: how :meth:`seed_table` rows are kept: "float" in the scores' dtype and device, "index"
-    #: as int64 on the scores' device, "host" as numpy float64
+    #: True when :meth:`apply` writes into the ``logits`` it is given
+    overwrites: bool = False
+    #: how :meth:`seed_table` rows are kept: "float" in the scores' dtype, "index" as int64,
+    #: both in numpy when :func:`host_view` works on the scores and on their device otherwise;
+    #: "host" always as numpy float64
     table_kind: str = "float"
 
     @abstractmethod
@@ -122,14 +125,16 @@ class Sampler(ABC):
         ``width`` is the number of score columns (``>= vocab_size``)."""
 
     @abstractmethod
-    def apply(self, ops: Ops, table: Any, logits: Any, temperature: float, vocab_size: int,
-              hash_ops: Ops, seeds: Any, out: Any = None) -> Any:
-        """The watermarked step of rows with table rows ``table [B, W]`` and logits
-        ``[B, V']`` (the scores' dtype, before temperature; ``temperature > 0`` unless the
-        sampler is a green list), computed with ``ops`` (the scores' backend): new scores to
-        sample at temperature 1 (argmax at 0), or the chosen tokens ``[B]`` when
-        :attr:`chooses`. ``seeds [B]`` (in ``hash_ops``) are for per-position draws; ``out``,
-        when given, is a buffer shaped like ``logits`` that new scores may be written into."""
+    def apply(self, ops: Ops, rows: list[Any], logits: Any, temperature: float, vocab_size: int,
+              hash_ops: Ops, words: list[int]) -> Any:
+        """The watermarked step of the rows ``logits [B, V']`` (the scores' dtype, before
+        temperature; ``temperature > 0`` unless the sampler is a green list), computed with
+        ``ops`` (the scores' backend), given each row's table row ``rows[b]`` and seed word
+        ``words[b]``: new scores to sample at temperature 1 (argmax at 0), or the chosen
+        tokens ``[B]`` when :attr:`chooses`. The caller owns ``logits`` for the call: samplers
+        that :attr:`overwrite <overwrites>` work in place rather than in a new ``[B, V]`` array
+        (on CPU a fresh array per step costs its page faults, and every array a step touches
+        beyond the model's own logits comes cold from memory after the forward pass)."""
 
 
 def only_token(ops: Ops, shape: tuple[int, int], chosen: Any) -> Any:
@@ -345,6 +350,20 @@ def scores_ops(scores: Any) -> Ops:
     return NUMPY
 
 
+def host_view(x: Any) -> np.ndarray | None:
+    """A numpy view sharing the memory of ``x`` when it lives in host memory with a dtype
+    numpy has (numpy arrays, CPU float32/float64/int64 tensors), else None. Samplers do their
+    per-row work through it: a numpy call on one row costs about half of a torch one."""
+    if isinstance(x, np.ndarray):
+        return x
+    if is_torch(x) and x.device.type == "cpu":
+        try:
+            return x.detach().numpy()
+        except TypeError:  # bfloat16 and other dtypes numpy lacks
+            return None
+    return None
+
+
 class WatermarkProcessor:
     """Batched logits processor ``(input_ids [B, T], scores [B, V']) -> scores``.
 
@@ -374,6 +393,7 @@ class WatermarkProcessor:
         self._start: int | None = None
         self._offsets: np.ndarray | None = None
         self._spaces: dict[tuple[int, str, str], tuple[Any, ...]] = {}
+        self._backends: dict[tuple[Any, ...], tuple[Ops, Ops, bool]] = {}
         self._seed_memo = _seed_memo((scheme.randomness, key_word))
 
     def __repr__(self) -> str:  # never show the key
@@ -389,7 +409,6 @@ class WatermarkProcessor:
             if out is None:
                 out = onehot
             else:
-                out = out.clone() if is_torch(out) else out.copy()
                 out[ops.i64(rows)] = ops.cast_like(onehot, out)
         return _like(out, scores)
 
@@ -398,39 +417,37 @@ class WatermarkProcessor:
         """One step for every row: ``(scores, tokens)``. ``tokens`` (numpy int64 ``[B]``, or
         None for none) holds the token the scheme chose for a row, -1 where the caller must
         sample the row from ``scores`` (at temperature 1, or argmax when the temperature is
-        0); ``scores`` is None when no row needs sampling. With ``reuse`` the returned scores
-        may live in a buffer that the next call overwrites (no allocation per step): for
-        callers that consume them at once."""
-        hops = get_ops(self.backend, scores, input_ids)
-        ops = scores_ops(scores)
+        0); ``scores`` is None when no row needs sampling, else a new array unless ``reuse``.
+        With ``reuse`` the caller gives ``scores`` up: they may be overwritten and returned
+        (no ``[B, V]`` allocation or copy per step), for callers that sample at once."""
+        hops, ops, host = self._ops(scores, input_ids)
         batch, t = int(input_ids.shape[0]), int(input_ids.shape[1])
-        if self._start is None or t < self._start or (
-                self._offsets is not None and len(self._offsets) != batch):
+        r = self.scheme.randomness
+        if r.fixed and (self._start is None or t < self._start or (
+                self._offsets is not None and len(self._offsets) != batch)):
             self._start = t
             rng = np.random.default_rng(self.seed)
-            key_len = max(self.scheme.randomness.key_len, 1)
-            self._offsets = rng.integers(0, key_len, size=batch)
-        step = t - self._start
+            self._offsets = rng.integers(0, r.key_len, size=batch)
         s = self.scheme.sampler
         tau = self.temperature
         if tau == 0 and not s.green_list:
             return scores, None
-        words, skipped = self._seeds(hops, input_ids, step)
-        marked = ~skipped
-        if not marked.any():
+        words, skips = self._seeds(hops, input_ids, t - (self._start or 0))
+        if skips is not None and all(skips):
             return self._plain(scores), None
-        every = bool(marked.all())
-        rows = np.flatnonzero(marked)
-        if not every:
-            words = [words[i] for i in rows]
-        seeds = hops.u64(words)
-        logits = scores if every else scores[ops.i64(rows)]
-        table = self._table(hops, ops, words, scores)
-        buffer = s.workspace.get(ops, "scores", logits) if reuse and not s.chooses else None
-        result = s.apply(ops, table, logits, tau, self.vocab_size, hops, seeds, out=buffer)
+        every = skips is None or not any(skips)
+        if every:
+            rows = None
+            logits = scores if reuse or not s.overwrites else ops.copy(scores)
+        else:
+            rows = [b for b in range(batch) if not skips[b]]
+            words = [words[b] for b in rows]
+            logits = scores[ops.i64(rows)]
+        result = s.apply(ops, self._table(hops, ops, host, words, scores), logits, tau,
+                         self.vocab_size, hops, words)
         if s.chooses:
             tokens = np.full(batch, -1, dtype=np.int64)
-            tokens[rows] = ops.to_numpy(result)
+            tokens[rows if rows is not None else slice(None)] = NUMPY.i64(result)
             return (None if every else self._plain(scores)), tokens
         if every:
             return result, None
@@ -438,21 +455,41 @@ class WatermarkProcessor:
         out[ops.i64(rows)] = result
         return out, None
 
-    def _seeds(self, hops: Ops, input_ids: Any, step: int) -> tuple[list[int], np.ndarray]:
+    def _ops(self, scores: Any, input_ids: Any) -> tuple[Ops, Ops, bool]:
+        """``(hash ops, score ops, host)`` for these arrays, resolved once per array type,
+        device and dtype (a decoding loop calls ``choose`` with the same kinds every step);
+        ``host`` when :func:`host_view` works on the scores, so table rows are kept in numpy."""
+        key = (type(scores), getattr(scores, "device", None), scores.dtype, type(input_ids),
+               getattr(input_ids, "device", None))
+        found = self._backends.get(key)
+        if found is None:
+            found = self._backends[key] = (get_ops(self.backend, scores, input_ids),
+                                           scores_ops(scores), host_view(scores[:0]) is not None)
+        return found
+
+    def _seeds(self, hops: Ops, input_ids: Any, step: int) -> tuple[list[int], list[bool] | None]:
         """Seed words (Python ints) of every row's next position and whether each position
-        is skipped. Window and min-hash seeds are memoised per context tuple (process-wide,
-        per randomness source and key): inside a decoding loop each array call costs several
-        microseconds, dictionary lookups a fraction of one."""
+        is skipped (None when the randomness never skips). Window and min-hash seeds are
+        memoised per context tuple (process-wide, per randomness source and key): inside a
+        decoding loop each array call costs several microseconds, dictionary lookups a
+        fraction of one."""
         r = self.scheme.randomness
         if r.fixed:
             seeds = r.generation_seeds(hops, self._key_word, input_ids, step, self._offsets)
-            skipped = hops.to_numpy(r.skipped(hops, seeds)).astype(bool)
-            return hops.to_numpy(hops.u64(seeds)).view(np.uint64).tolist(), skipped
+            words = hops.to_numpy(hops.u64(seeds)).view(np.uint64).tolist()
+            if r.skip <= 0:
+                return words, None
+            return words, hops.to_numpy(r.skipped(hops, seeds)).astype(bool).tolist()
         t = int(input_ids.shape[1])
-        contexts = [tuple(row) for row in NUMPY.i64(input_ids[:, max(t - r.context, 0):]).tolist()]
+        contexts = list(map(tuple, input_ids[:, max(t - r.context, 0):].tolist()))
         memo = self._seed_memo
-        missing = list(dict.fromkeys(c for c in contexts if c not in memo))
-        if missing:
+        found = list(map(memo.get, contexts))
+        if None in found:
+            missing = list(dict.fromkeys(c for c, f in zip(contexts, found) if f is None))
+            if r.context == 1 and self.vocab_size <= MEMO_LIMIT // 2 and len(memo) < 2:
+                # one-token contexts: every seed of the vocabulary in one vectorised call (about
+                # what a handful of single misses costs), then none misses again
+                missing = list(dict.fromkeys(missing + [(v,) for v in range(self.vocab_size)]))
             seeds = r.generation_seeds(hops, self._key_word, np.array(missing, dtype=np.int64),
                                        step, None)
             skips = hops.to_numpy(r.skipped(hops, seeds)).astype(bool).tolist()
@@ -460,21 +497,25 @@ class WatermarkProcessor:
             if len(memo) + len(missing) > MEMO_LIMIT:
                 memo.clear()
             memo.update(zip(missing, zip(words, skips)))
-        found = [memo[c] for c in contexts]
-        return [w for w, _ in found], np.array([k for _, k in found], dtype=bool)
+            found = list(map(memo.__getitem__, contexts))
+        return [w for w, _ in found], ([k for _, k in found] if r.skip > 0 else None)
 
     def _plain(self, scores: Any) -> Any:
         """Unwatermarked scores at temperature 1 (a new array)."""
         tau = self.temperature
         return scores / tau if tau > 0 else (scores.clone() if is_torch(scores) else scores.copy())
 
-    def _table(self, hops: Ops, ops: Ops, words: list[int], scores: Any) -> Any:
-        """The sampler's seed-table rows for the seed ``words`` (memoised), stacked ``[B, W]``
-        (a list of ``B`` numpy rows for host tables)."""
+    def _table(self, hops: Ops, ops: Ops, host: bool, words: list[int], scores: Any,
+               ) -> list[Any]:
+        """The sampler's seed-table row of each seed word (memoised): numpy rows for "host"
+        tables and for scores in host memory (read through :func:`host_view`), else rows on
+        the scores' device; "float" rows in the scores' dtype, "index" rows int64. Rows are
+        handed over as a list: samplers read them row by row, which beats stacking a
+        ``[B, W]`` copy."""
         s = self.scheme.sampler
         width = int(scores.shape[1])
         kind = s.table_kind
-        home: Ops = NUMPY if kind == "host" else ops
+        home: Ops = NUMPY if kind == "host" or host else ops
         dtype = str(scores.dtype) if kind == "float" else kind
         device = str(getattr(home, "device", ""))
         space = self._spaces.get((width, device, dtype))
@@ -486,19 +527,14 @@ class WatermarkProcessor:
         def build(missing: list[int]) -> list[Any]:
             block = s.seed_table(hops, hops.u64(missing), width, self.vocab_size)
             if kind == "float":
-                block = ops.cast_like(block, scores)
+                block = home.cast_like(block, host_view(scores[:1]) if host else scores)
             elif kind == "index":
                 block = home.i64(block)
             else:
                 block = NUMPY.f64(block)
             return [home.copy(block[i]) for i in range(len(missing))]
 
-        rows = seed_tables().rows(space, words, build)
-        if kind == "host":
-            return rows  # read a few entries at a time: a list spares a [B, W] copy
-        like = rows[0][None].expand(len(rows), -1) if is_torch(rows[0]) else \
-            np.broadcast_to(rows[0], (len(rows),) + rows[0].shape)
-        return home.stack(rows, axis=0, out=s.workspace.get(home, "table", like))
+        return seed_tables().rows(space, words, build)
 
 
 def _like(out: Any, scores: Any) -> Any:

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalrun.kernels.backend import Ops
+from evalrun.kernels.backend import NUMPY, Ops
 from evalrun.kernels.stats import exp_gumbel, exp_stat
 from evalrun.specs import Spec
-from evalrun.watermark.engine import NativeScheme, Sampler, build_native
+from evalrun.watermark.engine import NativeScheme, Sampler, build_native, host_view
 
 WHAT = "--watermark"
 
@@ -38,10 +38,19 @@ class Exponential(Sampler):
     def seed_table(self, ops: Ops, seeds: Any, width: int, vocab_size: int) -> Any:
         return exp_gumbel(ops, seeds, vocab_size)
 
-    def apply(self, ops: Ops, table: Any, logits: Any, temperature: float, vocab_size: int,
-              hash_ops: Ops, seeds: Any, out: Any = None) -> Any:
+    overwrites = True
+
+    def apply(self, ops: Ops, rows: list[Any], logits: Any, temperature: float, vocab_size: int,
+              hash_ops: Ops, words: list[int]) -> Any:
         x = logits if int(logits.shape[1]) == vocab_size else logits[:, :vocab_size]
-        return ops.argmax((x / temperature if temperature != 1 else x) + table, axis=1)
+        if temperature != 1:
+            x /= temperature
+        h = host_view(x)
+        y = x if h is None else h
+        for b, row in enumerate(rows):
+            view = y[b]
+            view += row
+        return (ops if h is None else NUMPY).argmax(y, axis=1)
 
 
 def build(spec: Spec) -> NativeScheme:

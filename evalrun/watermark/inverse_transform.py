@@ -14,11 +14,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalrun.kernels.backend import Ops
+import numpy as np
+
+from evalrun.kernels.backend import NUMPY, Ops
 from evalrun.kernels.hashing import feistel_rank
 from evalrun.kernels.stats import its_null_mean, its_stat, its_uniform
 from evalrun.specs import Spec
-from evalrun.watermark.engine import NativeScheme, Sampler, build_native, sampling_probs
+from evalrun.watermark.engine import (
+    MEMO_LIMIT, NativeScheme, Sampler, build_native, host_view, sampling_probs,
+)
 
 WHAT = "--watermark"
 
@@ -45,14 +49,19 @@ class InverseTransform(Sampler):
         return ops.put_along(ops.zeros(tuple(ranks.shape), "i64"), ranks,
                              tokens + ops.zeros(tuple(ranks.shape), "i64"), axis=1)
 
-    def apply(self, ops: Ops, table: Any, logits: Any, temperature: float, vocab_size: int,
-              hash_ops: Ops, seeds: Any, out: Any = None) -> Any:
+    def apply(self, ops: Ops, rows: list[Any], logits: Any, temperature: float, vocab_size: int,
+              hash_ops: Ops, words: list[int]) -> Any:
         probs = sampling_probs(ops, logits, temperature, vocab_size)
         work = self.workspace
-        permuted = ops.take_along(probs, table, axis=1,  # probabilities in rank order
-                                  out=work.get(ops, "permuted", probs))
+        permuted = work.get(ops, "permuted", probs)  # probabilities in rank order
+        src, dst = host_view(probs), host_view(permuted)
+        take = ops.take if src is None else NUMPY.take
+        if src is None:
+            src, dst = probs, permuted
+        for b, row in enumerate(rows):
+            take(src[b], row, out=dst[b])
         cdf = ops.cumsum(permuted, axis=1, dtype="f64", out=work.get(ops, "cdf", probs, "f64"))
-        u = ops.f64(hash_ops.to_numpy(its_uniform(hash_ops, seeds)))
+        u = ops.f64(self._uniforms(hash_ops, words))
         k = ops.searchsorted(cdf, u[:, None])[:, 0]  # ranks whose cdf lies below u
         if ops.any(k == vocab_size):
             # rounding can leave the last cdf entry just under u: take the last rank with
@@ -60,7 +69,19 @@ class InverseTransform(Sampler):
             positions = ops.arange(vocab_size)[None, :]
             last = ops.amax(ops.where(permuted > 0, positions, -1), axis=1)
             k = ops.where(k > last, last, k)
-        return ops.take_along(table, k[:, None], axis=1)[:, 0]
+        return np.array([int(row[kb]) for row, kb in zip(rows, ops.to_numpy(k).tolist())],
+                        dtype=np.int64)
+
+    def _uniforms(self, hash_ops: Ops, words: list[int]) -> list[float]:
+        """The uniform ``u`` of each seed word, memoised per word like the seed tables."""
+        memo: dict[int, float] = self.__dict__.setdefault("_u_memo", {})
+        missing = [w for w in dict.fromkeys(words) if w not in memo]
+        if missing:
+            found = hash_ops.to_numpy(its_uniform(hash_ops, hash_ops.u64(missing))).tolist()
+            if len(memo) + len(missing) > MEMO_LIMIT:
+                memo.clear()
+            memo.update(zip(missing, found))
+        return [memo[w] for w in words]
 
 
 def build(spec: Spec) -> NativeScheme:

@@ -20,7 +20,7 @@ from typing import Any
 from evalrun.kernels.backend import Ops
 from evalrun.kernels.green import green_mask, is_green
 from evalrun.specs import Spec, spec_float
-from evalrun.watermark.engine import NativeScheme, Sampler, build_native
+from evalrun.watermark.engine import NativeScheme, Sampler, build_native, host_view
 
 WHAT = "--watermark"
 
@@ -48,12 +48,18 @@ class DistributionShift(Sampler):
         """``delta`` at the green columns of each seed, 0 elsewhere."""
         return ops.where(green_mask(ops, seeds, width, self.gamma), self.delta, 0.0)
 
-    def apply(self, ops: Ops, table: Any, logits: Any, temperature: float, vocab_size: int,
-              hash_ops: Ops, seeds: Any, out: Any = None) -> Any:
-        biased = ops.add(logits, table, out=out)
-        if temperature > 0:
-            biased /= temperature
-        return biased
+    overwrites = True
+
+    def apply(self, ops: Ops, rows: list[Any], logits: Any, temperature: float, vocab_size: int,
+              hash_ops: Ops, words: list[int]) -> Any:
+        x = host_view(logits)
+        x = logits if x is None else x
+        for b, row in enumerate(rows):  # in place, row by row: no [B, W] bias is assembled
+            view = x[b]
+            view += row
+        if temperature > 0 and temperature != 1:
+            logits /= temperature
+        return logits
 
 
 def build(spec: Spec) -> NativeScheme:

@@ -55,6 +55,7 @@ from evalrun.specs import Spec, check_keys, spec_float, spec_int
 from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_array
 from evalrun.watermark.counting import cumulative_counts
+from evalrun.watermark.engine import host_view
 from evalrun.watermark.scores import REPEATS
 from evalrun.watermark.seed_tables import seed_tables
 
@@ -435,21 +436,32 @@ class KGWCompatLogitsProcessor:
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         torch = self.green.torch
         as_numpy = isinstance(scores, np.ndarray)
-        sc = torch.from_numpy(scores) if as_numpy else scores
-        bias = self._lefthash_bias(input_ids, sc)
-        if bias is not None:
-            out = sc + bias
-        else:
-            mask = self.green_mask(input_ids, sc).to(sc.device)
-            if sc.dim() == 1:
-                mask = mask[0]
-            out = torch.where(mask, sc + self.scheme.delta, sc)
-        if self.temperature > 0:
-            out = out / self.temperature
+        out, _ = self.choose(input_ids, torch.from_numpy(scores) if as_numpy else scores)
         return out.numpy() if as_numpy else out
 
-    def _lefthash_bias(self, input_ids: Any, scores: Any) -> Any:
-        """``[B, W]`` rows of delta on each row's green list (0 elsewhere) from the process-wide
+    def choose(self, input_ids: Any, scores: Any, *, reuse: bool = False) -> tuple[Any, None]:
+        """``(scores, None)``, the provider-facing form of ``__call__`` (this scheme never
+        picks tokens itself). With ``reuse`` the caller gives ``scores`` up and they are
+        biased in place."""
+        rows = self._lefthash_rows(input_ids, scores)
+        if rows is not None:
+            out = scores if reuse else scores.clone()
+            x = host_view(out)
+            x = out if x is None else x
+            for b, row in enumerate(rows):  # in place, row by row: no [B, W] bias is built
+                view = x[b]
+                view += row
+        else:
+            mask = self.green_mask(input_ids, scores).to(scores.device)
+            if scores.dim() == 1:
+                mask = mask[0]
+            out = self.green.torch.where(mask, scores + self.scheme.delta, scores)
+        if self.temperature > 0 and self.temperature != 1:
+            out /= self.temperature
+        return out, None
+
+    def _lefthash_rows(self, input_ids: Any, scores: Any) -> list[Any] | None:
+        """Each row's delta-on-green bias ``[W]`` (0 elsewhere) from the process-wide
         seed-table cache, for lefthash with a full context and 2-D scores; None otherwise
         (the caller then builds the mask)."""
         torch = self.green.torch
@@ -458,22 +470,23 @@ class KGWCompatLogitsProcessor:
         if self.scheme.seeding != "lefthash" or scores.dim() != 2 or ids.dim() != 2 \
                 or ids.shape[1] < c:
             return None
-        seeds = prf_seeds(ids[:, ids.shape[1] - c:].detach().cpu().numpy(), "lefthash",
-                          self._hash_key)
+        seeds = prf_seeds(ids[:, ids.shape[1] - c:].tolist(), "lefthash", self._hash_key)
         width = int(scores.shape[1])
         w = min(width, self.vocab_size)
+        host = host_view(scores[:0])  # rows in numpy when the scores are in host memory
         space = ("kgw-compat", self.scheme.spec.canonical(), self._hash_key, self.vocab_size,
-                 width, str(scores.device), str(scores.dtype))
+                 width, str(scores.device), str(scores.dtype), host is not None)
 
         def build(missing: list[int]) -> list[Any]:
             rows = []
             for seed in missing:
                 row = np.zeros(width, dtype=np.float64)
                 row[:w] = np.where(self.green.mask(seed)[:w], self.scheme.delta, 0.0)
-                rows.append(torch.from_numpy(row).to(device=scores.device, dtype=scores.dtype))
+                rows.append(row.astype(host.dtype) if host is not None else
+                            torch.from_numpy(row).to(device=scores.device, dtype=scores.dtype))
             return rows
 
-        return torch.stack(seed_tables().rows(space, seeds, build))
+        return seed_tables().rows(space, seeds, build)
 
 
 def build(spec: Spec) -> KGWCompat:

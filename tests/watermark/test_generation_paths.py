@@ -130,14 +130,58 @@ def test_greedy_decoding_of_choosing_schemes_is_unwatermarked() -> None:
     assert tokens is None and torch.equal(scores, logits)
 
 
-def test_reused_score_buffers_give_the_same_scores_and_never_leak_to_callers() -> None:
-    proc = parse_watermark("kgw").logits_processor(KEY, V, temperature=0.9, seed=0)
-    ids = torch.randint(0, V, (4, 3), generator=torch.Generator().manual_seed(5))
-    logits = torch.randn(4, V, generator=torch.Generator().manual_seed(6))
-    first, _ = proc.choose(ids, logits, reuse=True)
-    kept = first.clone()
-    second, _ = proc.choose(ids, logits * 2, reuse=True)
-    assert second is first  # one buffer, overwritten by the next call
-    assert torch.equal(proc.choose(ids, logits)[0], kept)
-    fresh = proc(ids, logits)
-    assert fresh is not proc.choose(ids, logits, reuse=True)[0] and torch.equal(fresh, kept)
+@pytest.mark.parametrize("spec", ["kgw", "exp", "its", "binary", "kgw:skip=0.5",
+                                  "kgw:seeding=lefthash", "exp:skip=0.5"])
+def test_given_up_scores_give_the_same_result_and_kept_scores_are_never_written(spec: str) -> None:
+    scheme = parse_watermark(spec)
+    key = "15485863" if "seeding" in spec else KEY
+    ids = torch.randint(0, V, (6, 3), generator=torch.Generator().manual_seed(5))
+    logits = torch.randn(6, V, generator=torch.Generator().manual_seed(6))
+    kept = logits.clone()
+    proc = scheme.logits_processor(key, V, temperature=0.9, seed=0)
+    scores, tokens = proc.choose(ids, logits)
+    assert torch.equal(logits, kept)  # reuse=False: the caller's scores are left alone
+    assert torch.equal(proc(ids, logits), proc(ids, logits)) and torch.equal(logits, kept)
+    given_up = logits.clone()
+    scores2, tokens2 = proc.choose(ids, given_up, reuse=True)
+    assert (scores is None) == (scores2 is None) and (tokens is None) == (tokens2 is None)
+    if scores is not None:
+        assert torch.equal(scores, scores2)
+    if tokens is not None:
+        assert np.array_equal(tokens, tokens2)
+
+
+@pytest.mark.parametrize("spec", ["kgw", "exp", "its", "binary", "kgw:seeding=lefthash",
+                                  "its:skip=0.4"])
+def test_device_path_equals_the_host_path(spec: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scores numpy cannot view (GPU tensors, bfloat16) keep their table rows on the device
+    and work with torch row by row; forcing that path on CPU float32 gives the same result."""
+    from evalrun.watermark import engine, exponential, inverse_transform, kgw, kgw_compat
+
+    scheme = parse_watermark(spec)
+    key = "15485863" if "seeding" in spec else KEY
+    ids = torch.randint(0, V, (8, 3), generator=torch.Generator().manual_seed(8))
+    logits = torch.randn(8, V + 4, generator=torch.Generator().manual_seed(9)) * 3
+    want = scheme.logits_processor(key, V, temperature=0.8, seed=1).choose(ids, logits)
+    for module in (engine, exponential, inverse_transform, kgw, kgw_compat):
+        monkeypatch.setattr(module, "host_view", lambda x: None)
+    seed_tables().clear()
+    got = scheme.logits_processor(key, V, temperature=0.8, seed=1).choose(ids, logits)
+    for a, b in zip(want, got):
+        assert (a is None) == (b is None)
+        if isinstance(a, np.ndarray):
+            assert np.array_equal(a, b)
+        elif a is not None:
+            assert torch.equal(a, b)
+
+
+def test_bfloat16_scores_get_the_bias_in_their_own_dtype() -> None:
+    scheme = parse_watermark("kgw:gamma=0.3,delta=1.5")
+    ids = torch.randint(0, V, (4, 2), generator=torch.Generator().manual_seed(10))
+    logits = torch.randn(4, V, generator=torch.Generator().manual_seed(11)).to(torch.bfloat16)
+    proc = scheme.logits_processor(KEY, V, temperature=1.0, seed=0)
+    scores, _ = proc.choose(ids, logits)
+    seeds, _ = _seeds(scheme, ids, proc)
+    green = is_green(ops, seeds[:, None], ops.arange(V)[None, :], scheme.sampler.gamma)
+    bias = torch.from_numpy(np.where(green, 1.5, 0.0)).to(torch.bfloat16)
+    assert scores.dtype == torch.bfloat16 and torch.equal(scores, logits + bias)
