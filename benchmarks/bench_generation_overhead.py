@@ -14,10 +14,13 @@ read against. Because that floor is several percent here, each pair also gives a
 *attributed* overhead: the only code that differs between the arms is the provider's
 per-step token choice (``HFProvider._pick``: watermark processing and sampling), so the
 extra time spent there per step, over the unwatermarked run's whole time per step, is the
-watermark's cost without the drift of everything else. Each watermark first generates ``--warmup`` untimed tokens (default 4,096), so
-the figures describe a run past its first few generations: the per-seed table cache
-(:mod:`evalrun.watermark.seed_tables`) starts empty for each batch size and fills as a real
-run's would; its hit rate over the timed pairs is printed.
+watermark's cost without the drift of everything else.
+
+Each watermark is measured in a block of its own: the per-seed table cache
+(:mod:`evalrun.watermark.seed_tables`) and the seed memos are emptied, ``--warmup`` untimed
+tokens (default 4,096) fill them as a real run's first generations would, and then the pairs
+are timed; each block's cache hit rate over its timed pairs is printed. The figures describe
+a one-scheme run past its first few thousand tokens, whatever order the schemes come in.
 
 ``--shape LAYERSxHIDDEN`` (e.g. ``12x768``, GPT-2 small's shape, about 95M parameters with
 this vocabulary) swaps in a randomly initialised (seeded) Llama of that shape with the
@@ -43,6 +46,7 @@ from typing import Any
 from evalrun.embedded import embedded_model_path
 from evalrun.generation import GenerationRequest, GenParams, Prompt
 from evalrun.plugins.providers.hf import HFProvider
+from evalrun.watermark import engine
 from evalrun.watermark.registry import SCHEME_MODULES, parse_watermark
 from evalrun.watermark.seed_tables import seed_tables
 
@@ -119,20 +123,28 @@ AA = "none (A/A)"
 
 
 def paired(provider: HFProvider, batch: int, watermarks: list[str], max_tokens: int,
-           pairs: int, warmup: int) -> dict[str, list[tuple[float, float]]]:
-    """Per watermark and timed pair: (watermarked / unwatermarked throughput, attributed
+           pairs: int, warmup: int) -> dict[str, tuple[list[tuple[float, float]], float]]:
+    """Per watermark: the timed pairs' (watermarked / unwatermarked throughput, attributed
     overhead), the latter being the extra ``_pick`` time per step over the unwatermarked
-    run's whole time per step."""
-    out: dict[str, list[tuple[float, float]]] = {w: [] for w in [AA, *watermarks]}
+    run's whole time per step, and the seed-table hit rate over the timed pairs.
+
+    Each watermark is measured in its own block that starts from empty caches (seed tables
+    and seed memos) and warms them with ``warmup`` untimed tokens: the figure describes a run
+    of that scheme, whatever order the schemes come in. Interleaving the schemes instead
+    would let their tables evict one another from the shared cache, as no one-scheme run
+    does."""
+    out: dict[str, tuple[list[tuple[float, float]], float]] = {}
     rng = random.Random(batch)
-    for w in watermarks:
-        for round_ in range(-(-warmup // (batch * max_tokens))):
-            timed_run(provider, batch, w, max_tokens, 10_000 + round_)
-    seed_tables().stats.hits = seed_tables().stats.misses = 0
-    for pair in range(pairs):
-        arms = list(out)
-        rng.shuffle(arms)
-        for arm in arms:
+    for arm in [AA, *watermarks]:
+        seed_tables().clear()
+        engine._SEED_MEMOS.clear()
+        if arm != AA:
+            for round_ in range(-(-warmup // (batch * max_tokens))):
+                timed_run(provider, batch, arm, max_tokens, 10_000 + round_)
+        stats = seed_tables().stats
+        stats.hits = stats.misses = 0
+        results = []
+        for pair in range(pairs):
             order = [0, 1]
             rng.shuffle(order)
             runs: dict[int, Run] = {}
@@ -141,7 +153,8 @@ def paired(provider: HFProvider, batch: int, watermarks: list[str], max_tokens: 
                 runs[i] = timed_run(provider, batch, w, max_tokens, pair)
             base, marked = runs[0], runs[1]
             extra = marked.pick_seconds / marked.steps - base.pick_seconds / base.steps
-            out[arm].append((marked.rate / base.rate, extra / (base.seconds / base.steps)))
+            results.append((marked.rate / base.rate, extra / (base.seconds / base.steps)))
+        out[arm] = (results, stats.hit_rate)
     return out
 
 
@@ -206,15 +219,14 @@ def main() -> None:
         base = statistics.median(timed_run(provider, batch, "none", args.max_tokens, 20_000).rate
                                  for _ in range(3))
         results = paired(provider, batch, schemes, args.max_tokens, args.pairs, args.warmup)
-        stats = seed_tables().stats
-        print(f"\nbatch {batch}: unwatermarked about {base:.0f} row-steps/s; seed-table hit rate "
-              f"{stats.hit_rate:.3f} over the timed pairs")
-        print(f"{'watermark':<64} {'ratio':>6} {'IQR':>11}  {'attributed':>10} {'IQR':>13}")
-        for spec, r in results.items():
+        print(f"\nbatch {batch}: unwatermarked about {base:.0f} row-steps/s")
+        print(f"{'watermark':<64} {'ratio':>6} {'IQR':>11}  {'attributed':>10} {'IQR':>13}"
+              f"  {'hits':>5}")
+        for spec, (r, hit_rate) in results.items():
             lo, med, hi = quartiles([x[0] for x in r])
             alo, amed, ahi = quartiles([100 * x[1] for x in r])
             print(f"{spec:<64} {med:>6.3f} {lo:.3f}-{hi:.3f}  {amed:>9.2f}% "
-                  f"{alo:.2f}-{ahi:.2f}%", flush=True)
+                  f"{alo:.2f}-{ahi:.2f}%  {hit_rate:>5.3f}", flush=True)
 
 
 if __name__ == "__main__":
