@@ -101,9 +101,6 @@ class Ops:
     def softmax(self, x: Any) -> Any:
         """Softmax over the last axis (fused where the backend has it)."""
         ...
-    def add(self, a: Any, b: Any, out: Any = None) -> Any:
-        """``a + b``, into ``out`` when given."""
-        ...
     def frexp(self, x: Any) -> tuple[Any, Any]:
         """Mantissa in [0.5, 1) and integer exponent (exact)."""
         ...
@@ -132,7 +129,7 @@ class Ops:
     def windows(self, x: Any, size: int) -> Any:
         """Sliding windows of ``size`` along the last axis (a view): ``[..., W - size + 1, size]``."""
         ...
-    def stack(self, xs: Sequence[Any], axis: int, out: Any = None) -> Any: ...
+    def stack(self, xs: Sequence[Any], axis: int) -> Any: ...
     def concat(self, xs: Sequence[Any], axis: int) -> Any: ...
     def any(self, x: Any) -> bool: ...
     def nonzero(self, x: Any) -> Any: ...
@@ -216,9 +213,6 @@ class NumpyOps(Ops):
     def exp(self, x):
         return np.exp(x)
 
-    def add(self, a, b, out=None):
-        return np.add(a, b, out=out)
-
     def softmax(self, x):
         z = np.exp(x - np.max(x, axis=-1, keepdims=True))
         return z / np.sum(z, axis=-1, keepdims=True)
@@ -271,8 +265,8 @@ class NumpyOps(Ops):
     def windows(self, x, size):
         return np.lib.stride_tricks.sliding_window_view(x, size, axis=-1)
 
-    def stack(self, xs, axis, out=None):
-        return np.stack(list(xs), axis=axis, out=out)
+    def stack(self, xs, axis):
+        return np.stack(list(xs), axis=axis)
 
     def concat(self, xs, axis):
         return np.concatenate(list(xs), axis=axis)
@@ -371,9 +365,6 @@ class TorchOps(Ops):
     def exp(self, x):
         return self.torch.exp(x)
 
-    def add(self, a, b, out=None):
-        return self.torch.add(a, b) if out is None else self.torch.add(a, b, out=out)
-
     def softmax(self, x):
         return self.torch.softmax(x, dim=-1)
 
@@ -436,10 +427,8 @@ class TorchOps(Ops):
     def windows(self, x, size):
         return x.unfold(-1, size, 1)
 
-    def stack(self, xs, axis, out=None):
-        if out is None:
-            return self.torch.stack(list(xs), dim=axis)
-        return self.torch.stack(list(xs), dim=axis, out=out)
+    def stack(self, xs, axis):
+        return self.torch.stack(list(xs), dim=axis)
 
     def concat(self, xs, axis):
         return self.torch.cat(list(xs), dim=axis)
