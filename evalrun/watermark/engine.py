@@ -364,6 +364,16 @@ def host_view(x: Any) -> np.ndarray | None:
     return None
 
 
+def add_rows(x: Any, rows: list[Any]) -> None:
+    """``x[b] += rows[b]`` in place, row by row, through :func:`host_view` when it applies
+    (table rows are numpy exactly then): no ``[B, W]`` table is assembled."""
+    h = host_view(x)
+    y = x if h is None else h
+    for b, row in enumerate(rows):
+        view = y[b]
+        view += row
+
+
 class WatermarkProcessor:
     """Batched logits processor ``(input_ids [B, T], scores [B, V']) -> scores``.
 

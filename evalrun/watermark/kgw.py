@@ -20,7 +20,7 @@ from typing import Any
 from evalrun.kernels.backend import Ops
 from evalrun.kernels.green import green_mask, is_green
 from evalrun.specs import Spec, spec_float
-from evalrun.watermark.engine import NativeScheme, Sampler, build_native, host_view
+from evalrun.watermark.engine import NativeScheme, Sampler, add_rows, build_native
 
 WHAT = "--watermark"
 
@@ -52,11 +52,7 @@ class DistributionShift(Sampler):
 
     def apply(self, ops: Ops, rows: list[Any], logits: Any, temperature: float, vocab_size: int,
               hash_ops: Ops, words: list[int]) -> Any:
-        x = host_view(logits)
-        x = logits if x is None else x
-        for b, row in enumerate(rows):  # in place, row by row: no [B, W] bias is assembled
-            view = x[b]
-            view += row
+        add_rows(logits, rows)
         if temperature > 0 and temperature != 1:
             logits /= temperature
         return logits

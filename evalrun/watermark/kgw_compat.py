@@ -55,7 +55,7 @@ from evalrun.specs import Spec, check_keys, spec_float, spec_int
 from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_array
 from evalrun.watermark.counting import cumulative_counts
-from evalrun.watermark.engine import host_view
+from evalrun.watermark.engine import add_rows, host_view
 from evalrun.watermark.scores import REPEATS
 from evalrun.watermark.seed_tables import seed_tables
 
@@ -446,11 +446,7 @@ class KGWCompatLogitsProcessor:
         rows = self._lefthash_rows(input_ids, scores)
         if rows is not None:
             out = scores if reuse else scores.clone()
-            x = host_view(out)
-            x = out if x is None else x
-            for b, row in enumerate(rows):  # in place, row by row: no [B, W] bias is built
-                view = x[b]
-                view += row
+            add_rows(out, rows)
         else:
             mask = self.green_mask(input_ids, scores).to(scores.device)
             if scores.dim() == 1:

@@ -156,14 +156,14 @@ def test_given_up_scores_give_the_same_result_and_kept_scores_are_never_written(
 def test_device_path_equals_the_host_path(spec: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Scores numpy cannot view (GPU tensors, bfloat16) keep their table rows on the device
     and work with torch row by row; forcing that path on CPU float32 gives the same result."""
-    from evalrun.watermark import engine, exponential, inverse_transform, kgw, kgw_compat
+    from evalrun.watermark import engine, exponential, inverse_transform, kgw_compat
 
     scheme = parse_watermark(spec)
     key = "15485863" if "seeding" in spec else KEY
     ids = torch.randint(0, V, (8, 3), generator=torch.Generator().manual_seed(8))
     logits = torch.randn(8, V + 4, generator=torch.Generator().manual_seed(9)) * 3
     want = scheme.logits_processor(key, V, temperature=0.8, seed=1).choose(ids, logits)
-    for module in (engine, exponential, inverse_transform, kgw, kgw_compat):
+    for module in (engine, exponential, inverse_transform, kgw_compat):  # where it is looked up
         monkeypatch.setattr(module, "host_view", lambda x: None)
     seed_tables().clear()
     got = scheme.logits_processor(key, V, temperature=0.8, seed=1).choose(ids, logits)
