@@ -75,9 +75,13 @@ class Ops:
         ...
 
     # --- 64-bit words -----------------------------------------------------------------
-    def shr(self, x: Any, s: int) -> Any:
-        """Logical right shift of 64-bit words."""
+    def shr(self, x: Any, s: int, out: Any = None) -> Any:
+        """Logical right shift of 64-bit words (into ``out`` when given)."""
         ...
+
+    def below53(self, h: Any, t: int) -> Any:
+        """``top53(h) < t`` for ``0 <= t <= 2**53``, as booleans."""
+        return self.top53(h) < t
 
     def top53(self, h: Any) -> Any:
         """The top 53 bits of each word as a non-negative int64."""
@@ -183,8 +187,14 @@ class NumpyOps(Ops):
     def copy(self, x: Any) -> np.ndarray:
         return np.array(x, copy=True)
 
-    def shr(self, x: np.ndarray, s: int) -> np.ndarray:
-        return x >> np.uint64(s)
+    def shr(self, x: np.ndarray, s: int, out: Any = None) -> np.ndarray:
+        return np.right_shift(x, np.uint64(s), out=out)
+
+    def below53(self, h: np.ndarray, t: int) -> np.ndarray:
+        # floor(h / 2**11) < t  <=>  h < t * 2**11: one comparison, no shifted copy
+        if t >= 1 << 53:
+            return np.ones(np.shape(h), dtype=bool)
+        return h < np.uint64(t << 11)
 
     def top53(self, h: np.ndarray) -> np.ndarray:
         return (h >> np.uint64(11)).astype(np.int64)
@@ -325,10 +335,12 @@ class TorchOps(Ops):
     def copy(self, x: Any) -> Any:
         return x.clone()
 
-    def shr(self, x, s):
+    def shr(self, x, s, out=None):
         if s == 0:
-            return x
-        return (x >> s) & ((1 << (64 - s)) - 1)
+            return x if out is None else out.copy_(x)
+        t = self.torch
+        out = t.bitwise_right_shift(x, s, out=out) if out is not None else x >> s
+        return out.bitwise_and_((1 << (64 - s)) - 1)
 
     def top53(self, h):
         return self.shr(h, 11)

@@ -35,12 +35,25 @@ NUM_ROUNDS = 4
 
 
 def mix64(ops: Ops, x: Any) -> Any:
-    """SplitMix64 finaliser on 64-bit words."""
-    x = x ^ ops.shr(x, 30)
-    x = x * ops.const(_M1)
-    x = x ^ ops.shr(x, 27)
-    x = x * ops.const(_M2)
-    return x ^ ops.shr(x, 31)
+    """SplitMix64 finaliser on 64-bit words (a new array; ``x`` is left as it is).
+
+    After the first step every operation works in place, the shifts into one scratch array:
+    two arrays instead of eight per call. Vocabulary-wide hashing runs inside the decoding
+    loop, where each fresh array is memory the forward pass has just pushed out of cache."""
+    tmp = ops.shr(x, 30)
+    tmp ^= x
+    x = tmp
+    if not getattr(x, "shape", ()):  # a scalar: nothing to gain in place
+        x = x * ops.const(_M1)
+        x = x ^ ops.shr(x, 27)
+        x = x * ops.const(_M2)
+        return x ^ ops.shr(x, 31)
+    x *= ops.const(_M1)
+    scratch = ops.shr(x, 27)
+    x ^= scratch
+    x *= ops.const(_M2)
+    x ^= ops.shr(x, 31, out=scratch)
+    return x
 
 
 def code(ops: Ops, x: Any) -> Any:
@@ -80,7 +93,7 @@ def threshold53(p: float) -> int:
 
 def below(ops: Ops, h: Any, p: float) -> Any:
     """Boolean Bernoulli(p) draws from hash words."""
-    return ops.top53(h) < threshold53(p)
+    return ops.below53(h, threshold53(p))
 
 
 def uniform(ops: Ops, h: Any) -> Any:
