@@ -29,6 +29,8 @@ from evalrun.watermark import nulls
 from evalrun.watermark import randomness as rnd
 from evalrun.watermark import scores as sc
 from evalrun.watermark.base import Detection, WatermarkScheme
+from evalrun.watermark.mask_tables import add_packed, previous_tokens
+from evalrun.watermark.randomness import PAD_TOKEN
 from evalrun.watermark.seed_tables import seed_tables
 
 #: elements per chunk of null draws (bounds memory of permutation tests)
@@ -123,6 +125,14 @@ class Sampler(ABC):
     def seed_table(self, ops: Ops, seeds: Any, width: int, vocab_size: int) -> Any:
         """``[m, W]`` rows that depend on the seed alone (memoised per seed by the processor);
         ``width`` is the number of score columns (``>= vocab_size``)."""
+
+    #: for samplers whose step only adds ``mask_bias`` where :meth:`seed_mask` is set (kgw),
+    #: so their rows may be kept as packed bits (:mod:`evalrun.watermark.mask_tables`)
+    mask_bias: float | None = None
+
+    def seed_mask(self, ops: Ops, seeds: Any, width: int) -> Any:
+        """Boolean ``[m, W]`` masks of the columns that get :attr:`mask_bias`."""
+        raise NotImplementedError(f"{self.name} has no seed masks")
 
     @abstractmethod
     def apply(self, ops: Ops, rows: list[Any], logits: Any, temperature: float, vocab_size: int,
@@ -405,6 +415,7 @@ class WatermarkProcessor:
         self._spaces: dict[tuple[int, str, str], tuple[Any, ...]] = {}
         self._backends: dict[tuple[Any, ...], tuple[Ops, Ops, bool]] = {}
         self._seed_memo = _seed_memo((scheme.randomness, key_word))
+        self._mask_spaces: dict[int, tuple[Any, ...]] = {}
 
     def __repr__(self) -> str:  # never show the key
         return f"WatermarkProcessor({self.scheme.spec}, vocab_size={self.vocab_size})"
@@ -442,6 +453,10 @@ class WatermarkProcessor:
         tau = self.temperature
         if tau == 0 and not s.green_list:
             return scores, None
+        if s.mask_bias is not None and r.kind == "window" and r.context == 1 and host:
+            out = self._masked_step(hops, input_ids, scores, reuse)
+            if out is not None:
+                return out, None
         words, skips = self._seeds(hops, input_ids, t - (self._start or 0))
         if skips is not None and all(skips):
             return self._plain(scores), None
@@ -509,6 +524,55 @@ class WatermarkProcessor:
             memo.update(zip(missing, zip(words, skips)))
             found = list(map(memo.__getitem__, contexts))
         return [w for w, _ in found], ([k for _, k in found] if r.skip > 0 else None)
+
+    def _mask_table(self, hops: Ops, width: int) -> Any:
+        """The dense table of this key's green masks, one row per previous token (row
+        ``width`` for the padding context of an empty history), or None when too large.
+        Rows of skipped contexts are empty: a skipped position adds no bias."""
+        space = self._mask_spaces.get(width)
+        if space is None:
+            space = self._mask_spaces[width] = ("mask", self.scheme.spec.canonical(),
+                                                self._key_word, width)
+        return seed_tables().dense(space, width + 1, width, lambda: self._mask_builder(hops, width))
+
+    def _mask_builder(self, hops: Ops, width: int) -> Any:
+        """Mask rows of one-token contexts, from the seeds of all ``width + 1`` contexts
+        (one vectorised call when the table is made)."""
+        s, r = self.scheme.sampler, self.scheme.randomness
+        context = np.arange(-1, width, dtype=np.int64)[:, None]  # PAD_TOKEN first
+        seeds = r.generation_seeds(hops, self._key_word, context, 0, None)
+        seeds = hops.concat([seeds[1:], seeds[:1]], 0)  # row ``width`` is the padding
+        skipped = hops.to_numpy(r.skipped(hops, seeds)) if r.skip > 0 else None
+
+        def build(index: np.ndarray) -> np.ndarray:
+            masks = hops.to_numpy(s.seed_mask(hops, seeds[hops.i64(index)], width))
+            if skipped is not None:
+                masks[skipped[index]] = False
+            return masks
+
+        return build
+
+    def _masked_step(self, hops: Ops, input_ids: Any, scores: Any, reuse: bool) -> Any | None:
+        """One step of a one-token-context mask sampler through its dense table (gather,
+        unpack and add for the whole batch); None when there is no table or a previous token
+        lies outside it (the caller then takes the per-seed path)."""
+        t = int(input_ids.shape[1])
+        width = int(scores.shape[1])
+        if t == 0:
+            index = [width] * int(input_ids.shape[0])
+        else:
+            index = previous_tokens(input_ids, width)
+            if index is None:
+                return None
+        table = self._mask_table(hops, width)
+        if table is None:
+            return None
+        out = scores if reuse else scores.clone() if is_torch(scores) else scores.copy()
+        add_packed(out, table.packed(index), self.scheme.sampler.mask_bias)
+        tau = self.temperature
+        if tau > 0 and tau != 1:
+            out /= tau
+        return out
 
     def _plain(self, scores: Any) -> Any:
         """Unwatermarked scores at temperature 1 (a new array)."""

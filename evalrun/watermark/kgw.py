@@ -46,7 +46,14 @@ class DistributionShift(Sampler):
 
     def seed_table(self, ops: Ops, seeds: Any, width: int, vocab_size: int) -> Any:
         """``delta`` at the green columns of each seed, 0 elsewhere."""
-        return ops.where(green_mask(ops, seeds, width, self.gamma), self.delta, 0.0)
+        return ops.where(self.seed_mask(ops, seeds, width), self.delta, 0.0)
+
+    @property
+    def mask_bias(self) -> float:  # type: ignore[override]
+        return self.delta
+
+    def seed_mask(self, ops: Ops, seeds: Any, width: int) -> Any:
+        return green_mask(ops, seeds, width, self.gamma)
 
     overwrites = True
 

@@ -56,6 +56,7 @@ from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_array
 from evalrun.watermark.counting import cumulative_counts
 from evalrun.watermark.engine import add_rows, host_view
+from evalrun.watermark.mask_tables import add_packed, previous_tokens
 from evalrun.watermark.scores import REPEATS
 from evalrun.watermark.seed_tables import seed_tables
 
@@ -443,11 +444,12 @@ class KGWCompatLogitsProcessor:
         """``(scores, None)``, the provider-facing form of ``__call__`` (this scheme never
         picks tokens itself). With ``reuse`` the caller gives ``scores`` up and they are
         biased in place."""
-        rows = self._lefthash_rows(input_ids, scores)
+        out = self._dense_step(input_ids, scores, reuse)
+        rows = self._lefthash_rows(input_ids, scores) if out is None else None
         if rows is not None:
             out = scores if reuse else scores.clone()
             add_rows(out, rows)
-        else:
+        elif out is None:
             mask = self.green_mask(input_ids, scores).to(scores.device)
             if scores.dim() == 1:
                 mask = mask[0]
@@ -455,6 +457,43 @@ class KGWCompatLogitsProcessor:
         if self.temperature > 0 and self.temperature != 1:
             out /= self.temperature
         return out, None
+
+    def _dense_step(self, input_ids: Any, scores: Any, reuse: bool) -> Any | None:
+        """Lefthash with one token of context on scores in host memory: the bias through the
+        dense table of this key's green masks, one row per previous token
+        (:mod:`evalrun.watermark.mask_tables`); None when that does not apply."""
+        if self.scheme.seeding != "lefthash" or self.scheme.context != 1 or scores.dim() != 2 \
+                or getattr(input_ids, "ndim", 0) != 2 or int(input_ids.shape[1]) < 1 \
+                or host_view(scores[:0]) is None:
+            return None
+        width = int(scores.shape[1])
+        index = previous_tokens(input_ids, width)
+        if index is None:
+            return None
+        space = ("kgw-compat-mask", self.scheme.spec.canonical(), self._hash_key,
+                 self.vocab_size, width)
+        table = seed_tables().dense(space, width, width, lambda: self._mask_builder(width))
+        if table is None:
+            return None
+        out = scores if reuse else scores.clone()
+        add_packed(out, table.packed(index), self.scheme.delta)
+        return out
+
+    def _mask_builder(self, width: int) -> Any:
+        """Green masks ``[m, width]`` of the previous tokens ``index [m]`` (one permutation
+        each, as the reference draws them; columns past the vocabulary stay red)."""
+        w = min(width, self.vocab_size)
+
+        def build(index: np.ndarray) -> np.ndarray:
+            masks = np.zeros((len(index), width), dtype=bool)
+            seeds = prf_seeds(np.asarray(index, dtype=np.int64)[:, None], "lefthash",
+                              self._hash_key)
+            for i, seed in enumerate(seeds):
+                ids = self.green.ids(seed)
+                masks[i, ids[ids < w]] = True
+            return masks
+
+        return build
 
     def _lefthash_rows(self, input_ids: Any, scores: Any) -> list[Any] | None:
         """Each row's delta-on-green bias ``[W]`` (0 elsewhere) from the process-wide

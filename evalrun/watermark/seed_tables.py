@@ -22,11 +22,14 @@ from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Sequence
 
 from evalrun.errors import EvalrunError
+from evalrun.watermark.mask_tables import MaskBuilder, MaskTable
 
 DEFAULT_BUDGET_MB = 256
 ENV_BUDGET = "EVALRUN_SEED_TABLE_MB"
 #: most spaces (scheme x key x width x device) given ids before the id map starts afresh
 SPACE_LIMIT = 4096
+#: most dense mask tables kept (each at most 1/MAX_DENSE of the budget)
+MAX_DENSE = 4
 
 
 def _nbytes(row: Any) -> int:
@@ -56,14 +59,34 @@ class SeedTableCache:
         self._rows: OrderedDict[tuple[int, int], Any] = OrderedDict()
         self._space_ids: dict[Hashable, int] = {}
         self._next_id = itertools.count()
+        self._dense: OrderedDict[Hashable, MaskTable] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._rows)
 
     def clear(self) -> None:
         self._rows.clear()
+        self._dense.clear()
         self.used_bytes = 0
         self.stats = CacheStats()
+
+    def dense(self, space: Hashable, rows: int, width: int,
+              builder: Callable[[], MaskBuilder]) -> MaskTable | None:
+        """The dense mask table of ``space`` (:mod:`evalrun.watermark.mask_tables`), made on
+        first use (with the row builder ``builder()`` gives); None when a table of ``rows x width`` bits would take more than a quarter
+        of the budget (the caller then keeps per-seed rows). The most recently used
+        ``MAX_DENSE`` tables are kept, outside the row budget's accounting: together they
+        take at most the budget again."""
+        table = self._dense.get(space)
+        if table is None:
+            if rows * ((width + 7) // 8) > self.budget_bytes // MAX_DENSE:
+                return None
+            table = self._dense[space] = MaskTable(rows, width, builder(), self.stats)
+            while len(self._dense) > MAX_DENSE:
+                self._dense.popitem(last=False)
+        self._dense.move_to_end(space)
+        table.stats = self.stats  # clear() starts new statistics
+        return table
 
     def rows(self, space: Hashable, seeds: Sequence[int],
              build: Callable[[list[int]], Sequence[Any]]) -> list[Any]:

@@ -104,11 +104,15 @@ def test_choosing_schemes_pick_the_defined_token(spec: str, dtype: torch.dtype) 
     assert seed_tables().stats.hits > 0
 
 
-@pytest.mark.parametrize("spec", ["kgw:gamma=0.3,delta=1.5", "kgw:randomness=minhash,context=2,skip=0.4"])
-def test_green_list_scores_are_the_defined_bias(spec: str) -> None:
+@pytest.mark.parametrize("spec", ["kgw:gamma=0.3,delta=1.5", "kgw:skip=0.3,delta=0.1",
+                                  "kgw:randomness=minhash,context=2,skip=0.4"])
+@pytest.mark.parametrize("history", [4, 0])
+def test_green_list_scores_are_the_defined_bias(spec: str, history: int) -> None:
+    """One-token contexts go through the dense mask table, longer ones through per-seed
+    rows; an empty history is seeded by the padding context."""
     scheme = parse_watermark(spec)
     g = torch.Generator().manual_seed(4)
-    ids = torch.randint(0, V, (16, 4), generator=g)
+    ids = torch.randint(0, V, (16, history), generator=g)
     logits = torch.randn(16, V + 12, generator=g)  # padded vocabulary columns are biased too
     for tau in (0.0, 0.7):
         proc = scheme.logits_processor(KEY, V, temperature=tau, seed=0)
@@ -121,6 +125,35 @@ def test_green_list_scores_are_the_defined_bias(spec: str) -> None:
         if tau:
             expected = expected / tau
         assert torch.equal(scores, expected)
+
+
+@pytest.mark.parametrize("spec,key", [("kgw:delta=1.25", KEY), ("kgw:seeding=lefthash", "15485863")])
+def test_dense_mask_tables_give_the_per_seed_rows_result(spec: str, key: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dense table of one-token contexts and the per-seed rows it replaces give the same
+    scores, also for previous tokens outside the table (ids past the score columns) and when
+    the table would not fit the budget."""
+    from evalrun.watermark import seed_tables as st
+
+    scheme = parse_watermark(spec)
+    ids = torch.randint(0, V, (12, 3), generator=torch.Generator().manual_seed(21))
+    logits = torch.randn(12, V + 3, generator=torch.Generator().manual_seed(22)) * 2
+    monkeypatch.setattr(st, "_CACHE", st.SeedTableCache(64 << 20))
+    dense = scheme.logits_processor(key, V, temperature=0.7, seed=0).choose(ids, logits)[0]
+    assert len(st.seed_tables()._dense) == 1
+    # a budget too small for the table: per-seed rows
+    monkeypatch.setattr(st, "_CACHE", st.SeedTableCache(4 * (V + 3) * ((V + 10) // 8) - 1))
+    rows = scheme.logits_processor(key, V, temperature=0.7, seed=0).choose(ids, logits)[0]
+    assert len(st.seed_tables()._dense) == 0 and len(st.seed_tables()) > 0
+    assert torch.equal(dense, rows)
+    # a previous token past the score columns has no table row: per-seed rows for the step
+    outside = ids.clone()
+    outside[3, -1] = V + 50
+    monkeypatch.setattr(st, "_CACHE", st.SeedTableCache(64 << 20))
+    got = scheme.logits_processor(key, V + 60, temperature=0.7, seed=0).choose(outside, logits)[0]
+    monkeypatch.setattr(st, "_CACHE", st.SeedTableCache(0))
+    want = scheme.logits_processor(key, V + 60, temperature=0.7, seed=0).choose(outside, logits)[0]
+    assert torch.equal(got, want)
 
 
 def test_greedy_decoding_of_choosing_schemes_is_unwatermarked() -> None:
