@@ -415,7 +415,8 @@ class WatermarkProcessor:
         self._spaces: dict[tuple[int, str, str], tuple[Any, ...]] = {}
         self._backends: dict[tuple[Any, ...], tuple[Ops, Ops, bool]] = {}
         self._seed_memo = _seed_memo((scheme.randomness, key_word))
-        self._mask_spaces: dict[int, tuple[Any, ...]] = {}
+        #: dense mask tables by score width, held while the cache keeps them
+        self._mask_tables: dict[int, Any] = {}
 
     def __repr__(self) -> str:  # never show the key
         return f"WatermarkProcessor({self.scheme.spec}, vocab_size={self.vocab_size})"
@@ -529,11 +530,12 @@ class WatermarkProcessor:
         """The dense table of this key's green masks, one row per previous token (row
         ``width`` for the padding context of an empty history), or None when too large.
         Rows of skipped contexts are empty: a skipped position adds no bias."""
-        space = self._mask_spaces.get(width)
-        if space is None:
-            space = self._mask_spaces[width] = ("mask", self.scheme.spec.canonical(),
-                                                self._key_word, width)
-        return seed_tables().dense(space, width + 1, width, lambda: self._mask_builder(hops, width))
+        table = self._mask_tables.get(width)
+        if table is None or table.evicted:
+            space = ("mask", self.scheme.spec.canonical(), self._key_word, width)
+            table = self._mask_tables[width] = seed_tables().dense(
+                space, width + 1, width, lambda: self._mask_builder(hops, width))
+        return table
 
     def _mask_builder(self, hops: Ops, width: int) -> Any:
         """Mask rows of one-token contexts, from the seeds of all ``width + 1`` contexts

@@ -394,6 +394,8 @@ class KGWCompatLogitsProcessor:
         self.vocab_size = int(vocab_size)
         self.temperature = float(temperature)
         self.green = GreenLists(self.vocab_size, scheme.gamma)
+        #: dense mask table by (width, dtype, device) of the scores; None where none applies
+        self._mask_tables: dict[tuple[Any, ...], Any] = {}
 
     def __repr__(self) -> str:
         return f"KGWCompatLogitsProcessor({self.scheme.spec}, vocab_size={self.vocab_size})"
@@ -463,17 +465,21 @@ class KGWCompatLogitsProcessor:
         dense table of this key's green masks, one row per previous token
         (:mod:`evalrun.watermark.mask_tables`); None when that does not apply."""
         if self.scheme.seeding != "lefthash" or self.scheme.context != 1 or scores.dim() != 2 \
-                or getattr(input_ids, "ndim", 0) != 2 or int(input_ids.shape[1]) < 1 \
-                or host_view(scores[:0]) is None:
+                or getattr(input_ids, "ndim", 0) != 2 or int(input_ids.shape[1]) < 1:
             return None
         width = int(scores.shape[1])
-        index = previous_tokens(input_ids, width)
+        kind = (width, scores.dtype, scores.device)
+        table = self._mask_tables.get(kind, self)  # self: not looked up yet
+        if table is self or (table is not None and table.evicted):
+            table = None
+            if host_view(scores[:0]) is not None:
+                space = ("kgw-compat-mask", self.scheme.spec.canonical(), self._hash_key,
+                         self.vocab_size, width)
+                table = seed_tables().dense(space, width, width,
+                                            lambda: self._mask_builder(width))
+            self._mask_tables[kind] = table
+        index = previous_tokens(input_ids, width) if table is not None else None
         if index is None:
-            return None
-        space = ("kgw-compat-mask", self.scheme.spec.canonical(), self._hash_key,
-                 self.vocab_size, width)
-        table = seed_tables().dense(space, width, width, lambda: self._mask_builder(width))
-        if table is None:
             return None
         out = scores if reuse else scores.clone()
         add_packed(out, table.packed(index), self.scheme.delta)

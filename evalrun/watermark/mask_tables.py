@@ -51,6 +51,8 @@ class MaskTable:
         self.single_builds = 0
         #: every row is built (lookups no longer check)
         self.complete = False
+        #: set when the cache lets the table go: holders should ask the cache again
+        self.evicted = False
         #: counts ``hits`` (rows found built) and ``misses`` (rows a lookup had to wait for)
         self.stats = stats
         self._build = build

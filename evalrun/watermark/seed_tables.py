@@ -66,6 +66,8 @@ class SeedTableCache:
 
     def clear(self) -> None:
         self._rows.clear()
+        for table in self._dense.values():
+            table.evicted = True
         self._dense.clear()
         self.used_bytes = 0
         self.stats = CacheStats()
@@ -83,7 +85,7 @@ class SeedTableCache:
                 return None
             table = self._dense[space] = MaskTable(rows, width, builder(), self.stats)
             while len(self._dense) > MAX_DENSE:
-                self._dense.popitem(last=False)
+                self._dense.popitem(last=False)[1].evicted = True
         self._dense.move_to_end(space)
         table.stats = self.stats  # clear() starts new statistics
         return table

@@ -97,5 +97,8 @@ def test_the_cache_makes_tables_within_a_quarter_of_its_budget_and_keeps_four() 
     for name in "bcde":
         cache.dense(name, 10, 64, lambda: build)
     assert "a" not in cache._dense and len(cache._dense) == 4
+    assert table.evicted  # holders of a table the cache let go ask it again
+    kept = cache.dense("e", 10, 64, lambda: build)
+    assert not kept.evicted
     cache.clear()
-    assert len(cache._dense) == 0 and cache.stats.misses == 0
+    assert len(cache._dense) == 0 and cache.stats.misses == 0 and kept.evicted
