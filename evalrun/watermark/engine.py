@@ -53,10 +53,11 @@ class Workspace:
 
     def get(self, ops: Ops, name: str, like: Any, dtype: str | None = None) -> Any:
         """A buffer shaped like ``like``, of its dtype (or float64 with ``dtype="f64"``)."""
-        shape = tuple(int(d) for d in like.shape)
-        key = (name, ops.name, str(getattr(ops, "device", "")), shape, dtype or str(like.dtype))
+        # hashable as they are (no string formatting: this runs every decoding step)
+        key = (name, ops.name, getattr(ops, "device", None), like.shape, dtype, like.dtype)
         buf = self._buffers.get(key)
         if buf is None:
+            shape = tuple(int(d) for d in like.shape)
             if len(self._buffers) >= self.limit:
                 self._buffers.clear()
             buf = ops.zeros(shape) if dtype == "f64" else ops.cast_like(ops.zeros(shape), like)

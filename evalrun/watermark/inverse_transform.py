@@ -63,14 +63,14 @@ class InverseTransform(Sampler):
         cdf = ops.cumsum(permuted, axis=1, dtype="f64", out=work.get(ops, "cdf", probs, "f64"))
         u = ops.f64(self._uniforms(hash_ops, words))
         k = ops.searchsorted(cdf, u[:, None])[:, 0]  # ranks whose cdf lies below u
-        if ops.any(k == vocab_size):
+        ranks = ops.to_numpy(k).tolist()  # checked in Python: an array test costs more here
+        if vocab_size in ranks:
             # rounding can leave the last cdf entry just under u: take the last rank with
             # positive probability
             positions = ops.arange(vocab_size)[None, :]
             last = ops.amax(ops.where(permuted > 0, positions, -1), axis=1)
-            k = ops.where(k > last, last, k)
-        return np.array([int(row[kb]) for row, kb in zip(rows, ops.to_numpy(k).tolist())],
-                        dtype=np.int64)
+            ranks = ops.to_numpy(ops.where(k > last, last, k)).tolist()
+        return np.array([int(row[kb]) for row, kb in zip(rows, ranks)], dtype=np.int64)
 
     def _uniforms(self, hash_ops: Ops, words: list[int]) -> list[float]:
         """The uniform ``u`` of each seed word, memoised per word like the seed tables."""

@@ -75,10 +75,10 @@ class SeedTableCache:
     def dense(self, space: Hashable, rows: int, width: int,
               builder: Callable[[], MaskBuilder]) -> MaskTable | None:
         """The dense mask table of ``space`` (:mod:`evalrun.watermark.mask_tables`), made on
-        first use (with the row builder ``builder()`` gives); None when a table of ``rows x width`` bits would take more than a quarter
-        of the budget (the caller then keeps per-seed rows). The most recently used
-        ``MAX_DENSE`` tables are kept, outside the row budget's accounting: together they
-        take at most the budget again."""
+        first use with the row builder that ``builder()`` returns; None when ``rows x width``
+        bits would take more than a quarter of the budget (the caller then keeps per-seed
+        rows). The ``MAX_DENSE`` most recently used tables are kept, outside the row budget's
+        accounting: together they take at most the budget again."""
         table = self._dense.get(space)
         if table is None:
             if rows * ((width + 7) // 8) > self.budget_bytes // MAX_DENSE:

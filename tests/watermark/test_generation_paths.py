@@ -127,7 +127,8 @@ def test_green_list_scores_are_the_defined_bias(spec: str, history: int) -> None
         assert torch.equal(scores, expected)
 
 
-@pytest.mark.parametrize("spec,key", [("kgw:delta=1.25", KEY), ("kgw:seeding=lefthash", "15485863")])
+@pytest.mark.parametrize("spec,key", [("kgw:delta=1.25", KEY),
+                                      ("kgw:seeding=lefthash", "15485863")])
 def test_dense_mask_tables_give_the_per_seed_rows_result(spec: str, key: str,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """The dense table of one-token contexts and the per-seed rows it replaces give the same
@@ -154,6 +155,23 @@ def test_dense_mask_tables_give_the_per_seed_rows_result(spec: str, key: str,
     monkeypatch.setattr(st, "_CACHE", st.SeedTableCache(0))
     want = scheme.logits_processor(key, V + 60, temperature=0.7, seed=0).choose(outside, logits)[0]
     assert torch.equal(got, want)
+
+
+def test_its_takes_the_last_positive_rank_when_rounding_leaves_the_cdf_under_u(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    scheme = parse_watermark("its")
+    ids = torch.randint(0, V, (5, 2), generator=torch.Generator().manual_seed(30))
+    logits = torch.randn(5, V, generator=torch.Generator().manual_seed(31))
+    logits[:, V // 2:] = float("-inf")  # half the vocabulary has no mass
+    monkeypatch.setattr(type(scheme.sampler), "_uniforms",
+                        lambda self, hash_ops, words: [1.5] * len(words))  # past every cdf
+    proc = scheme.logits_processor(KEY, V, temperature=1.0, seed=0)
+    _, tokens = proc.choose(ids, logits)
+    seeds, _ = _seeds(scheme, ids, proc)
+    for b in range(5):
+        ranks = feistel_rank(ops, ops.u64([int(seeds[b])]), ops.arange(V), V).astype(np.int64)
+        alive = np.flatnonzero(np.isfinite(logits[b].numpy()))
+        assert tokens[b] == alive[np.argmax(ranks[alive])]  # the highest rank with mass
 
 
 def test_greedy_decoding_of_choosing_schemes_is_unwatermarked() -> None:
