@@ -9,7 +9,7 @@ them, add the bias) instead of a cache lookup and an add per row.
 
 Rows are built on first use. Building one row inside the decoding loop costs several times
 what the same row costs inside one vectorised pass over many rows: with the embedded model
-here about 150 µs against 22 µs, a ratio near 7 (the forward pass has just pushed everything
+here about 150-200 µs against 22 µs, a ratio near 7 or more (the forward pass has just pushed everything
 out of cache, and the fixed cost of the calls is not shared). So once a table has built an
 eighth of its rows one by one, the rest are built in one go: the classic ski-rental rule
 (stop renting once the rent paid about equals the price of buying), which keeps the total
@@ -56,10 +56,6 @@ class MaskTable:
         #: counts ``hits`` (rows found built) and ``misses`` (rows a lookup had to wait for)
         self.stats = stats
         self._build = build
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.bits.nbytes + self.filled.nbytes)
 
     def packed(self, index: Any) -> np.ndarray:
         """The packed rows ``[m, ceil(width / 8)]`` of ``index`` (``m`` ints; built as
@@ -108,9 +104,9 @@ def previous_tokens(input_ids: Any, width: int) -> list[int] | None:
 def add_packed(scores: Any, packed: np.ndarray, bias: float) -> None:
     """``scores[b, j] += bias`` wherever bit ``j`` of ``packed[b]`` is set, in place.
 
-    ``scores`` is a numpy array or a CPU torch tensor ``[B, W]``. Unset bits add nothing at
-    all, and set bits add ``bias`` rounded to the scores' dtype: the same values as adding a
-    float row of ``bias`` and zeros."""
+    ``scores`` is a numpy array or a CPU torch tensor ``[B, W]``. Set bits add ``bias``
+    rounded to the scores' dtype and unset bits add 0: the same values as adding a float row
+    of ``bias`` and zeros."""
     width = int(scores.shape[1])
     bits = np.unpackbits(packed, axis=1, count=width)
     if is_torch(scores):
