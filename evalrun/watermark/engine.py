@@ -127,13 +127,15 @@ class Sampler(ABC):
         """``[m, W]`` rows that depend on the seed alone (memoised per seed by the processor);
         ``width`` is the number of score columns (``>= vocab_size``)."""
 
-    #: for samplers whose step only adds ``mask_bias`` where :meth:`seed_mask` is set (kgw),
-    #: so their rows may be kept as packed bits (:mod:`evalrun.watermark.mask_tables`)
+    #: set by samplers whose table rows are ``mask_bias`` on a mask and 0 elsewhere and whose
+    #: step only adds them (kgw): their rows may be kept as packed bits
+    #: (:mod:`evalrun.watermark.mask_tables`)
     mask_bias: float | None = None
 
     def seed_mask(self, ops: Ops, seeds: Any, width: int) -> Any:
-        """Boolean ``[m, W]`` masks of the columns that get :attr:`mask_bias`."""
-        raise NotImplementedError(f"{self.name} has no seed masks")
+        """Boolean ``[m, W]`` masks of the columns that get :attr:`mask_bias`: here the
+        nonzero entries of :meth:`seed_table`; samplers may compute the mask directly."""
+        return self.seed_table(ops, seeds, width, width) != 0
 
     @abstractmethod
     def apply(self, ops: Ops, rows: list[Any], logits: Any, temperature: float, vocab_size: int,

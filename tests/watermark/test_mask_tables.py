@@ -102,3 +102,19 @@ def test_the_cache_makes_tables_within_a_quarter_of_its_budget_and_keeps_four() 
     assert not kept.evicted
     cache.clear()
     assert len(cache._dense) == 0 and cache.stats.misses == 0 and kept.evicted
+
+
+def test_kgw_masks_are_the_nonzero_entries_of_its_table_rows() -> None:
+    """The sampler contract behind the dense tables: a mask sampler's table row is its bias
+    on the mask and 0 elsewhere (the base class derives masks that way)."""
+    from evalrun.kernels.backend import NUMPY
+    from evalrun.watermark.engine import Sampler
+    from evalrun.watermark.registry import parse_watermark
+
+    sampler = parse_watermark("kgw:gamma=0.3,delta=0.5").sampler
+    seeds = NUMPY.u64([1, 2**63 + 5, 77])
+    direct = sampler.seed_mask(NUMPY, seeds, 300)
+    assert sampler.mask_bias == 0.5
+    assert np.array_equal(direct, Sampler.seed_mask(sampler, NUMPY, seeds, 300))
+    assert np.array_equal(sampler.seed_table(NUMPY, seeds, 300, 300), np.where(direct, 0.5, 0.0))
+    assert 0.2 < direct.mean() < 0.4
