@@ -20,7 +20,9 @@ Each watermark is measured in a block of its own: the per-seed table cache
 (:mod:`evalrun.watermark.seed_tables`) and the seed memos are emptied, ``--warmup`` untimed
 tokens (default 4,096) fill them as a real run's first generations would, and then the pairs
 are timed; each block's cache hit rate over its timed pairs is printed. The figures describe
-a one-scheme run past its first few thousand tokens, whatever order the schemes come in.
+a one-scheme run past its first few thousand tokens, whatever order the schemes come in. For
+green lists seeded by one token that is past the point where their dense mask table is built
+whole (:mod:`evalrun.watermark.mask_tables`); ``--warmup 0`` shows a cold start instead.
 
 ``--shape LAYERSxHIDDEN`` (e.g. ``12x768``, GPT-2 small's shape, about 95M parameters with
 this vocabulary) swaps in a randomly initialised (seeded) Llama of that shape with the
