@@ -52,3 +52,20 @@ def test_running_a_command_or_loading_a_model_applies_them(entry: str) -> None:
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert "tuned True" in run.stderr
+
+
+def test_other_platforms_leave_the_allocator_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The counterpart of the glibc-only tests above, run on every platform: elsewhere the
+    settings are reported off and mallopt is never looked up."""
+    def no_libc(*args: object, **kwargs: object) -> None:
+        raise AssertionError("mallopt must not be looked up outside glibc")
+
+    monkeypatch.setattr(allocator, "_applied", None)
+    monkeypatch.delenv(allocator.ENV, raising=False)
+    monkeypatch.setattr(allocator.platform, "libc_ver", lambda: ("musl", "1.2"))
+    monkeypatch.setattr(allocator.ctypes, "CDLL", no_libc)
+    assert allocator.tune_allocator() is False
+    assert allocator.allocator_tuned() is False
+    monkeypatch.setattr(allocator, "_applied", None)
+    monkeypatch.setattr(allocator.sys, "platform", "darwin")
+    assert allocator.tune_allocator() is False
