@@ -458,7 +458,7 @@ class WatermarkProcessor:
         if tau == 0 and not s.green_list:
             return scores, None
         if s.mask_bias is not None and r.kind == "window" and r.context == 1 and host:
-            out = self._masked_step(hops, input_ids, scores, reuse)
+            out = self._masked_step(hops, ops, input_ids, scores, reuse)
             if out is not None:
                 return out, None
         words, skips = self._seeds(hops, input_ids, t - (self._start or 0))
@@ -557,7 +557,8 @@ class WatermarkProcessor:
 
         return build
 
-    def _masked_step(self, hops: Ops, input_ids: Any, scores: Any, reuse: bool) -> Any | None:
+    def _masked_step(self, hops: Ops, ops: Ops, input_ids: Any, scores: Any, reuse: bool,
+                     ) -> Any | None:
         """One step of a one-token-context mask sampler through its dense table (gather,
         unpack and add for the whole batch); None when there is no table or a previous token
         lies outside it (the caller then takes the per-seed path)."""
@@ -572,7 +573,7 @@ class WatermarkProcessor:
         table = self._mask_table(hops, width)
         if table is None:
             return None
-        out = scores if reuse else scores.clone() if is_torch(scores) else scores.copy()
+        out = scores if reuse else ops.copy(scores)
         add_packed(out, table.packed(index), self.scheme.sampler.mask_bias)
         tau = self.temperature
         if tau > 0 and tau != 1:
