@@ -49,7 +49,7 @@ from evalrun.embedded import embedded_model_path
 from evalrun.generation import GenerationRequest, GenParams, Prompt
 from evalrun.plugins.providers.hf import HFProvider
 from evalrun.watermark import engine
-from evalrun.watermark.registry import SCHEME_MODULES, parse_watermark
+from evalrun.watermark.registry import SCHEMES, parse_watermark
 from evalrun.watermark.seed_tables import seed_tables
 
 KEY = "benchmark-key"
@@ -167,7 +167,7 @@ def quartiles(values: list[float]) -> tuple[float, float, float]:
 
 def available_schemes() -> list[str]:
     names = []
-    for name in [*SCHEME_MODULES, COMPAT]:
+    for name in [*SCHEMES.names(), COMPAT]:
         try:
             names.append(parse_watermark(name).spec.canonical())
         except Exception as exc:  # a scheme module that does not import or build

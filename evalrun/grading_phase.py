@@ -16,7 +16,7 @@ from evalrun.grading import Grade, GradeContext
 from evalrun.pack import Pack
 from evalrun.plan import attack_seed
 from evalrun.store import GradeRecord
-from evalrun.watermark.registry import is_none
+from evalrun.specs import is_none
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,11 @@ _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+def is_none(text: str | None) -> bool:
+    """The one definition of "none" for a watermark or an attack: absent, empty or ``none``."""
+    return text is None or text.strip().lower() in ("", "none")
+
+
 @dataclass(frozen=True)
 class Spec:
     """A parsed spec. ``params`` keeps key=value pairs; ``arg`` keeps a free argument."""

@@ -1,31 +1,29 @@
 """Spec text -> :class:`WatermarkScheme`, importing each scheme module only when named.
 
-Each scheme module exposes ``build(spec: Spec) -> WatermarkScheme`` that validates keys and
-ranges and fills in defaults.
+Each scheme registers a ``build(spec: Spec) -> WatermarkScheme`` that validates keys and
+ranges and fills in defaults: in-tree schemes lazily below, third-party ones through the
+``evalrun.schemes`` entry-point group.
 """
 
 from __future__ import annotations
 
-import importlib
+from typing import Callable
 
 from evalrun.errors import SpecError
-from evalrun.specs import Spec, parse_spec
+from evalrun.registry import Registry
+from evalrun.specs import Spec, is_none, parse_spec
 from evalrun.watermark.base import WatermarkScheme
 
-#: scheme name -> module holding its ``build``
-SCHEME_MODULES: dict[str, str] = {
-    "kgw": "evalrun.watermark.kgw",
-    "exp": "evalrun.watermark.exponential",
-    "binary": "evalrun.watermark.binary",
-    "its": "evalrun.watermark.inverse_transform",
-    "unigram": "evalrun.watermark.unigram",
-}
+SchemeBuilder = Callable[[Spec], WatermarkScheme]
+
+SCHEMES: Registry[SchemeBuilder] = Registry("scheme", "evalrun.schemes", option="--watermark")
+SCHEMES.register_lazy("kgw", "evalrun.watermark.kgw:build")
+SCHEMES.register_lazy("exp", "evalrun.watermark.exponential:build")
+SCHEMES.register_lazy("binary", "evalrun.watermark.binary:build")
+SCHEMES.register_lazy("its", "evalrun.watermark.inverse_transform:build")
+SCHEMES.register_lazy("unigram", "evalrun.watermark.unigram:build")
 #: reference-compatible kgw (Kirchenbauer et al.'s green lists) lives apart from native kgw
 KGW_COMPAT_MODULE = "evalrun.watermark.kgw_compat"
-
-
-def is_none(text: str | None) -> bool:
-    return text is None or text.strip().lower() in ("", "none")
 
 
 def parse_watermark(text: str) -> WatermarkScheme | None:
@@ -39,12 +37,8 @@ def parse_watermark(text: str) -> WatermarkScheme | None:
 def build_scheme(spec: Spec) -> WatermarkScheme:
     if spec.arg is not None:
         raise SpecError(f"--watermark {spec}: expected <scheme>:<key>=<value>,...")
-    module_name = SCHEME_MODULES.get(spec.name)
-    if module_name is None:
-        raise SpecError(
-            f"--watermark {spec}: unknown scheme {spec.name!r}; known: {', '.join(sorted(SCHEME_MODULES))}"
-        )
     if spec.name == "kgw" and "seeding" in spec.params:
-        module_name = KGW_COMPAT_MODULE
-    module = importlib.import_module(module_name)
-    return module.build(spec)
+        import importlib
+
+        return importlib.import_module(KGW_COMPAT_MODULE).build(spec)
+    return SCHEMES.get(spec.name)(spec)

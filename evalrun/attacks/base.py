@@ -1,0 +1,67 @@
+"""What an attack is: a registered definition plus the spec that parametrises it.
+
+A *text attack* is a pure function ``(text, spec, rng) -> text``: deterministic given its
+spec and the seed of ``rng``, so the transform stage can store its output and a user can
+reproduce it with ``evalrun attack``. Definitions live in :data:`ATTACKS`; third-party packages
+add theirs through the ``evalrun.attacks`` entry-point group (the object an entry point names
+is an :class:`AttackDef`, typically made by :func:`text_attack`).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Callable
+
+from evalrun.registry import Registry
+from evalrun.specs import Spec
+
+TextFn = Callable[[str, Spec, random.Random], str]
+
+
+@dataclass(frozen=True)
+class AttackDef:
+    """A registered attack: its spec keys and how it changes a text."""
+
+    name: str
+    #: spec keys it accepts (``swap:p=0.1`` -> ``{"p"}``)
+    keys: frozenset[str]
+    fn: TextFn
+    #: whether the output depends on the seed (false for ``lowercase``)
+    random: bool = True
+    description: str = ""
+
+
+ATTACKS: Registry[AttackDef] = Registry("attack", "evalrun.attacks", option="--attack")
+
+
+def text_attack(name: str, *, keys: tuple[str, ...] | frozenset[str] = (), random: bool = True,
+                registry: Registry[AttackDef] | None = ATTACKS) -> Callable[[TextFn], AttackDef]:
+    """Register ``fn(text, spec, rng) -> text`` as the attack ``name`` (its docstring's first
+    line becomes the description). ``registry=None`` only builds the definition, for a
+    third-party entry point."""
+
+    def wrap(fn: TextFn) -> AttackDef:
+        doc = (fn.__doc__ or "").strip().splitlines()
+        definition = AttackDef(name=name, keys=frozenset(keys), fn=fn, random=random,
+                               description=doc[0] if doc else "")
+        if registry is not None:
+            registry.register(name, definition)
+        return definition
+
+    return wrap
+
+
+@dataclass(frozen=True)
+class Attack:
+    """An attack definition bound to one spec (``swap:p=0.1``)."""
+
+    spec: Spec
+    definition: AttackDef
+
+    @property
+    def name(self) -> str:
+        return self.spec.canonical()
+
+    def apply(self, text: str, seed: int) -> str:
+        return self.definition.fn(text, self.spec, random.Random(seed))
