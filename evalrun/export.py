@@ -28,16 +28,9 @@ FORMATS = ("csv", "jsonl")
 
 
 def open_store(db: str | Path) -> Store:
-    """Open a results database read-only, with one-line errors for the usual mistakes."""
-    path = Path(db)
-    if not path.exists():
-        raise EvalrunError(f"--db {path}: no such database")
-    if not path.is_file():
-        raise EvalrunError(f"--db {path}: not a file")
-    try:
-        return Store(path, readonly=True)
-    except sqlite3.Error as exc:
-        raise EvalrunError(f"--db {path}: cannot open ({exc})") from None
+    """Open a results database read-only (SQLite ``mode=ro``): works on read-only media and
+    beside a running writer; the usual mistakes are one-line errors naming ``--db``."""
+    return Store(db, readonly=True, what="--db")
 
 
 def select_rows(store: Store, run_id: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

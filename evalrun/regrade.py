@@ -14,7 +14,7 @@ from typing import Sequence
 from evalrun.errors import EvalrunError, PackError
 from evalrun.grading_phase import grade_row
 from evalrun.pack import Pack, load_pack, resolve_pack
-from evalrun.store import Store
+from evalrun.store import GRADER_ERROR, Store
 
 
 @dataclass
@@ -22,6 +22,7 @@ class RegradeSummary:
     regraded: int = 0
     changed: int = 0
     skipped_errors: int = 0
+    grader_errors: list[str] = field(default_factory=list)
     missing_packs: dict[str, str] = field(default_factory=dict)
     changes: list[tuple[str, str, str, str | None, str]] = field(default_factory=list)
 
@@ -29,15 +30,15 @@ class RegradeSummary:
 def regrade(db: str | Path, *, run_id: str | None = None, packs_dirs: Sequence[str] = (),
             key: str | None = None) -> RegradeSummary:
     summary = RegradeSummary()
-    store = Store(db) if Path(db).exists() else None
-    if store is None:
+    if not Path(db).exists():
         raise EvalrunError(f"--db {db}: no such database")
+    store = Store(db, what="--db")
     if run_id is not None and run_id not in store.run_ids():
         raise EvalrunError(f"--run {run_id}: not in {db}; runs: {', '.join(store.run_ids())}")
     packs: dict[str, Pack | None] = {}
     try:
         for row in store.results(run_id=run_id):
-            if row["error"] is not None or row["raw_output"] is None:
+            if row["raw_output"] is None or (row["error"] is not None and row["label"] != GRADER_ERROR):
                 summary.skipped_errors += 1
                 continue
             name = row["pack"]
@@ -51,9 +52,12 @@ def regrade(db: str | Path, *, run_id: str | None = None, packs_dirs: Sequence[s
             if pack is None:
                 continue
             graded = grade_row(pack, row, key=key)
-            if graded.grade.label != row["label"] or graded.grade.score != row["score"]:
+            new = graded.record
+            if new.label != row["label"] or new.score != row["score"]:
                 summary.changed += 1
-                summary.changes.append((name, row["case_id"], row["model"], row["label"], graded.grade.label))
+                summary.changes.append((name, row["case_id"], row["model"], row["label"], new.label))
+            if graded.error:
+                summary.grader_errors.append(graded.error)
             store.record_grade(graded.record)
             summary.regraded += 1
     finally:

@@ -11,16 +11,22 @@ killed at any point loses nothing already stored.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from evalrun.errors import EvalrunError
 
-SCHEMA_VERSION = 1
+#: the schema this evalrun writes; stores from earlier releases are upgraded by MIGRATIONS
+SCHEMA_VERSION = 2
+#: first 16 bytes of every SQLite database file
+SQLITE_MAGIC = b"SQLite format 3\x00"
+READ_ONLY = "read-only: report and export open it read-only, run and regrade need write access"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -35,7 +41,10 @@ CREATE TABLE IF NOT EXISTS runs (
     argv TEXT,
     packages_json TEXT,
     seed INTEGER,
-    config_json TEXT
+    config_json TEXT,
+    status TEXT,
+    host TEXT,
+    pid INTEGER
 );
 CREATE TABLE IF NOT EXISTS results (
     result_id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -81,6 +90,22 @@ CREATE INDEX IF NOT EXISTS results_gen_key ON results(gen_key);
 CREATE INDEX IF NOT EXISTS run_items_result ON run_items(result_id);
 """
 
+
+def _v1_to_v2(conn: sqlite3.Connection) -> None:
+    """Release 1 -> 2: a run's status (running / finished / interrupted) and who ran it.
+
+    Release 1 marked only the end of a run: a finished_at means it finished, none that it
+    never will (it was killed), since the run that wrote it is long gone.
+    """
+    for column, kind in (("status", "TEXT"), ("host", "TEXT"), ("pid", "INTEGER")):
+        conn.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
+    conn.execute("UPDATE runs SET status = CASE WHEN finished_at IS NULL THEN 'interrupted'"
+                 " ELSE 'finished' END")
+
+
+#: from-version -> the step that upgrades a store to the next version, in place
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2}
+
 #: the columns a generation writes (grades are written later by the grading phase)
 GENERATION_COLUMNS = (
     "run_id", "pack", "case_id", "model", "params_json", "watermark", "attack", "repetition",
@@ -95,58 +120,218 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def run_status(run: Mapping[str, Any]) -> str:
+    """``finished``, ``interrupted`` or ``running`` for a row of ``runs``.
+
+    A run killed outright (SIGKILL, power loss) never records its end: it stays ``running``
+    in the store, and is reported as interrupted unless its process is still alive on this
+    host. Release-1 stores have no status: a missing ``finished_at`` means interrupted.
+    """
+    status = run.get("status")
+    if status is None:
+        return "finished" if run.get("finished_at") else "interrupted"
+    if status == "running":
+        same_host = run.get("host") == socket.gethostname()
+        if not (same_host and run.get("pid") and _alive(int(run["pid"]))):
+            return "interrupted"
+    return str(status)
+
+
+#: label stored when the grader raised or returned something that is not a valid Grade
+GRADER_ERROR = "GRADER_ERROR"
+#: rows whose generation finished: an output and no generation error (a grader error is a
+#: grading result, so the output is still reused)
+HAS_OUTPUT = f"raw_output IS NOT NULL AND (error IS NULL OR label = '{GRADER_ERROR}')"
+
+
 @dataclass(frozen=True)
 class GradeRecord:
+    """A grade to store. ``error`` set means the grader failed: score None, label
+    :data:`GRADER_ERROR`."""
+
     result_id: int
-    score: float
+    score: float | None
     label: str
     reason: str
     grader_hash: str
     attacked_output: str | None
+    error: str | None = None
+
+
+def _file_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be an evalrun store, judged from its 100-byte SQLite header
+    without opening it (opening can create files next to it). Changes still in a WAL file
+    are not seen; :class:`Store` checks again once it has opened the database."""
+    if path.is_dir():
+        return "is a directory"
+    if not path.exists():
+        return None
+    if not path.is_file():
+        return "is not a regular file"
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(100)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if not head:
+        return None  # an empty file is an empty database
+    if not head.startswith(SQLITE_MAGIC) or len(head) < 100:
+        return "not an SQLite file"
+    schema_cookie = int.from_bytes(head[40:44], "big")
+    user_version = int.from_bytes(head[60:64], "big")
+    if user_version > SCHEMA_VERSION:
+        return _newer(user_version)
+    if user_version == 0 and schema_cookie:
+        return "not an evalrun results database (it has tables but no evalrun schema version)"
+    return None
+
+
+def _newer(version: int) -> str:
+    return (f"written by a newer evalrun (schema version {version}); this evalrun reads versions 1 to"
+            f" {SCHEMA_VERSION}: upgrade evalrun")
+
+
+def _writable(path: Path) -> bool:
+    """Whether a store may be written at ``path``. A file with no write bit at all counts as
+    read-only even for root, who could write it anyway: the owner said so."""
+    if path.exists():
+        mode = path.stat().st_mode
+        if not mode & 0o222 or not os.access(path, os.W_OK):
+            return False
+    # WAL mode creates <db>-wal and <db>-shm next to the database
+    return os.access(path.parent, os.W_OK | os.X_OK)
+
+
+def check_store_path(path: str | Path, *, what: str, write: bool) -> None:
+    """Raise a one-line :class:`EvalrunError` naming ``what`` (``--out``, ``--db``) and the
+    path when no store can be opened there; creates and changes nothing."""
+    path = Path(path)
+    problem = _file_problem(path)
+    if problem is None and not write and not path.exists():
+        problem = "no such database"
+    if problem is None and write:
+        if path.exists():
+            problem = None if _writable(path) else READ_ONLY
+        else:
+            ancestor = path.parent
+            while not ancestor.exists() and ancestor != ancestor.parent:
+                ancestor = ancestor.parent
+            if not ancestor.is_dir():
+                problem = f"cannot create directory {path.parent}: {ancestor} is not a directory"
+            elif not os.access(ancestor, os.W_OK | os.X_OK):
+                problem = (f"cannot create it: {ancestor} is not writable" if ancestor == path.parent
+                           else f"cannot create directory {path.parent}: {ancestor} is not writable")
+    if problem is not None:
+        raise EvalrunError(f"{what} {path}: {problem}")
 
 
 class Store:
-    """A connection to one results database. Safe to open from several processes at once."""
+    """A connection to one results database. Safe to open from several processes at once.
 
-    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
+    Writers (``run``, ``regrade``) upgrade an older store in place, in one transaction;
+    readers (``report``, ``export``) open it with SQLite's ``mode=ro`` and read any version up
+    to this one as it is, so they work on read-only media and beside a running writer.
+    ``what`` names the option the path came from in error messages.
+    """
+
+    def __init__(self, path: str | Path, *, readonly: bool = False, what: str = "--db") -> None:
         self.path = Path(path)
-        if readonly:
-            if not self.path.exists():
-                raise EvalrunError(f"--db {self.path}: no such database")
-            uri = f"file:{self.path.resolve()}?mode=ro"
-            self.conn = sqlite3.connect(uri, uri=True, timeout=60.0)
-        else:
-            if self.path.parent and not self.path.parent.exists():
+        self.what = what
+        self.readonly = readonly
+        check_store_path(self.path, what=what, write=not readonly)
+        if not readonly and not self.path.parent.exists():
+            try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None)
+            except OSError as exc:
+                raise EvalrunError(f"{what} {self.path}: cannot create directory {self.path.parent}:"
+                                   f" {exc.strerror or exc}") from None
+        try:
+            self.conn = self._connect()
+        except sqlite3.Error as exc:
+            raise EvalrunError(self._describe(exc)) from None
         self.conn.row_factory = sqlite3.Row
         try:
             self.conn.execute("PRAGMA busy_timeout = 60000")
-            if not readonly:
+            self.version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+            if self.version > SCHEMA_VERSION:
+                raise EvalrunError(f"{what} {self.path}: {_newer(self.version)}")
+            if self.version == 0 and self._tables():
+                raise EvalrunError(f"{what} {self.path}: not an evalrun results database (it holds tables"
+                                   f" {', '.join(self._tables())} and no evalrun schema version)")
+            if readonly:
+                if self.version == 0:
+                    raise EvalrunError(f"{what} {self.path}: empty database (no evalrun results)")
+            else:
                 self._init_schema()
-            self._check_version()
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.Error as exc:
             self.conn.close()
-            raise EvalrunError(f"{self.path}: not an evalrun results database ({exc})") from None
+            raise EvalrunError(self._describe(exc)) from None
+        except EvalrunError:
+            self.conn.close()
+            raise
+
+    def _connect(self) -> sqlite3.Connection:
+        if not self.readonly:
+            return sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None)
+        uri = f"file:{self.path.resolve()}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=60.0)
+        try:
+            conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            # A WAL database on read-only media: SQLite cannot create the shared-memory file a
+            # reader needs. Nothing can be writing there, so reading it as immutable is exact.
+            conn.close()
+            conn = sqlite3.connect(f"{uri}&immutable=1", uri=True, timeout=60.0)
+        return conn
+
+    def _describe(self, exc: sqlite3.Error) -> str:
+        text = str(exc)
+        if "readonly" in text or "read-only" in text:
+            return f"{self.what} {self.path}: {READ_ONLY}"
+        if "not a database" in text or "malformed" in text:
+            return f"{self.what} {self.path}: not an evalrun results database ({text})"
+        return f"{self.what} {self.path}: cannot open ({text})"
+
+    def _tables(self) -> list[str]:
+        return [r[0] for r in self.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+
+    def has_column(self, table: str, column: str) -> bool:
+        """Readers of an older store ask before they read a column a later release added."""
+        return any(r[1] == column for r in self.conn.execute(f"PRAGMA table_info({table})"))
 
     # -- schema ---------------------------------------------------------------------------
     def _init_schema(self) -> None:
         self.conn.execute("PRAGMA journal_mode = WAL")
         self.conn.execute("PRAGMA synchronous = NORMAL")
-        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
-        if version == 0:
+        if self.version == 0:
             # executescript commits first, so the transaction is spelled out in the script;
             # IF NOT EXISTS makes a concurrent creator harmless.
             self.conn.executescript(
                 f"BEGIN IMMEDIATE;{_SCHEMA}PRAGMA user_version = {SCHEMA_VERSION};COMMIT;"
             )
+        elif self.version < SCHEMA_VERSION:
+            self._migrate()
+        self.version = SCHEMA_VERSION
 
-    def _check_version(self) -> None:
-        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
-        if version != SCHEMA_VERSION:
-            raise EvalrunError(
-                f"{self.path}: schema version {version}, this evalrun reads version {SCHEMA_VERSION}"
-            )
+    def _migrate(self) -> None:
+        """Upgrade to SCHEMA_VERSION in one transaction: all steps or none."""
+        with self.transaction():
+            version = self.conn.execute("PRAGMA user_version").fetchone()[0]  # another writer won?
+            while version < SCHEMA_VERSION:
+                MIGRATIONS[version](self.conn)
+                version += 1
+            self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def transaction(self) -> "_Transaction":
         return _Transaction(self.conn)
@@ -166,8 +351,8 @@ class Store:
         with self.transaction():
             self.conn.execute(
                 "INSERT OR IGNORE INTO runs (run_id, started_at, git_sha, git_dirty, evalrun_version,"
-                " python, platform, argv, packages_json, seed, config_json)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                " python, platform, argv, packages_json, seed, config_json, status, host, pid)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,'running',?,?)",
                 (
                     run_id, provenance.get("started_at") or utc_now(), provenance.get("git_sha"),
                     provenance.get("git_dirty"), provenance.get("evalrun_version"),
@@ -175,12 +360,15 @@ class Store:
                     json.dumps(provenance.get("argv", [])),
                     json.dumps(provenance.get("packages", {}), sort_keys=True),
                     config.get("seed"), json.dumps(config, sort_keys=True),
+                    socket.gethostname(), provenance.get("pid") or os.getpid(),
                 ),
             )
 
-    def finish_run(self, run_id: str) -> None:
+    def finish_run(self, run_id: str, *, interrupted: bool = False) -> None:
+        """Mark the end of a run; ``interrupted`` when it was stopped before its items ran."""
         with self.transaction():
-            self.conn.execute("UPDATE runs SET finished_at = ? WHERE run_id = ?", (utc_now(), run_id))
+            self.conn.execute("UPDATE runs SET finished_at = ?, status = ? WHERE run_id = ?",
+                              (utc_now(), "interrupted" if interrupted else "finished", run_id))
 
     def runs(self) -> list[sqlite3.Row]:
         return self.conn.execute("SELECT * FROM runs ORDER BY started_at").fetchall()
@@ -194,8 +382,7 @@ class Store:
             chunk = keys[start:start + 500]
             marks = ",".join("?" * len(chunk))
             for row in self.conn.execute(
-                f"SELECT item_key, result_id FROM results WHERE item_key IN ({marks})"
-                " AND error IS NULL AND raw_output IS NOT NULL",
+                f"SELECT item_key, result_id FROM results WHERE item_key IN ({marks}) AND {HAS_OUTPUT}",
                 chunk,
             ):
                 out[row[0]] = row[1]
@@ -238,9 +425,9 @@ class Store:
         with self.transaction():
             self.conn.execute(
                 "UPDATE results SET score = ?, label = ?, reason = ?, grader_hash = ?,"
-                " attacked_output = ?, graded_at = ? WHERE result_id = ?",
+                " attacked_output = ?, error = ?, graded_at = ? WHERE result_id = ?",
                 (grade.score, grade.label, grade.reason, grade.grader_hash,
-                 grade.attacked_output, utc_now(), grade.result_id),
+                 grade.attacked_output, grade.error, utc_now(), grade.result_id),
             )
 
     # -- read side ------------------------------------------------------------------------

@@ -65,5 +65,5 @@ def test_readonly_and_foreign_databases_are_clear_errors(tmp_path: Path) -> None
         Store(other)
     junk = tmp_path / "junk.sqlite"
     junk.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(EvalrunError, match="not an evalrun results database"):
+    with pytest.raises(EvalrunError, match="not an SQLite file"):
         Store(junk)

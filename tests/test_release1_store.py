@@ -1,0 +1,90 @@
+"""A store written by release 1 (tests/data/release1.sqlite): read as it is by report and
+export, upgraded in place by regrade and run with nothing lost; a newer store is refused."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evalrun.store import SCHEMA_VERSION
+
+RELEASE1 = Path(__file__).resolve().parent / "data" / "release1.sqlite"
+
+
+def evalrun(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "evalrun.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=600)
+
+
+def q(db: Path, sql: str) -> list[tuple]:
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    db = tmp_path / "r1.sqlite"
+    shutil.copy(RELEASE1, db)
+    return db
+
+
+def test_the_fixture_is_a_release_1_store() -> None:
+    assert q(RELEASE1, "PRAGMA user_version") == [(1,)]
+    assert q(RELEASE1, "SELECT COUNT(*), COUNT(DISTINCT run_id) FROM results") == [(18, 4)]
+
+
+def test_report_and_export_read_it_as_it_is(store: Path, tmp_path: Path) -> None:
+    digest = hashlib.sha256(store.read_bytes()).hexdigest()
+    proc = evalrun("report", "--db", str(store), "--out", str(tmp_path / "rep"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "18 results (17 graded, 1 generation errors, 0 grader errors)" in md
+    assert md.count("| finished ") >= 4  # release 1 recorded finished_at for every run
+    for fmt in ("csv", "jsonl"):
+        proc = evalrun("export", "--db", str(store), "--format", fmt, "--out", str(tmp_path / f"x.{fmt}"),
+                       cwd=tmp_path)
+        assert proc.returncode == 0 and "exported 18 results" in proc.stdout, proc.stderr
+    assert hashlib.sha256(store.read_bytes()).hexdigest() == digest
+    assert q(store, "PRAGMA user_version") == [(1,)]
+
+
+def test_regrade_upgrades_it_in_place_keeping_every_row(store: Path, tmp_path: Path) -> None:
+    before = q(store, "SELECT result_id, item_key, raw_output, score, label FROM results ORDER BY 1")
+    proc = evalrun("regrade", "--db", str(store), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "regraded 17 results, 0 changed" in proc.stdout
+    assert q(store, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    assert q(store, "SELECT result_id, item_key, raw_output, score, label FROM results ORDER BY 1") == before
+    assert q(store, "SELECT DISTINCT status FROM runs") == [("finished",)]
+
+
+def test_a_new_run_goes_into_it(store: Path, tmp_path: Path) -> None:
+    proc = evalrun("run", "--pack", "watermark_robustness", "--model", "reference", "--select",
+                   "rewrite_001 or rewrite_003", "--out", str(store), "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 results generated, 1 cached" in proc.stdout
+    assert q(store, "SELECT COUNT(*), COUNT(DISTINCT run_id) FROM results") == [(19, 5)]
+    assert q(store, "SELECT status FROM runs ORDER BY started_at DESC LIMIT 1") == [("finished",)]
+
+
+def test_a_store_from_a_newer_release_is_refused(store: Path, tmp_path: Path) -> None:
+    conn = sqlite3.connect(store)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.commit()
+    conn.close()
+    for args in (["report", "--db", str(store), "--out", str(tmp_path / "rep")],
+                 ["regrade", "--db", str(store)],
+                 ["run", "--pack", "watermark_robustness", "--model", "reference", "--out", str(store)]):
+        proc = evalrun(*args, cwd=tmp_path)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert (f"written by a newer evalrun (schema version {SCHEMA_VERSION + 1}); this evalrun reads"
+                f" versions 1 to {SCHEMA_VERSION}: upgrade evalrun") in proc.stderr
