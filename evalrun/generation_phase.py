@@ -16,7 +16,7 @@ from typing import Callable, Mapping, Sequence
 
 from evalrun.generation import Generation, GenerationRequest, Provider
 from evalrun.plan import Item, unique_generations
-from evalrun.store import Store, utc_now
+from evalrun.store import HAS_OUTPUT, Store, utc_now
 
 ProviderFactory = Callable[[str], Provider]
 Progress = Callable[[int, int], None]
@@ -45,14 +45,14 @@ def generation_columns(gen: Generation) -> dict[str, object]:
 
 def _reuse_sibling(store: Store, gen_key: str) -> dict[str, object] | None:
     row = store.conn.execute(
-        "SELECT * FROM results WHERE gen_key = ? AND error IS NULL AND raw_output IS NOT NULL LIMIT 1",
+        f"SELECT * FROM results WHERE gen_key = ? AND {HAS_OUTPUT} LIMIT 1",
         (gen_key,),
     ).fetchone()
     if row is None:
         return None
-    keep = ("raw_output", "output_tokens_json", "latency_ms", "tokens_in", "tokens_out", "error",
+    keep = ("raw_output", "output_tokens_json", "latency_ms", "tokens_in", "tokens_out",
             "served_model", "retries", "tokenizer_hash", "extra_json")
-    return {k: row[k] for k in keep}
+    return {**{k: row[k] for k in keep}, "error": None}
 
 
 def run_generation(items: Sequence[Item], store: Store, run_id: str, make_provider: ProviderFactory,

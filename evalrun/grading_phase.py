@@ -15,15 +15,29 @@ from evalrun.attacks import parse_attack
 from evalrun.grading import Grade, GradeContext
 from evalrun.pack import Pack
 from evalrun.plan import attack_seed
-from evalrun.store import GradeRecord
+from evalrun.store import GRADER_ERROR, GradeRecord
 from evalrun.specs import is_none
 
 
 @dataclass(frozen=True)
 class GradedRow:
-    grade: Grade
+    """A graded row. ``grade`` is None when the grader failed; ``record.error`` says why."""
+
+    grade: Grade | None
     text: str
     record: GradeRecord
+
+    @property
+    def error(self) -> str | None:
+        return self.record.error
+
+
+def grader_error(exc: BaseException, case_id: str, key: str | None) -> str:
+    """One line naming the exception and the case, with the watermark key blanked (a grader
+    gets the key in its context and a message may repeat it)."""
+    message = " ".join(str(exc).split()) or "(no message)"
+    text = f"grader raised {type(exc).__name__}: {message} (case {case_id})"
+    return text.replace(key, "***") if key else text
 
 
 def grade_row(pack: Pack, row: Mapping[str, Any], *, key: str | None,
@@ -41,8 +55,14 @@ def grade_row(pack: Pack, row: Mapping[str, Any], *, key: str | None,
         key=key if not is_none(row["watermark"]) else None, attack=row["attack"], model=row["model"],
         extra=json.loads(row["extra_json"]) if row["extra_json"] else {},
     )
-    grade = pack.grade(case if case is not None else json.loads(row["case_json"]), text, context)
+    attacked = text if attack is not None else None
+    try:
+        grade = pack.grade(case if case is not None else json.loads(row["case_json"]), text, context)
+    except Exception as exc:  # a crash or an invalid Grade is a result of its own, not silence
+        error = grader_error(exc, row["case_id"], key)
+        record = GradeRecord(result_id=row["result_id"], score=None, label=GRADER_ERROR, reason="",
+                             grader_hash=pack.grader_hash, attacked_output=attacked, error=error)
+        return GradedRow(grade=None, text=text, record=record)
     record = GradeRecord(result_id=row["result_id"], score=float(grade.score), label=grade.label,
-                         reason=grade.reason, grader_hash=pack.grader_hash,
-                         attacked_output=text if attack is not None else None)
+                         reason=grade.reason, grader_hash=pack.grader_hash, attacked_output=attacked)
     return GradedRow(grade=grade, text=text, record=record)

@@ -38,10 +38,13 @@ def compose(data: ReportData, out: Path) -> Document:
                  else f"all {len(data.runs)} run(s) in the store")
     graded = sum(r.graded for r in data.results)
     errored = sum(r.errored for r in data.results)
+    grader_errors = sum(r.grader_error for r in data.results)
     intro = [
         f"Store: {data.db}. Selection: {selection}. {len(data.results)} results "
-        f"({graded} graded, {errored} generation errors) over {len(data.packs)} pack(s) and "
-        f"{len(data.models)} model(s).",
+        f"({graded} graded, {errored} generation errors, {grader_errors} grader errors) over "
+        f"{len(data.packs)} pack(s) and {len(data.models)} model(s).",
+        "Grader errors (label GRADER_ERROR: the grader raised or returned an invalid grade) "
+        "are listed under Failures and count in no rate. "
         "Rates divide by graded results and carry 95% Wilson intervals; mean scores average "
         "each case's repetitions first and carry 95% bootstrap intervals over cases "
         "(2000 resamples, fixed seed). Errors are counted apart from every label.",
@@ -60,8 +63,11 @@ def compose(data: ReportData, out: Path) -> Document:
     for pack, items in data.packs.items():
         view = view_for(pack, items)
         examples = tables.failures(view, items)
-        blocks = list(examples) if examples else [Paragraph("No failures: every graded "
-                                                            "result scored 1.")]
+        blocks: list = list(examples) if examples else [Paragraph("No failures: every graded "
+                                                                  "result scored 1.")]
+        crashed = tables.grader_errors(view, items)
+        if crashed is not None:
+            blocks.insert(0, crashed)
         sections.append(Section(f"Failures: {view.title}", f"failures-{tables.slug(pack)}", 3,
                                 blocks))
     sections.append(Section("Provenance", "provenance-section", 2, [

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from evalrun.export import open_store, select_rows
+from evalrun.store import GRADER_ERROR
 
 
 @dataclass(frozen=True)
@@ -81,12 +82,33 @@ class Result:
         return self.row["error"] is None and self.row["label"] is not None
 
     @property
-    def errored(self) -> bool:
+    def grader_error(self) -> bool:
+        """The grader raised or returned an invalid Grade (the output itself is stored)."""
+        return self.row["label"] == GRADER_ERROR
+
+    @property
+    def has_error(self) -> bool:
+        """Either kind of error: a failed model call or a failed grader."""
         return self.row["error"] is not None
+
+    @property
+    def errored(self) -> bool:
+        """The model call failed: there is no output to grade."""
+        return self.row["error"] is not None and not self.grader_error
 
     @property
     def group(self) -> str:
         return str(self.row["group_value"]) if self.row["group_value"] is not None else "(none)"
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """The provider facts stored with the output (``extra_json``)."""
+        text = self.row.get("extra_json")
+        try:
+            value = json.loads(text) if text else {}
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
 
     @property
     def output(self) -> str | None:

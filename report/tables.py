@@ -2,7 +2,8 @@
 
 Counting conventions, used by every table and by the tests that re-count with SQL:
 * a result is *graded* when it has a label and no error; rates divide by graded results;
-* errored generations (``error`` set) are counted in their own column, never as a label;
+* errors (``error`` set: a failed model call, or a grader that failed, label GRADER_ERROR)
+  are counted in their own column, never as a label;
 * mean scores average each case's repetitions first, then the cases (bootstrap CI over cases);
 * rates carry a Wilson 95% interval over graded results.
 """
@@ -18,6 +19,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from evalrun import stats
+from evalrun.store import run_status
 from evalrun.report.data import PackView, Result, ReportData, systems
 from evalrun.report.document import Example, Table
 
@@ -105,7 +107,7 @@ def label_summary(view: PackView, items: Sequence[Result]) -> Table:
     """Seed-003 summary per model: cases, label counts, success rate (Wilson), mean score
     (bootstrap over cases), flip rate; for extraction also the control false-positive rate."""
     groups = by_system(items)
-    has_ungraded = any(not r.graded and not r.errored for r in items)
+    has_ungraded = any(not r.graded and not r.has_error for r in items)
     rate_name = "accuracy" if view.name == "hidden_message_extraction" else f"{view.success} rate"
     headers = ["model", "cases", "results", *view.labels, "errors"]
     if has_ungraded:
@@ -122,17 +124,17 @@ def label_summary(view: PackView, items: Sequence[Result]) -> Table:
         mean = mean_score(rs, _seed(view.name, name))
         row = [name, str(len({r.case_id for r in rs})), str(len(rs)),
                *[str(counts[lab]) for lab in view.labels],
-               str(sum(r.errored for r in rs))]
+               str(sum(r.has_error for r in rs))]
         if has_ungraded:
-            row.append(str(sum(not r.graded and not r.errored for r in rs)))
+            row.append(str(sum(not r.graded and not r.has_error for r in rs)))
         row += [pct(rate.value), pct_ci(rate), num(mean.value), num_ci(mean), flip(rs)]
         if view.control_group:
             fp = false_positive_rate(view, rs)
             row += [pct(fp.value), pct_ci(fp)]
         rows.append(row)
     extra = sorted({r.label for r in items if r.graded} - set(view.labels))
-    caption = (f"{rate_name} = {view.success} / graded results; errors are generations that "
-               "failed and are not in any label column.")
+    caption = (f"{rate_name} = {view.success} / graded results; errors are failed model calls and "
+               "grader errors, in no label column.")
     if view.control_group:
         caption += (f" FP rate = {view.false_positive} / graded results on "
                     f"{view.control_group} cases.")
@@ -172,7 +174,7 @@ def group_breakdown(view: PackView, items: Sequence[Result]) -> Table:
                 est = mean_score(rs, _seed(view.name, name, g))
                 rate, ci = num(est.value), num_ci(est)
             rows.append([name, g, str(len(rs)), *[str(counts[lab]) for lab in view.labels],
-                         str(sum(r.errored for r in rs)), rate, ci])
+                         str(sum(r.has_error for r in rs)), rate, ci])
     return Table(id=f"{slug(view.name)}-by-{slug(field)}", headers=headers, rows=rows,
                  caption=f"Per model and {field}.")
 
@@ -195,7 +197,7 @@ def generic_summary(view: PackView, items: Sequence[Result]) -> Table:
             qs = [NA] * 5
         mean = mean_score(rs, _seed(view.name, name))
         rows.append([name, str(len({r.case_id for r in rs})), str(len(rs)),
-                     *[str(counts[lab]) for lab in labels], str(sum(r.errored for r in rs)),
+                     *[str(counts[lab]) for lab in labels], str(sum(r.has_error for r in rs)),
                      *qs, num(mean.value), num_ci(mean), flip(rs)])
     return Table(id=f"{slug(view.name)}-generic", headers=headers, rows=rows,
                  caption="Score quantiles over graded results; mean score averages each "
@@ -270,6 +272,8 @@ def per_case(view: PackView, items: Sequence[Result]) -> Table:
         row = [r.case_id, r.group, r.system] + ([str(r.repetition)] if multi else [])
         if r.errored:
             row += [NA, NA]
+        elif r.grader_error:
+            row += [NA, r.label]
         elif not r.graded:
             row += [NA, "(ungraded)"]
         else:
@@ -278,29 +282,50 @@ def per_case(view: PackView, items: Sequence[Result]) -> Table:
             row += [str(r.case.get("expected", NA)),
                     f"error: {r.error}" if r.errored else shorten(r.output, OUTPUT_CHARS)]
         else:
-            row.append(f"error: {r.error}" if r.errored else (r.reason or ""))
+            row.append(f"error: {r.error}" if r.error else (r.reason or ""))
         rows.append(row)
     text_cols = (len(headers) - 1,)
     return Table(id=f"{slug(view.name)}-cases", headers=headers, rows=rows,
                  text_columns=text_cols)
 
 
+#: what ``latency_ms`` measures, by the ``latency_kind`` a provider records with it
+LATENCY_KINDS = {
+    "request": "request: round trip of the API call that succeeded (retries and waits are in "
+               "latency_total_ms)",
+    "batch share": "batch share: the batch's wall time divided over its items by generated "
+                   "tokens (batch_ms and batch_size are in the provider facts)",
+    "solver": "solver: time the pack's reference solver took",
+}
+
+
 def latency(data: ReportData) -> Table:
-    """p50/p90/p99/mean of latency_ms per model (n/a where the provider records none)."""
+    """p50/p90/p99/mean of latency_ms per model, saying which kind of latency each is, and
+    time to first token where a provider streams (``ttft_ms``)."""
     rows = []
+    kinds_seen: set[str] = set()
+    any_ttft = False
     for model in data.models:
-        vals = np.array([float(r.latency_ms) for r in data.results
-                         if r.model == model and r.latency_ms is not None])
+        rs = [r for r in data.results if r.model == model and r.latency_ms is not None]
+        vals = np.array([float(r.latency_ms) for r in rs])
+        kinds = sorted({str(r.extra.get("latency_kind", "unstated")) for r in rs})
+        kinds_seen.update(kinds)
+        ttft = [float(r.extra["ttft_ms"]) for r in rs if r.extra.get("ttft_ms") is not None]
+        any_ttft = any_ttft or bool(ttft)
         if vals.size:
             p50, p90, p99 = np.percentile(vals, [50, 90, 99])
-            rows.append([model, str(vals.size), num(p50, 1), num(p90, 1), num(p99, 1),
-                         num(float(vals.mean()), 1)])
+            cells = [num(p50, 1), num(p90, 1), num(p99, 1), num(float(vals.mean()), 1)]
         else:
-            rows.append([model, "0", NA, NA, NA, NA])
-    return Table(id="latency", headers=["model", "timed results", "p50 ms", "p90 ms", "p99 ms",
-                                        "mean ms"], rows=rows,
-                 caption="latency_ms per model over all packs; models that record no "
-                         "latency (replay) show n/a.")
+            cells = [NA] * 4
+        rows.append([model, ", ".join(kinds) or NA, str(vals.size), *cells,
+                     num(float(np.median(ttft)), 1) if ttft else NA])
+    explained = [LATENCY_KINDS[k] for k in sorted(kinds_seen) if k in LATENCY_KINDS]
+    caption = ("latency_ms per model over all packs; models that record no latency (replay) show "
+               "n/a. " + "; ".join(explained) + "."
+               + ("" if any_ttft else " No provider in this selection streamed, so there is no "
+                                      "time to first token."))
+    return Table(id="latency", headers=["model", "latency kind", "timed results", "p50 ms", "p90 ms",
+                                        "p99 ms", "mean ms", "median TTFT ms"], rows=rows, caption=caption)
 
 
 def tokens(data: ReportData) -> Table:
@@ -361,6 +386,19 @@ def failures(view: PackView, items: Sequence[Result], limit: int = 3) -> list[Ex
     return [_example(view, r, sorted(solved[r.case_id] - {r.system})) for r in picked]
 
 
+def grader_errors(view: PackView, items: Sequence[Result]) -> Table | None:
+    """Every result whose grader failed, with its message: a broken grader must be seen,
+    not averaged away."""
+    crashed = sorted((r for r in items if r.grader_error), key=lambda r: (r.case_id, r.system, r.repetition))
+    if not crashed:
+        return None
+    rows = [[r.case_id, r.system, str(r.repetition), r.label, r.error or NA] for r in crashed]
+    return Table(id=f"{slug(view.name)}-grader-errors", headers=["case_id", "model", "rep", "label", "error"],
+                 rows=rows, text_columns=(4,),
+                 caption=f"{len(crashed)} result(s) whose grader raised or returned an invalid grade; "
+                         "fix grader.py and run `evalrun regrade` (no model call).")
+
+
 def _example(view: PackView, r: Result, solved_by: list[str]) -> Example:
     task_parts = [f"{view.group_field or 'group'}={r.group}"] if r.group_value is not None else []
     task_parts += [str(r.case[f]) for f in view.task_fields if f in r.case]
@@ -395,13 +433,16 @@ def runs_table(data: ReportData) -> Table:
             argv = " ".join(json.loads(argv)) if argv else NA
         except (ValueError, TypeError):
             argv = str(argv)
-        rows.append([run["run_id"], run.get("started_at") or NA, run.get("finished_at") or NA,
-                     sha, run.get("evalrun_version") or NA, run.get("python") or NA,
+        rows.append([run["run_id"], run_status(run), run.get("started_at") or NA,
+                     run.get("finished_at") or NA, sha, run.get("evalrun_version") or NA, run.get("python") or NA,
                      run.get("platform") or NA,
                      NA if run.get("seed") is None else str(run["seed"]), argv])
-    return Table(id="provenance", headers=["run_id", "started_at", "finished_at", "git_sha",
+    return Table(id="provenance", headers=["run_id", "status", "started_at", "finished_at", "git_sha",
                                            "evalrun", "python", "platform", "seed", "argv"],
-                 rows=rows, text_columns=(8,))
+                 rows=rows, text_columns=(9,),
+                 caption="status: finished, or interrupted when the run was stopped or killed before "
+                         "its end (its stored results count as usual; re-running the same command "
+                         "resumes it), or running while its process is alive.")
 
 
 def models_table(data: ReportData) -> Table:
