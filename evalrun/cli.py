@@ -99,7 +99,8 @@ def _pytest_args(args: argparse.Namespace, models: list[str], run_id: str,
     pack_dirs = [str(resolve_pack(p, args.packs_dir)) for p in args.pack]
     # Low scores are results, not errors: show the summary table, not one block per item
     # (`-- --tb=short -rf` brings those back; the report has the failure analysis).
-    out = [*dict.fromkeys(pack_dirs), "-q", "--tb=no", "-rN", *LEAN_PYTEST,
+    # -qq: the closing line is evalrun's summary, not pytest's "N failed" (-v brings it back)
+    out = [*dict.fromkeys(pack_dirs), "-qq", "--tb=no", "-rN", *LEAN_PYTEST,
            "--evalrun-db", str(Path(args.out).resolve()),
            "--evalrun-run-id", run_id, "--evalrun-n", str(args.n), "--evalrun-seed", str(args.seed),
            "--evalrun-concurrency", str(args.concurrency)]
@@ -132,13 +133,14 @@ def _check_run_args(args: argparse.Namespace, models: list[str]) -> None:
     from evalrun.attacks import parse_attack
     from evalrun.pack import resolve_pack
     from evalrun.plan import RunOptions, check_options
-    from evalrun.plugins.providers import check_watermark_support, parse_model
+    from evalrun.plugins.providers import check_model, check_watermark_support
+    from evalrun.store import check_store_path
     from evalrun.watermark import parse_watermark
 
     for p in args.pack:
         resolve_pack(p, args.packs_dir)
     for m in models:
-        parse_model(m)
+        check_model(m)
         check_watermark_support(m, args.watermark or [])
     for w in args.watermark or []:
         parse_watermark(w)
@@ -150,6 +152,9 @@ def _check_run_args(args: argparse.Namespace, models: list[str]) -> None:
         raise EvalrunError(f"--workers {args.workers}: must be >= 0")
     if args.concurrency < 1:
         raise EvalrunError(f"--concurrency {args.concurrency}: must be >= 1")
+    if args.fail_under is not None and not 0.0 <= args.fail_under <= 1.0:
+        raise EvalrunError(f"--fail-under {args.fail_under}: must be a score in [0, 1]")
+    check_store_path(args.out, what="--out", write=True)  # last: nothing is created before it
 
 
 def cmd_run(args: argparse.Namespace, models: list[str], user_argv: list[str] | None = None) -> int:
@@ -161,7 +166,12 @@ def cmd_run(args: argparse.Namespace, models: list[str], user_argv: list[str] | 
     run_id = uuid.uuid4().hex
     if args.key:  # handed over in-process, never on a command line that `ps` could show
         os.environ[KEY_ENV] = args.key
-    code = int(pytest.main(_pytest_args(args, models, run_id, user_argv)))
+    from evalrun.plugins.pytest_plugin import SummarySink
+
+    sink = SummarySink()
+    code = int(pytest.main(_pytest_args(args, models, run_id, user_argv), plugins=[sink]))
+    for line in sink.lines:  # after everything pytest printed
+        print(line)
     # 0: all passed, 1: some items below the pass score -- both are a completed run.
     if code not in (0, 1):
         if code == 4:  # pytest usage error: the plugin already printed the one-line reason
@@ -169,23 +179,11 @@ def cmd_run(args: argparse.Namespace, models: list[str], user_argv: list[str] | 
         if code == 5:
             print("evalrun: error: no items selected (check --pack and --select)", file=sys.stderr)
         return code
-    if args.fail_under is not None:
-        mean = _run_mean(Path(args.out), run_id)
-        if mean is None or mean < args.fail_under:
-            shown = "n/a" if mean is None else f"{mean:.4f}"
-            print(f"evalrun: mean score {shown} is below --fail-under {args.fail_under}", file=sys.stderr)
-            return 1
+    if args.fail_under is not None and (sink.mean is None or sink.mean < args.fail_under):
+        shown = "n/a" if sink.mean is None else f"{sink.mean:.4f}"
+        print(f"evalrun: mean score {shown} is below --fail-under {args.fail_under}", file=sys.stderr)
+        return 1
     return 0
-
-
-def _run_mean(db: Path, run_id: str) -> float | None:
-    from evalrun.store import Store
-
-    with Store(db, readonly=True) as store:
-        row = store.conn.execute(
-            "SELECT AVG(COALESCE(r.score, 0)) FROM results r JOIN run_items ri ON ri.result_id = r.result_id"
-            " WHERE ri.run_id = ?", (run_id,)).fetchone()
-    return None if row is None else row[0]
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -199,9 +197,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         pack = load_pack(resolve_pack(name, args.packs_dir))
         problems = [f"invalid case: {e}" for e in pack.case_errors]
         problems += pack.check_golden()
-        problems += pack.check_reference()
+        reference_problems = pack.check_reference()
+        problems += reference_problems
         golden = len(pack.golden())
-        ref = "reference ok" if pack.has_reference else "no reference solver"
+        ref = ("no reference solver" if not pack.has_reference else
+               f"reference FAILED on {len(reference_problems)} case(s)" if reference_problems else "reference ok")
         status = "FAIL" if problems else "ok"
         print(f"{pack.name}: {status} -- {len(pack.cases)} cases, {golden} golden examples, {ref}")
         for p in problems:
@@ -239,8 +239,10 @@ def cmd_regrade(args: argparse.Namespace) -> int:
         print(f"evalrun: pack {name} not regraded: {why}", file=sys.stderr)
     for pack, case_id, model, old, new in summary.changes[:50]:
         print(f"changed: {pack}/{case_id} [{model}]: {old} -> {new}")
+    for error in summary.grader_errors[:50]:
+        print(f"grader error: {error}")
     print(f"regraded {summary.regraded} results, {summary.changed} changed, "
-          f"{summary.skipped_errors} without output skipped")
+          f"{len(summary.grader_errors)} grader errors, {summary.skipped_errors} without output skipped")
     return 0
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
+import os
 import sys
 import uuid
 from dataclasses import dataclass, field
@@ -28,9 +29,9 @@ from evalrun.grading import Grade
 from evalrun.grading_phase import grade_row
 from evalrun.pack import Pack, load_pack
 from evalrun.plan import Item, RunOptions, check_options, make_items
-from evalrun.plugins.providers import check_watermark_support, make_provider, parse_model
+from evalrun.plugins.providers import check_model, check_watermark_support, make_provider, parse_model
 from evalrun.provenance import collect as collect_provenance
-from evalrun.store import Store
+from evalrun.store import GRADER_ERROR, Store, check_store_path
 from evalrun.watermark.registry import parse_watermark
 
 if sys.version_info >= (3, 11):
@@ -38,7 +39,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-DEFAULT_DB = ".evalrun/results.sqlite"
+#: where results go when no --out / --evalrun-db / [tool.evalrun] db is given: the same file
+#: name as `evalrun run`'s default (there relative to the working directory, here to the rootdir)
+DEFAULT_DB = "results.sqlite"
 STATE_KEY = pytest.StashKey["EvalrunState"]()
 
 
@@ -53,12 +56,16 @@ class EvalrunState:
     packs_dirs: list[str]
     progress: bool = True
     is_worker: bool = False
+    #: the process that ends the run (the xdist controller): a live one means still running
+    controller_pid: int = field(default_factory=os.getpid)
+    #: (kind of item, pack, nodeid, failure text) of every finished item, for the summary
+    outcomes: list[tuple[str, str, str, str]] = field(default_factory=list)
     _store: Store | None = None
     packs: dict[Path, Pack] = field(default_factory=dict)
 
     def store(self) -> Store:
         if self._store is None:
-            self._store = Store(self.db)
+            self._store = Store(self.db, what="--evalrun-db")
         return self._store
 
     def close(self) -> None:
@@ -156,6 +163,7 @@ def _state_from(config: pytest.Config, tool: dict[str, Any]) -> EvalrunState:
         )
         check_options(options)
         for model in options.models:
+            check_model(model)
             check_watermark_support(model, options.watermarks)
     except EvalrunError as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -168,6 +176,7 @@ def _state_from(config: pytest.Config, tool: dict[str, Any]) -> EvalrunState:
         options=options, db=db, run_id=run_id, argv=[str(a) for a in argv],
         packs_dirs=_as_list(pick(opt.evalrun_packs_dir, "packs_dir", "packs_dirs")) or [],
         progress=not opt.evalrun_no_progress, is_worker=workerinput is not None,
+        controller_pid=(workerinput or {}).get("evalrun_pid") or os.getpid(),
     )
 
 
@@ -180,6 +189,7 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"--evalrun-packs-dir {folder}: no such directory")
         if str(path.resolve()) not in config.args:
             config.args.append(str(path.resolve()))
+    config.pluginmanager.register(_Tally(state), "evalrun-tally")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(config), "evalrun-xdist")
 
@@ -195,6 +205,7 @@ class _XdistHooks:
         state = self.config.stash[STATE_KEY]
         node.workerinput["evalrun_run_id"] = state.run_id
         node.workerinput["evalrun_argv"] = state.argv
+        node.workerinput["evalrun_pid"] = state.controller_pid
 
 
 def get_state(config: pytest.Config) -> EvalrunState:
@@ -251,6 +262,15 @@ class GenerationFailure(Exception):
     """The model call for this item finally failed; the error is stored with the row."""
 
 
+class GraderFailure(Exception):
+    """The pack's grader raised or returned an invalid Grade; stored as GRADER_ERROR."""
+
+
+#: ``user_properties`` key telling the run summary what an item was and how it ended; set in
+#: the process that ran it, so the summary is right under xdist too
+KIND = "evalrun"
+
+
 class CaseItem(pytest.Item):
     """Grades one stored output; passes when the grade reaches the pack's pass score."""
 
@@ -262,16 +282,22 @@ class CaseItem(pytest.Item):
         state = get_state(self.config)
         store = state.store()
         row = store.result_by_key(self.item.item_key)
-        if row is None:
-            raise GenerationFailure("no stored output for this item: the generation phase did not reach it")
-        if row["error"]:
-            raise GenerationFailure(f"generation failed: {row['error']}")
+        if row is None or row["raw_output"] is None or (row["error"] and row["label"] != GRADER_ERROR):
+            self.user_properties.append((KIND, "generation_error"))
+            if row is None:
+                raise GenerationFailure("no stored output for this item: the generation phase did not reach it")
+            raise GenerationFailure(f"generation failed: {row['error'] or 'no output'}")
         pack = self.item.pack
         graded = grade_row(pack, row, key=state.options.resolved_key(), case=self.item.case.data)
-        grade = graded.grade
         store.record_grade(graded.record)
-        self.user_properties.extend([("score", grade.score), ("label", grade.label)])
-        if grade.score < pack.pass_score:
+        if graded.grade is None:
+            self.user_properties.append((KIND, "grader_error"))
+            raise GraderFailure(graded.error)
+        grade = graded.grade
+        below = grade.score < pack.pass_score
+        self.user_properties.extend([("score", grade.score), ("label", grade.label),
+                                     (KIND, "below_pass" if below else "case")])
+        if below:
             raise CaseFailure(grade, graded.text, pack.pass_score)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
@@ -280,10 +306,10 @@ class CaseItem(pytest.Item):
             out = exc.output if len(exc.output) <= 600 else exc.output[:600] + "…"
             return (f"{exc.grade.label} (score {exc.grade.score:g} < pass score {exc.pass_score:g}): "
                     f"{exc.grade.reason}\n--- output ---\n{out}")
-        if isinstance(exc, (GenerationFailure, EvalrunError)):
+        if isinstance(exc, (GenerationFailure, GraderFailure, EvalrunError)):
             return str(exc)
-        # A grader crash: short traceback without argument values, and the watermark key (a
-        # grader's argument) blanked in case a message repeats it.
+        # anything else is a bug of evalrun's: short traceback without argument values, and
+        # the watermark key blanked in case a message repeats it
         text = str(excinfo.getrepr(style="short", funcargs=False, showlocals=False))
         key = get_state(self.config).options.resolved_key()
         return text.replace(key, "***") if key else text
@@ -300,6 +326,7 @@ class CaseErrorItem(pytest.Item):
         self.error = error
 
     def runtest(self) -> None:
+        self.user_properties.append((KIND, "case_error"))
         raise self.error
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
@@ -318,6 +345,7 @@ class GoldenItem(pytest.Item):
 
     def runtest(self) -> None:
         problems = self.pack.check_golden()
+        self.user_properties.extend([(KIND, "golden_failed" if problems else "golden"), ("pack", self.pack.name)])
         if problems:
             raise AssertionError("\n".join(problems))
 
@@ -351,9 +379,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if not items:
         return
     state = get_state(config)
-    state.db.parent.mkdir(parents=True, exist_ok=True)
-    store = state.store()
-    store.start_run(state.run_id, collect_provenance(state.argv), state.options.as_json())
+    try:
+        store = state.store()
+    except EvalrunError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    provenance = {**collect_provenance(state.argv), "pid": state.controller_pid}
+    store.start_run(state.run_id, provenance, state.options.as_json())
     options = state.options
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     progress = None
@@ -381,40 +412,123 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                             f" {summary.errors} failed calls -> {state.db} (run {state.run_id})")
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = session.config.stash.get(STATE_KEY, None)
     if state is None:
         return
     if not state.is_worker and (state._store is not None or state.db.exists()):
-        store = state.store()
+        try:
+            store = state.store()
+        except EvalrunError:  # reported where it was first opened
+            return
         if state.run_id in store.run_ids():
-            store.finish_run(state.run_id)
-    state.close()
+            store.finish_run(state.run_id, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # closed last, after the summary read it: the last connection to close tidies the WAL
+    state = config.stash.get(STATE_KEY, None)
+    if state is not None:
+        state.close()
+
+
+class _Tally:
+    """Records how each of evalrun's items ended, as reports arrive (in the controller under
+    xdist), for the closing summary."""
+
+    def __init__(self, state: EvalrunState) -> None:
+        self.state = state
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
+        props = dict(report.user_properties)
+        kind = props.get(KIND)
+        if kind is not None:
+            text = report.longreprtext if report.failed else ""
+            self.state.outcomes.append((str(kind), str(props.get("pack", "")), report.nodeid, text))
+
+
+class SummarySink:
+    """Registered by ``evalrun run``: takes the run's closing line, which the command prints
+    after pytest has finished so that it is the last thing a user sees."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        #: the run's mean score, ungraded results counting 0 (what --fail-under compares)
+        self.mean: float | None = None
+
+
+def _closing_lines(state: EvalrunState, graded: int, cases: int, labels: dict[str, int],
+                   gen_errors: int, grader_errors: int) -> list[str]:
+    """What the run came to, in evalrun's terms: graded results, items below the pass score
+    (not "failed tests"), errors by kind, golden examples and invalid case files apart."""
+    kinds: dict[str, int] = {}
+    for kind, *_ in state.outcomes:
+        kinds[kind] = kinds.get(kind, 0) + 1
+    lines = []
+    invalid = [text for kind, _, _, text in state.outcomes if kind == "case_error"]
+    if invalid:
+        lines.append(f"evalrun: {len(invalid)} case file(s) failed their schema and were not run:")
+        lines += [f"  {text.strip()}" for text in invalid]
+    golden = {pack: kind for kind, pack, _, _ in state.outcomes if kind.startswith("golden")}
+    if golden:
+        bad = sorted(p for p, k in golden.items() if k == "golden_failed")
+        lines.append(f"evalrun: golden examples: {len(golden) - len(bad)} of {len(golden)} pack(s) agree with"
+                     f" their grader" + (f"; disagreeing: {', '.join(bad)}" if bad else ""))
+    shown = " ".join(f"{k}={v}" for k, v in sorted(labels.items())) or "no labels"
+    errors = (f"errors: {gen_errors} generation, {grader_errors} grader" if gen_errors or grader_errors
+              else "errors: none")
+    lines.append(f"evalrun: {graded} results graded ({cases} cases): {shown}; items below the pass score:"
+                 f" {kinds.get('below_pass', 0)} (see the report); {errors}")
+    return lines
+
+
+def _run_rows(store: Store, run_id: str) -> tuple[list[Any], int, float | None]:
+    """Per (pack, model, watermark, attack) counts of the run, its distinct graded cases and
+    its mean score (ungraded results count 0, as --fail-under reads it)."""
+    rows = store.conn.execute(
+        "SELECT r.pack, r.model, r.watermark, r.attack, COUNT(*) AS n, AVG(r.score) AS mean,"
+        " SUM(r.error IS NOT NULL) AS errors, GROUP_CONCAT(r.label) AS labels,"
+        f" SUM(r.label = '{GRADER_ERROR}') AS grader_errors, SUM(COALESCE(r.score, 0)) AS total"
+        " FROM results r JOIN run_items ri ON ri.result_id = r.result_id WHERE ri.run_id = ?"
+        " GROUP BY r.pack, r.model, r.watermark, r.attack ORDER BY r.pack, r.model", (run_id,),
+    ).fetchall()
+    cases = store.conn.execute(
+        "SELECT COUNT(*) FROM (SELECT DISTINCT r.pack, r.case_id FROM results r JOIN run_items ri"
+        " ON ri.result_id = r.result_id WHERE ri.run_id = ? AND r.score IS NOT NULL)", (run_id,),
+    ).fetchone()[0]
+    n = sum(r["n"] for r in rows)
+    return rows, cases, (sum(r["total"] for r in rows) / n if n else None)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(STATE_KEY, None)
     if state is None or state.is_worker or not state.db.exists():
         return
-    with Store(state.db, readonly=True) as store:
-        if state.run_id not in store.run_ids():
-            return
-        rows = store.conn.execute(
-            "SELECT r.pack, r.model, r.watermark, r.attack, COUNT(*) AS n, AVG(r.score) AS mean,"
-            " SUM(r.error IS NOT NULL) AS errors, GROUP_CONCAT(r.label) AS labels"
-            " FROM results r JOIN run_items ri ON ri.result_id = r.result_id WHERE ri.run_id = ?"
-            " GROUP BY r.pack, r.model, r.watermark, r.attack ORDER BY r.pack, r.model", (state.run_id,),
-        ).fetchall()
+    try:
+        store = state.store()
+    except EvalrunError:
+        return
+    if state.run_id not in store.run_ids():
+        return
+    rows, cases, mean = _run_rows(store, state.run_id)
     if not rows:
         return
     from tabulate import tabulate
 
     table = []
+    totals: dict[str, int] = {}
+    gen_errors = grader_errors = graded = 0
     for r in rows:
         counts: dict[str, int] = {}
         for label in (r["labels"] or "").split(","):
-            if label:
+            if label and label != GRADER_ERROR:
                 counts[label] = counts.get(label, 0) + 1
+                totals[label] = totals.get(label, 0) + 1
+        graded += sum(counts.values())
+        grader_errors += r["grader_errors"] or 0
+        gen_errors += (r["errors"] or 0) - (r["grader_errors"] or 0)
         table.append([r["pack"], r["model"], r["watermark"], r["attack"], r["n"],
                       "n/a" if r["mean"] is None else f"{r['mean']:.3f}",
                       " ".join(f"{k}={v}" for k, v in sorted(counts.items())), r["errors"]])
@@ -423,3 +537,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                                                          "mean score", "labels", "errors"]))
     terminalreporter.write_line(f"results database: {state.db}  run: {state.run_id}")
     terminalreporter.write_line(f"report: evalrun report --db {state.db} --out reports/")
+    closing = _closing_lines(state, graded, cases, totals, gen_errors, grader_errors)
+    sinks = [p for p in config.pluginmanager.get_plugins() if isinstance(p, SummarySink)]
+    if sinks:
+        sinks[0].lines.extend(closing)
+        sinks[0].mean = mean
+    else:
+        for line in closing:
+            terminalreporter.write_line(line)

@@ -29,11 +29,11 @@ def test_items_have_readable_ids_and_pass_with_the_reference_solver(project: pyt
     assert "packs/echo/pack.toml::c1[reference-none-none-r0]" in ids
     assert "packs/echo/pack.toml::c4[reference-none-none-r1]" in ids
     assert len(ids) == 8
-    assert not (project.path / ".evalrun").exists(), "--collect-only must not call any model"
+    assert not (project.path / "results.sqlite").exists(), "--collect-only must not call any model"
     result = project.runpytest("packs", "--evalrun-n", "2")
     result.assert_outcomes(passed=8)
     result.stdout.fnmatch_lines(["*evalrun summary*", "*echo*reference*8*OK=8*"])
-    db = project.path / ".evalrun" / "results.sqlite"
+    db = project.path / "results.sqlite"
     assert _db_rows(db, "SELECT COUNT(*), SUM(score), COUNT(DISTINCT item_key) FROM results") == [(8, 8.0, 8)]
 
 
@@ -132,7 +132,7 @@ def test_watermark_with_a_provider_without_logits_is_refused_before_any_call(pro
     result = project.runpytest("packs", "--evalrun-watermark", "kgw:gamma=0.5", "--evalrun-key", "7")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--model reference cannot apply --watermark kgw:*needs a provider with logits*"])
-    assert not (project.path / ".evalrun").exists()
+    assert not (project.path / "results.sqlite").exists()
 
 
 def test_grader_crash_traceback_never_shows_the_watermark_key(pytester: pytest.Pytester, make_pack) -> None:

@@ -7,6 +7,7 @@ so the kill lands while calls are in flight.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -79,3 +80,9 @@ def test_sigkill_then_rerun_completes_without_repeating_finished_calls(tmp_path:
         assert covered == 40
     finally:
         conn.close()
+    # the report's run list says which run was killed; its stored results count as usual
+    out = tmp_path / "rep"
+    subprocess.run([sys.executable, "-m", "evalrun.cli", "report", "--db", str(db), "--out", str(out)], check=True)
+    md = (out / "report.md").read_text()
+    statuses = [line.split("|")[2].strip() for line in md.splitlines() if re.match(r"\| [0-9a-f]{32} +\|", line)]
+    assert statuses == ["interrupted", "finished"]

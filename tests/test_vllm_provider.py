@@ -104,7 +104,8 @@ def test_generation_plumbing_with_stand_in_engine(fake_vllm):
         assert g.token_ids == [r.sample_seed % 7, 5]  # EOS stripped
         assert g.text == p.tokenizer.decode(g.token_ids)
         assert g.tokens_out == 2 and g.tokens_in == len("Sys.\n\nhi 0\n\n") + 1
-        assert g.extra == {"finish_reason": "stop"} and g.latency_ms > 0
+        assert g.extra["finish_reason"] == "stop" and g.latency_ms > 0
+        assert g.extra["latency_kind"] == "batch share" and g.extra["batch_size"] == 2
     # each request carries its own seed and parameters, prompts go in as token ids
     prompts, params = FakeLLM.instances[0].calls[0]
     assert [sp.seed for sp in params] == [reqs[0].sample_seed, reqs[1].sample_seed]
@@ -145,5 +146,5 @@ def test_watermark_errors_are_clear(fake_vllm):
 
 
 def test_missing_local_path(fake_vllm, tmp_path):
-    with pytest.raises(EvalrunError, match="does not exist"):
+    with pytest.raises(EvalrunError, match="no such model directory"):
         VLLMProvider(str(tmp_path / "nope"), spec="vllm:x")

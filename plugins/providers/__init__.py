@@ -24,17 +24,26 @@ class ProviderEntry:
     options: frozenset[str] = frozenset()
     #: whether it has logits to apply a watermark to
     watermarks: bool = False
+    #: ``"module:function"`` that checks a spec can be served (files exist, parse) without
+    #: loading a model, so a bad spec is reported before the store or progress bar exist
+    check: str | None = None
 
+
+_LOCAL_CHECK = "evalrun.plugins.providers.local_model:check_local_model"
 
 PROVIDERS: dict[str, ProviderEntry] = {
     "reference": ProviderEntry("evalrun.plugins.providers.reference", "make_reference_provider", False),
-    "replay": ProviderEntry("evalrun.plugins.providers.replay", "make_replay_provider", True),
+    "replay": ProviderEntry("evalrun.plugins.providers.replay", "make_replay_provider", True,
+                            check="evalrun.plugins.providers.replay:check_replay"),
     "openai": ProviderEntry("evalrun.plugins.providers.openai_chat", "make_openai_provider", True,
                             frozenset({"base_url", "concurrency"})),
-    "hf": ProviderEntry("evalrun.plugins.providers.hf", "make_hf_provider", True, watermarks=True),
+    "hf": ProviderEntry("evalrun.plugins.providers.hf", "make_hf_provider", True, watermarks=True,
+                        check=_LOCAL_CHECK),
     # watermarks through vLLM V1 logits processors (plugins/providers/vllm_watermark.py)
-    "vllm": ProviderEntry("evalrun.plugins.providers.vllm", "make_vllm_provider", True, watermarks=True),
-    "embedded": ProviderEntry("evalrun.plugins.providers.hf", "make_embedded_provider", False, watermarks=True),
+    "vllm": ProviderEntry("evalrun.plugins.providers.vllm", "make_vllm_provider", True, watermarks=True,
+                          check=_LOCAL_CHECK),
+    "embedded": ProviderEntry("evalrun.plugins.providers.hf", "make_embedded_provider", False, watermarks=True,
+                              check=_LOCAL_CHECK),
 }
 
 
@@ -49,6 +58,16 @@ def parse_model(text: str) -> Spec:
         )
     if entry.needs_arg and spec.arg is None:
         raise SpecError(f"--model {text}: {spec.name} needs an argument, as in {spec.name}:<name-or-path>")
+    return spec
+
+
+def check_model(text: str) -> Spec:
+    """Everything about a ``--model`` spec that can be known without loading the model."""
+    spec = parse_model(text)
+    entry = PROVIDERS[spec.name]
+    if entry.check is not None:
+        module, _, func = entry.check.partition(":")
+        getattr(importlib.import_module(module), func)(spec)
     return spec
 
 

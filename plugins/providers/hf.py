@@ -24,7 +24,7 @@ from evalrun.allocator import tune_allocator
 from evalrun.errors import EvalrunError, SpecError
 from evalrun.generation import Generation, GenerationRequest, Prompt, ResultSink
 from evalrun.plugins.providers.local_model import (
-    encode_prompt, generate_in_batches, prompt_text, tokenizer_fingerprint,
+    encode_prompt, generate_in_batches, prompt_text, resolve_model_path, tokenizer_fingerprint,
 )
 
 #: options the factories accept (everything else is a clear error)
@@ -116,7 +116,7 @@ class HFProvider:
         self.device = device
         self.model_path = model_path
         tune_allocator()  # freed step buffers stay in the heap (see evalrun.allocator)
-        source = self._resolve(model_path)
+        source = resolve_model_path(model_path, provider="hf")
         torch_dtype: Any = (getattr(torch, dtype) if dtype and dtype != "auto" else dtype) or (
             torch.float32 if device == "cpu" else "auto")
         try:
@@ -140,17 +140,6 @@ class HFProvider:
         self._schemes: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ loading helpers
-    @staticmethod
-    def _resolve(model_path: str) -> str:
-        path = Path(model_path).expanduser()
-        if path.exists():
-            if not path.is_dir():
-                raise EvalrunError(f"hf: model path {model_path!r} is not a directory")
-            return str(path)
-        if model_path.startswith(("/", ".", "~")) or model_path.count("/") > 1:
-            raise EvalrunError(f"hf: model path {model_path!r} does not exist")
-        return model_path  # a hub id: only its local cache is consulted
-
     def _eos_ids(self) -> set[int]:
         ids: set[int] = set()
         gc = getattr(self.model, "generation_config", None)

@@ -9,8 +9,32 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from evalrun.errors import EvalrunError
 from evalrun.generation import Generation, GenerationRequest, Prompt, ResultSink
 from evalrun.hashing import canonical_json
+
+
+def resolve_model_path(model_path: str, *, provider: str) -> str:
+    """A local model directory, or a hub id whose local cache will be consulted. Anything
+    that looks like a path must exist and be a directory: said before a run starts."""
+    path = Path(model_path).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise EvalrunError(f"--model {provider}:{model_path}: not a directory")
+        return str(path)
+    if model_path.startswith(("/", ".", "~")) or model_path.count("/") > 1:
+        raise EvalrunError(f"--model {provider}:{model_path}: no such model directory")
+    return model_path  # a hub id: only its local cache is consulted
+
+
+def check_local_model(spec: Any) -> None:
+    """Resolve an ``hf:``/``vllm:`` path or the embedded model without loading anything."""
+    if spec.name == "embedded":
+        from evalrun.embedded import embedded_model_path
+
+        embedded_model_path()
+    else:
+        resolve_model_path(spec.arg, provider=spec.name)
 
 
 def render_plain(prompt: Prompt) -> str:
@@ -59,7 +83,23 @@ def generate_in_batches(requests: Sequence[GenerationRequest], batch_size: int,
                     message = message.replace(req.key, "<key>")
             results = [Generation(text=None, error=message, served_model=served_model,
                                   tokenizer_hash=tokenizer_hash) for _ in batch]
-        latency = (time.perf_counter() - t0) * 1000.0
-        for req, gen in zip(batch, results):
-            gen.latency_ms = latency
+        batch_ms = (time.perf_counter() - t0) * 1000.0
+        for req, gen, share in zip(batch, results, batch_shares(results)):
+            gen.latency_ms = batch_ms * share
+            gen.extra.update(latency_kind=BATCH_SHARE, batch_ms=batch_ms, batch_size=len(batch))
             sink(req, gen)
+
+
+#: ``latency_kind`` of batched local generation: each item's share of its batch's wall time
+BATCH_SHARE = "batch share"
+
+
+def batch_shares(results: Sequence[Generation]) -> list[float]:
+    """Each item's share of its batch's wall time, in proportion to the tokens it generated
+    (decoding steps dominate a batch), so the items' latencies add up to the batch's time.
+    Equal shares when token counts are unknown or all zero."""
+    counts = [g.tokens_out for g in results]
+    if any(c is None for c in counts) or not sum(counts):  # type: ignore[arg-type]
+        return [1.0 / len(results)] * len(results) if results else []
+    total = float(sum(counts))  # type: ignore[arg-type]
+    return [c / total for c in counts]  # type: ignore[operator]

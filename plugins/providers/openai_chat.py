@@ -399,6 +399,7 @@ class OpenAIProvider:
         choice = response.choices[0]
         usage = getattr(response, "usage", None)
         extra: dict[str, Any] = {
+            "latency_kind": "request",
             "latency_total_ms": (time.monotonic() - started) * 1000.0,
             "finish_reason": choice.finish_reason,
         }

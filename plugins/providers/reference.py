@@ -30,7 +30,8 @@ class ReferenceProvider:
             if not isinstance(text, str):
                 sink(request, Generation(text=None, error=f"reference solver returned {type(text).__name__}, not str"))
                 continue
-            sink(request, Generation(text=text, latency_ms=(time.perf_counter() - start) * 1000.0))
+            sink(request, Generation(text=text, latency_ms=(time.perf_counter() - start) * 1000.0,
+                                     extra={"latency_kind": "solver"}))
 
     def close(self) -> None:
         pass

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 from evalrun.errors import EvalrunError
 from evalrun.generation import Generation, GenerationRequest, ResultSink
+from evalrun.jsonl import MAX_RECORD_BYTES, read_lines
 from evalrun.specs import Spec
 
 
@@ -20,11 +21,17 @@ def load_replay(path: Path) -> dict[tuple[str | None, str, int | None], dict[str
     if not path.is_file():
         raise EvalrunError(f"--model replay:{path}: no such file")
     table: dict[tuple[str | None, str, int | None], dict[str, Any]] = {}
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
+    try:
+        lines = list(read_lines(path, MAX_RECORD_BYTES))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EvalrunError(f"--model replay:{path}: unreadable: {exc}") from None
+    for line in lines:
+        lineno = line.number
+        if line.text is None:
+            raise EvalrunError(f"{path}:{lineno}: line of {line.size:,} bytes is over the limit of"
+                               f" {MAX_RECORD_BYTES:,} bytes per replay line")
         try:
-            obj = json.loads(line)
+            obj = json.loads(line.text)
         except json.JSONDecodeError as exc:
             raise EvalrunError(f"{path}:{lineno}: invalid JSON: {exc.msg}") from None
         if not isinstance(obj, dict):
@@ -42,6 +49,12 @@ def load_replay(path: Path) -> dict[tuple[str | None, str, int | None], dict[str
                                + (f" in pack {pack!r}" if pack else ""))
         table[key] = obj
     return table
+
+
+def check_replay(spec: Spec) -> None:
+    """Read and validate the whole file before a run starts (what the provider will load)."""
+    assert spec.arg is not None
+    load_replay(Path(spec.arg))
 
 
 class ReplayProvider:

