@@ -26,6 +26,7 @@ from evalrun.errors import CaseError, PackError
 from evalrun.generation import Prompt
 from evalrun.grading import Grade, GradeContext
 from evalrun.hashing import sha256_hex
+from evalrun.jsonl import MAX_RECORD_BYTES, read_lines
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -313,8 +314,16 @@ def _iter_case_files(cases_dir: Path) -> Iterable[Path]:
     return sorted(p for p in cases_dir.rglob("*") if p.suffix in (".json", ".jsonl") and p.is_file())
 
 
-def load_cases(cases_dir: Path, schema: Mapping[str, Any]) -> tuple[list[Case], list[CaseError]]:
-    """Load and validate every case; invalid ones become errors, duplicates are errors."""
+def load_cases(cases_dir: Path, schema: Mapping[str, Any],
+               max_bytes: int = MAX_RECORD_BYTES) -> tuple[list[Case], list[CaseError]]:
+    """Load and validate every case; invalid ones become errors, duplicates are errors, and so
+    are cases over ``max_bytes`` (a .json file, or one line of a .jsonl file), which are
+    never read into memory whole."""
+
+    def over(size: int) -> str:
+        return (f"case of {size:,} bytes is over the limit of {max_bytes:,} bytes per case"
+                " (max_case_bytes in pack.toml)")
+
     validator_cls = jsonschema.validators.validator_for(schema) if schema else None
     validator = validator_cls(schema) if validator_cls else None
     cases: list[Case] = []
@@ -348,27 +357,33 @@ def load_cases(cases_dir: Path, schema: Mapping[str, Any]) -> tuple[list[Case], 
     for path in _iter_case_files(cases_dir):
         source = str(path)
         try:
+            if path.suffix == ".jsonl":
+                for line in read_lines(path, max_bytes):
+                    if line.text is None:
+                        errors.append(CaseError(source, line.number, "$", over(line.size)))
+                        continue
+                    try:
+                        obj = json.loads(line.text)
+                    except json.JSONDecodeError as exc:
+                        errors.append(CaseError(source, line.number, "$",
+                                                f"invalid JSON: {exc.msg} (column {exc.colno})"))
+                        continue
+                    accept(obj, source, line.number, line.text)
+                continue
+            size = path.stat().st_size
+            if size > max_bytes:
+                errors.append(CaseError(source, None, "$", over(size)))
+                continue
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             errors.append(CaseError(source, None, "$", f"unreadable: {exc}"))
             continue
-        if path.suffix == ".jsonl":
-            for lineno, line in enumerate(text.splitlines(), 1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    errors.append(CaseError(source, lineno, "$", f"invalid JSON: {exc.msg} (column {exc.colno})"))
-                    continue
-                accept(obj, source, lineno, line)
-        else:
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                errors.append(CaseError(source, exc.lineno, "$", f"invalid JSON: {exc.msg} (column {exc.colno})"))
-                continue
-            accept(obj, source, None, text)
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            errors.append(CaseError(source, exc.lineno, "$", f"invalid JSON: {exc.msg} (column {exc.colno})"))
+            continue
+        accept(obj, source, None, text)
     return cases, errors
 
 
@@ -408,7 +423,10 @@ def load_pack(path: str | Path) -> Pack:
     reference = load_pack_module(ref_path, name, "reference") if ref_path.is_file() else None
     if reference is not None and not callable(getattr(reference, "solve", None)):
         raise PackError(f"{ref_path}: no function solve(case)")
-    cases, errors = load_cases(path / "cases", schema)
+    max_bytes = meta.get("max_case_bytes", MAX_RECORD_BYTES)
+    if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 1:
+        raise PackError(f"{meta_path}: max_case_bytes must be a positive integer, got {max_bytes!r}")
+    cases, errors = load_cases(path / "cases", schema, max_bytes)
     pack = Pack(name=name, path=path, meta=meta, cases=cases, case_errors=errors,
                 grader_module=grader, reference_module=reference, schema=schema)
     # A case missing a template field is dropped with an error rather than failing at run time.
