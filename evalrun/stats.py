@@ -31,6 +31,7 @@ DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 20240603
 
 _CHUNK_CELLS = 2_000_000  # bound memory of the (resamples x cases) index matrix
+_MAX_UNDEFINED_SHARE = 0.05  # bootstrap: past this share of NaN resamples the bounds are NaN
 
 
 @dataclass(frozen=True)
@@ -110,8 +111,10 @@ def bootstrap_groups_ci(
     * Seeded by ``seed`` alone (its own generator), so the same inputs give the same bits.
     * An empty group makes the statistic undefined: all NaN. When every group is constant every
       resample equals the data, so the interval is the point (no draws are made).
-    * A NaN statistic on the data gives all NaN; a NaN on some resample gives NaN bounds (the
-      interval is undefined, and dropping those resamples would bias it).
+    * A NaN statistic on the data gives all NaN. Resamples on which it is NaN (e.g. an R^2
+      of a resample that repeats one point) are left out, so the interval is conditional on
+      the statistic being defined; when more than 5% of resamples are undefined the
+      interval would describe too few of them and the bounds are NaN.
     * Percentiles are numpy's linear ones; an infinite neighbour wins over a finite one
       (between a finite size and +inf lies +inf, never NaN).
     """
@@ -149,8 +152,10 @@ def bootstrap_groups_ci(
         samples = [a[rng.integers(0, n, size=(k, n))] for a, n in zip(arrays, sizes)]
         draws[done:done + k] = evaluate(samples)
         done += k
-    if np.isnan(draws).any():
+    defined = ~np.isnan(draws)
+    if np.count_nonzero(~defined) > _MAX_UNDEFINED_SHARE * n_resamples:
         return Estimate(value, math.nan, math.nan)
+    draws = draws[defined]
     alpha = (1.0 - level) / 2.0
     low, high = _percentiles(draws, (alpha, 1.0 - alpha))
     return Estimate(value, low, high)

@@ -11,7 +11,8 @@ point estimate on every resample, so the estimate and its interval cannot drift 
 * tamper resistance -- the baseline texts and each attack's texts, each within itself.
 
 Every helper needs an explicit ``seed``; the same inputs and seed give the same bits. Intervals
-are NaN where the aggregate is undefined (an empty sample) or undefined on some resample.
+are NaN where the aggregate is undefined (an empty sample) or undefined on more than 5% of the
+resamples (e.g. R^2 from two or three points, whose resamples often repeat one point).
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ def calibration_r2_ci(x: Sequence[float], y: Sequence[float], *, seed: int,
                       n_resamples: int = stats.DEFAULT_RESAMPLES,
                       level: float = stats.DEFAULT_LEVEL) -> stats.Estimate:
     """:func:`~evalrun.metrics.calibration_r2` with a bootstrap CI resampling (x, y) pairs.
-    With few points (WaterDrum uses 11 proportions) the interval is wide, as it should be."""
+    With few points (WaterDrum uses 6 or 11 proportions) the interval is wide, as it should
+    be."""
     return stats.bootstrap_ci(_pairs(x, y), lambda rows: fit_rows(rows)[1], seed, n_resamples,
                               level, vectorized=True)
 
