@@ -33,3 +33,24 @@ def score_array(values: Sequence[float], name: str) -> np.ndarray:
     if bad.size:
         raise ValueError(f"{name}[{int(bad[0])}] is NaN")
     return x
+
+
+def check_fpr(fpr: float) -> None:
+    if not 0.0 <= fpr <= 1.0:
+        raise ValueError(f"target false positive rate must be in [0, 1], got {fpr!r}")
+
+
+def pairs_array(x: Sequence[float], y: Sequence[float]) -> np.ndarray:
+    """``n x 2`` array of finite (x, y) pairs from two equally long 1-D sequences."""
+    xa = np.asarray(x, dtype=float)
+    ya = np.asarray(y, dtype=float)
+    if xa.ndim != 1 or ya.ndim != 1:
+        raise ValueError(f"x and y must be one-dimensional, got shapes {xa.shape} and {ya.shape}")
+    if xa.shape != ya.shape:
+        raise ValueError(f"x and y differ in length: {xa.size} vs {ya.size}")
+    for name, a in (("x", xa), ("y", ya)):
+        bad = np.flatnonzero(~np.isfinite(a))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"{name}[{i}] = {a[i]!r} is not a finite number")
+    return np.column_stack([xa, ya])

@@ -24,6 +24,8 @@ from typing import Sequence
 
 import numpy as np
 
+from evalrun.metrics._checks import pairs_array
+
 __all__ = ["ProportionalFit", "calibration_r2", "proportional_fit"]
 
 
@@ -40,7 +42,7 @@ def proportional_fit(x: Sequence[float], y: Sequence[float]) -> ProportionalFit:
 
     Undefined parts are NaN: both for no points or when every x is 0, R^2 when every y is
     equal (TSS = 0, e.g. a single point)."""
-    pairs = _pairs(x, y)
+    pairs = pairs_array(x, y)
     if pairs.shape[0] == 0:
         return ProportionalFit(math.nan, math.nan)
     slope, r2 = fit_rows(pairs[None, ...])
@@ -68,17 +70,3 @@ def fit_rows(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         r2 = np.where(tss > 0.0, 1.0 - rss / np.where(tss > 0.0, tss, 1.0), math.nan)
     return slope, np.where(np.isnan(slope), math.nan, r2)
 
-
-def _pairs(x: Sequence[float], y: Sequence[float]) -> np.ndarray:
-    xa = np.asarray(x, dtype=float)
-    ya = np.asarray(y, dtype=float)
-    if xa.ndim != 1 or ya.ndim != 1:
-        raise ValueError(f"x and y must be one-dimensional, got shapes {xa.shape} and {ya.shape}")
-    if xa.shape != ya.shape:
-        raise ValueError(f"x and y differ in length: {xa.size} vs {ya.size}")
-    for name, a in (("x", xa), ("y", ya)):
-        bad = np.flatnonzero(~np.isfinite(a))
-        if bad.size:
-            i = int(bad[0])
-            raise ValueError(f"{name}[{i}] = {a[i]!r} is not a finite number")
-    return np.column_stack([xa, ya])

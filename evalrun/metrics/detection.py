@@ -22,7 +22,8 @@ import numpy as np
 from scipy.stats import rankdata
 
 from evalrun import stats
-from evalrun.metrics._checks import check_p_threshold, p_value_array, score_array
+from evalrun.metrics._checks import (check_fpr, check_p_threshold, p_value_array,
+                                     score_array)
 from evalrun.metrics.size import DEFAULT_P_THRESHOLD
 
 __all__ = ["auroc", "detection_rate", "false_positive_rate", "fpr_threshold", "tpr_at_fpr"]
@@ -67,7 +68,7 @@ def tpr_at_fpr(positive_scores: Sequence[float], negative_scores: Sequence[float
     """
     pos = score_array(positive_scores, "positive_scores")
     neg = score_array(negative_scores, "negative_scores")
-    _check_fpr(fpr)
+    check_fpr(fpr)
     if pos.size == 0 or neg.size == 0:
         return math.nan
     return float(tpr_at_fpr_rows(pos[None, :], neg[None, :], fpr)[0])
@@ -81,7 +82,7 @@ def fpr_threshold(negative_scores: Sequence[float], fpr: float) -> float:
     pass (``fpr = 1``). The achieved FPR is ``#(negatives > threshold) / n_neg <= fpr``.
     """
     neg = score_array(negative_scores, "negative_scores")
-    _check_fpr(fpr)
+    check_fpr(fpr)
     if neg.size == 0:
         return math.nan
     return float(_cuts(neg[None, :], fpr)[0])
@@ -110,9 +111,4 @@ def _cuts(neg: np.ndarray, fpr: float) -> np.ndarray:
     if allowed >= n:
         return np.full(neg.shape[0], -math.inf)
     return np.sort(neg, axis=1)[:, n - 1 - allowed]
-
-
-def _check_fpr(fpr: float) -> None:
-    if not 0.0 <= fpr <= 1.0:
-        raise ValueError(f"target false positive rate must be in [0, 1], got {fpr!r}")
 

@@ -23,9 +23,9 @@ from typing import Mapping, Sequence, Tuple
 import numpy as np
 
 from evalrun import stats
-from evalrun.metrics._checks import score_array
-from evalrun.metrics.calibration import _pairs, fit_rows
-from evalrun.metrics.detection import _check_fpr, auroc_rows, tpr_at_fpr_rows
+from evalrun.metrics._checks import check_fpr, pairs_array, score_array
+from evalrun.metrics.calibration import fit_rows
+from evalrun.metrics.detection import auroc_rows, tpr_at_fpr_rows
 from evalrun.metrics.size import lower_median_rows, size_array
 from evalrun.metrics.tamper import quality_retention, tamper_resistance
 
@@ -63,7 +63,7 @@ def tpr_at_fpr_ci(positive_scores: Sequence[float], negative_scores: Sequence[fl
     itself (the threshold is chosen again on every resample)."""
     pos = score_array(positive_scores, "positive_scores")
     neg = score_array(negative_scores, "negative_scores")
-    _check_fpr(fpr)
+    check_fpr(fpr)
     return stats.bootstrap_groups_ci([pos, neg], lambda p, n: tpr_at_fpr_rows(p, n, fpr), seed,
                                      n_resamples, level, vectorized=True)
 
@@ -74,7 +74,7 @@ def calibration_r2_ci(x: Sequence[float], y: Sequence[float], *, seed: int,
     """:func:`~evalrun.metrics.calibration_r2` with a bootstrap CI resampling (x, y) pairs.
     With few points (WaterDrum uses 6 or 11 proportions) the interval is wide, as it should
     be."""
-    return stats.bootstrap_ci(_pairs(x, y), lambda rows: fit_rows(rows)[1], seed, n_resamples,
+    return stats.bootstrap_ci(pairs_array(x, y), lambda rows: fit_rows(rows)[1], seed, n_resamples,
                               level, vectorized=True)
 
 

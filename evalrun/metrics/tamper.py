@@ -13,12 +13,13 @@ resistance is ``R = 2 x`` the area under that hull: 1 when no attack beats the d
 Paraphrase attacks are left out by the caller (matching attack names case-insensitively), as
 the seed does, because they need large or closed models; translations are kept.
 
-MarkMyWords' code (``convex_hull`` and ``summarize_robustness`` in
-``src/watermark_benchmark/utils/summarize.py``) computes the same area another way: it adds
-(0, 0), (0, 1) and (1, b) to the points, where ``b`` is the detection rate without attack,
-takes the area of their whole convex hull (``scipy.spatial.ConvexHull``) and subtracts it from
-``b``; it reports that area (at most 0.5) rather than twice it. With ``b = 1``, which the
-seed's text uses, both give the same area; here the no-attack corner is always (1, 1).
+MarkMyWords' code (``convex_hull``, ``prepare_for_hull`` and ``summarize_robustness`` in
+``src/watermark_benchmark/utils/summarize.py``) has the same orientation (x quality, y share
+still watermarked) and computes the area another way: it adds (0, 0), (0, b) and (1, b), where
+``b`` is the detection rate without attack, takes the area of the whole convex hull
+(``scipy.spatial.ConvexHull``) and subtracts it from ``b``; it reports that area (at most 0.5)
+rather than twice it, and drops attacks whose names contain "dipper" or "gpt". With ``b = 1``,
+as in the seed's text, the areas agree; here the no-attack corner is always (1, 1).
 """
 
 from __future__ import annotations
