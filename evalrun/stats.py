@@ -1,8 +1,12 @@
 """Statistics for comparing models honestly: one seeded implementation of each.
 
 * :func:`wilson_interval` -- confidence interval for a rate (label counts).
-* :func:`bootstrap_mean_ci` -- percentile bootstrap CI for a mean, resampling *cases* (pass
-  per-case values, e.g. the mean over a case's repetitions, so repetitions are never treated as
+* :func:`bootstrap_ci` / :func:`bootstrap_groups_ci` -- the one percentile bootstrap: any
+  statistic of one sample (cases along the first axis, so ``(x, y)`` pairs resample together)
+  or of several independent samples, each resampled within itself (e.g. AUROC's positives and
+  negatives). Infinite statistics (a watermark size of +inf) keep their order.
+* :func:`bootstrap_mean_ci` -- that bootstrap for a mean, resampling *cases* (pass per-case
+  values, e.g. the mean over a case's repetitions, so repetitions are never treated as
   independent draws).
 * :func:`paired_bootstrap_ci` -- CI for the mean per-case difference between two models on the
   same cases (the bootstrap above applied to the differences).
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Hashable, Mapping, Sequence
+from typing import Any, Callable, Hashable, Mapping, Sequence
 
 import numpy as np
 from scipy import stats as _sps
@@ -27,6 +31,7 @@ DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 20240603
 
 _CHUNK_CELLS = 2_000_000  # bound memory of the (resamples x cases) index matrix
+_MAX_UNDEFINED_SHARE = 0.05  # bootstrap: past this share of NaN resamples the bounds are NaN
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,118 @@ def wilson_interval(successes: int, n: int, level: float = DEFAULT_LEVEL) -> Est
     return Estimate(p, low, high)
 
 
+def bootstrap_ci(
+    values: Any,
+    statistic: Callable[..., Any],
+    seed: int,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    level: float = DEFAULT_LEVEL,
+    *,
+    vectorized: bool = False,
+) -> Estimate:
+    """``statistic(values)`` with a percentile bootstrap CI resampling the cases of ``values``.
+
+    Cases lie along the first axis, so rows of a 2-D array (paired observations) are drawn
+    together. ``statistic`` maps a sample shaped like ``values`` to a float; with
+    ``vectorized=True`` it maps a stack of samples ``(k, n, ...)`` to ``k`` floats in one call
+    (much faster for simple statistics). See :func:`bootstrap_groups_ci` for the conventions.
+    """
+    return bootstrap_groups_ci([values], statistic, seed, n_resamples, level,
+                               vectorized=vectorized)
+
+
+def bootstrap_groups_ci(
+    groups: Sequence[Any],
+    statistic: Callable[..., Any],
+    seed: int,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    level: float = DEFAULT_LEVEL,
+    *,
+    vectorized: bool = False,
+) -> Estimate:
+    """``statistic(*groups)`` with a percentile bootstrap CI that resamples every group within
+    itself (a stratified bootstrap: group sizes stay fixed, e.g. positives and negatives).
+
+    * Seeded by ``seed`` alone (its own generator), so the same inputs give the same bits.
+    * An empty group makes the statistic undefined: all NaN. When every group is constant every
+      resample equals the data, so the interval is the point (no draws are made).
+    * A NaN statistic on the data gives all NaN. Resamples on which it is NaN (e.g. an R^2
+      of a resample that repeats one point) are left out, so the interval is conditional on
+      the statistic being defined; when more than 5% of resamples are undefined the
+      interval would describe too few of them and the bounds are NaN.
+    * Percentiles are numpy's linear ones; an infinite neighbour wins over a finite one
+      (between a finite size and +inf lies +inf, never NaN).
+    """
+    arrays = [np.asarray(g, dtype=float) for g in groups]
+    if not arrays:
+        raise ValueError("need at least one group to resample")
+    if any(a.ndim == 0 for a in arrays):
+        raise ValueError("each group must be a sequence of cases, not a scalar")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    _z(level)
+    if any(a.shape[0] == 0 for a in arrays):
+        return Estimate(math.nan, math.nan, math.nan)
+
+    def evaluate(samples: list[np.ndarray]) -> np.ndarray:
+        if vectorized:
+            return np.asarray(statistic(*samples), dtype=float).reshape(samples[0].shape[0])
+        k = samples[0].shape[0]
+        return np.fromiter((statistic(*(s[r] for s in samples)) for r in range(k)),
+                           dtype=float, count=k)
+
+    value = float(evaluate([a[None, ...] for a in arrays])[0])
+    if math.isnan(value):
+        return Estimate(math.nan, math.nan, math.nan)
+    if all(bool(np.all(a == a[0])) for a in arrays):
+        return Estimate(value, value, value)
+
+    rng = np.random.default_rng(seed)
+    sizes = [a.shape[0] for a in arrays]
+    per_chunk = max(1, _CHUNK_CELLS // sum(sizes))
+    draws = np.empty(n_resamples, dtype=float)
+    done = 0
+    while done < n_resamples:
+        k = min(per_chunk, n_resamples - done)
+        samples = [a[rng.integers(0, n, size=(k, n))] for a, n in zip(arrays, sizes)]
+        draws[done:done + k] = evaluate(samples)
+        done += k
+    defined = ~np.isnan(draws)
+    if np.count_nonzero(~defined) > _MAX_UNDEFINED_SHARE * n_resamples:
+        return Estimate(value, math.nan, math.nan)
+    draws = draws[defined]
+    alpha = (1.0 - level) / 2.0
+    low, high = _percentiles(draws, (alpha, 1.0 - alpha))
+    return Estimate(value, low, high)
+
+
+def _percentiles(draws: np.ndarray, qs: Sequence[float]) -> list[float]:
+    """numpy's linear percentiles, except that interpolating towards an infinity gives it."""
+    if np.isfinite(draws).all():
+        return [float(v) for v in np.quantile(draws, list(qs))]
+    s = np.sort(draws)
+    out = []
+    for q in qs:
+        h = (s.size - 1) * q
+        lo = int(math.floor(h))
+        a = float(s[lo])
+        if h == lo or a == float(s[lo + 1]):
+            out.append(a)
+            continue
+        b = float(s[lo + 1])
+        if math.isinf(a):  # a < b, so a is -inf
+            out.append(a)
+        elif math.isinf(b):  # b is +inf
+            out.append(b)
+        else:
+            out.append(float(np.quantile(s, q)))  # uses only the finite neighbours a and b
+    return out
+
+
+def _mean_rows(samples: np.ndarray) -> np.ndarray:
+    return samples.mean(axis=1)
+
+
 def bootstrap_mean_ci(
     values: Sequence[float],
     level: float = DEFAULT_LEVEL,
@@ -82,25 +199,10 @@ def bootstrap_mean_ci(
     if x.ndim != 1:
         raise ValueError("values must be one-dimensional (one value per case)")
     _z(level)
-    if x.size == 0:
-        return Estimate(math.nan, math.nan, math.nan)
-    if np.all(x == x[0]):  # one case, or all equal: no sampling variation to show
-        v = float(x[0])
+    if x.size and np.all(x == x[0]):  # one case, or all equal: the value itself, not a sum's
+        v = float(x[0])                 # rounding of it
         return Estimate(v, v, v)
-    mean = float(x.mean())
-    rng = np.random.default_rng(seed)
-    n = x.size
-    per_chunk = max(1, _CHUNK_CELLS // n)
-    means = np.empty(n_resamples, dtype=float)
-    done = 0
-    while done < n_resamples:
-        k = min(per_chunk, n_resamples - done)
-        idx = rng.integers(0, n, size=(k, n))
-        means[done:done + k] = x[idx].mean(axis=1)
-        done += k
-    alpha = (1.0 - level) / 2.0
-    low, high = np.quantile(means, [alpha, 1.0 - alpha])
-    return Estimate(mean, float(low), float(high))
+    return bootstrap_ci(x, _mean_rows, seed, n_resamples, level, vectorized=True)
 
 
 def paired_bootstrap_ci(

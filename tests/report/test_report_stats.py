@@ -101,3 +101,80 @@ def test_flip_rate() -> None:
     labels = {"a": ["PASS", "PASS"], "b": ["PASS", "DROPPED", "PASS"], "c": ["PASS"]}
     assert stats.flip_rate(labels) == (1, 2)
     assert stats.flip_rate({"c": ["PASS"]}) == (0, 0)
+
+
+# -- the generic bootstrap (bootstrap_ci / bootstrap_groups_ci) -----------------------------
+
+def test_bootstrap_ci_mean_is_bootstrap_mean_ci() -> None:
+    values = np.random.default_rng(2).random(41)
+    vectorized = stats.bootstrap_ci(values, lambda b: b.mean(axis=1), 5, 400, vectorized=True)
+    assert vectorized == stats.bootstrap_mean_ci(values, n_resamples=400, seed=5)
+    # one call per resample draws the same indices; only summation order may differ
+    looped = stats.bootstrap_ci(values, np.mean, 5, 400)
+    assert (looped.value, looped.low, looped.high) == pytest.approx(
+        (vectorized.value, vectorized.low, vectorized.high), rel=1e-12)
+
+
+def test_bootstrap_ci_resamples_rows_of_pairs_together() -> None:
+    x = np.arange(1.0, 21.0)
+    pairs = np.column_stack([x, 3.0 * x])
+    seen: list[np.ndarray] = []
+
+    def ratio(sample: np.ndarray) -> float:
+        seen.append(sample)
+        return float(sample[:, 1].sum() / sample[:, 0].sum())
+
+    est = stats.bootstrap_ci(pairs, ratio, seed=0, n_resamples=50)
+    assert est == stats.Estimate(3.0, 3.0, 3.0)  # every resample keeps y = 3x row by row
+    assert len(seen) == 51 and all(s.shape == (20, 2) for s in seen)
+
+
+def test_bootstrap_groups_resample_each_group_within_itself() -> None:
+    a = np.array([0.0, 1.0, 2.0])
+    b = np.array([10.0, 11.0, 12.0, 13.0, 14.0])
+
+    def check(ra: np.ndarray, rb: np.ndarray) -> float:
+        assert ra.shape == (3,) and rb.shape == (5,)
+        assert set(ra) <= set(a) and set(rb) <= set(b)
+        return float(rb.mean() - ra.mean())
+
+    est = stats.bootstrap_groups_ci([a, b], check, seed=1, n_resamples=200)
+    assert est.value == 11.0 and est.low < 11.0 < est.high
+    again = stats.bootstrap_groups_ci([a, b], check, seed=1, n_resamples=200)
+    assert again == est
+    assert stats.bootstrap_groups_ci([a, b], check, seed=2, n_resamples=200) != est
+
+
+def test_bootstrap_infinite_statistics_keep_their_order() -> None:
+    # a statistic that is +inf on some resamples: bounds are +inf or finite, never NaN
+    values = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    est = stats.bootstrap_ci(values, lambda s: math.inf if s.max() < 6 else float(s.min()),
+                             seed=3, n_resamples=300)
+    assert est.value == 1.0 and math.isfinite(est.low) and est.high == math.inf
+    assert stats._percentiles(np.array([1.0, math.inf]), [0.5]) == [math.inf]
+    assert stats._percentiles(np.array([1.0, 3.0, math.inf]), [0.25, 0.5]) == [2.0, 3.0]
+    assert stats._percentiles(np.array([math.inf, math.inf]), [0.3]) == [math.inf]
+    assert stats._percentiles(np.array([-math.inf, 0.0]), [0.5]) == [-math.inf]
+
+
+def test_bootstrap_undefined_cases() -> None:
+    assert all(math.isnan(v) for v in vars(stats.bootstrap_ci([], np.mean, seed=0)).values())
+    nan_stat = stats.bootstrap_groups_ci([[1.0], []], lambda a, b: 0.0, seed=0)
+    assert math.isnan(nan_stat.value)
+    # NaN on half the resamples (those without spread) -> undefined bounds
+    spread = lambda s: float(s.std()) or math.nan  # noqa: E731
+    est = stats.bootstrap_ci([0.0, 1.0], spread, seed=0, n_resamples=100)
+    assert est.value == 0.5 and math.isnan(est.low) and math.isnan(est.high)
+    # ... on a few (1 in 5**4 for 5 cases): left out, the interval describes the others
+    values = [0.0, 1.0, 2.0, 3.0, 4.0]
+    est = stats.bootstrap_ci(values, spread, seed=0, n_resamples=2000)
+    assert 0.0 < est.low < est.value < est.high
+    assert stats.bootstrap_ci([2.0, 2.0], np.median, seed=0) == stats.Estimate(2.0, 2.0, 2.0)
+    with pytest.raises(ValueError):
+        stats.bootstrap_ci([1.0, 2.0], np.mean, seed=0, n_resamples=0)
+    with pytest.raises(ValueError):
+        stats.bootstrap_ci([1.0, 2.0], np.mean, seed=0, level=1.0)
+    with pytest.raises(ValueError):
+        stats.bootstrap_ci(3.0, np.mean, seed=0)
+    with pytest.raises(ValueError):
+        stats.bootstrap_groups_ci([], np.mean, seed=0)

@@ -1,0 +1,56 @@
+"""Input checks shared by the metrics: errors name the offending entry."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+
+def check_p_threshold(threshold: float) -> None:
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"p-value threshold must be in (0, 1], got {threshold!r}")
+
+
+def p_value_array(values: Sequence[float], name: str = "p_values") -> np.ndarray:
+    """1-D float array of p-values; NaN or values outside [0, 1] are errors."""
+    p = np.asarray(values, dtype=float)
+    if p.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {p.shape}")
+    bad = np.flatnonzero(~((p >= 0.0) & (p <= 1.0)))  # the comparison is False for NaN
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"{name}[{i}] = {p[i]!r} is not a p-value in [0, 1]")
+    return p
+
+
+def score_array(values: Sequence[float], name: str) -> np.ndarray:
+    """1-D float array of scores; NaN is an error, +-inf is allowed."""
+    x = np.asarray(values, dtype=float)
+    if x.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {x.shape}")
+    bad = np.flatnonzero(np.isnan(x))
+    if bad.size:
+        raise ValueError(f"{name}[{int(bad[0])}] is NaN")
+    return x
+
+
+def check_fpr(fpr: float) -> None:
+    if not 0.0 <= fpr <= 1.0:
+        raise ValueError(f"target false positive rate must be in [0, 1], got {fpr!r}")
+
+
+def pairs_array(x: Sequence[float], y: Sequence[float]) -> np.ndarray:
+    """``n x 2`` array of finite (x, y) pairs from two equally long 1-D sequences."""
+    xa = np.asarray(x, dtype=float)
+    ya = np.asarray(y, dtype=float)
+    if xa.ndim != 1 or ya.ndim != 1:
+        raise ValueError(f"x and y must be one-dimensional, got shapes {xa.shape} and {ya.shape}")
+    if xa.shape != ya.shape:
+        raise ValueError(f"x and y differ in length: {xa.size} vs {ya.size}")
+    for name, a in (("x", xa), ("y", ya)):
+        bad = np.flatnonzero(~np.isfinite(a))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"{name}[{i}] = {a[i]!r} is not a finite number")
+    return np.column_stack([xa, ya])

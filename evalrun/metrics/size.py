@@ -1,0 +1,81 @@
+"""Watermark size: how many tokens a detector needs (MarkMyWords, seed 000 section IV-B).
+
+The seed defines the size E as "the number of tokens needed to detect the watermark, at a 2%
+false positive rate", measured by "finding the shortest prefix detected as marked on each output
+(+inf if no prefix is detected) and then computing the median of the lengths".
+
+Two choices the seed leaves open are fixed here:
+
+* Per text, the size is the *length in tokens* of the shortest prefix whose p-value is at most
+  the threshold, wherever it lies (:func:`first_detected_prefix`). MarkMyWords' code
+  (``VerifierOutput.get_size`` in ``src/watermark_benchmark/utils/classes.py``) differs: it
+  gives +inf unless the whole text is detected, then walks back from the end and returns the
+  0-based *position* of the last undetected prefix: two tokens fewer than the first prefix of
+  the final detected run holds (one fewer when every prefix is detected, as the walk stops at
+  position 0 unchecked), and detections that later lapse are ignored.
+* The median of an even count is the *lower* median, the smallest length by which at least half
+  of the texts are detected (the inverse empirical CDF at 1/2). It is always an observed length,
+  and it is +inf exactly when more than half of the texts are never detected. MarkMyWords
+  (``src/watermark_benchmark/pipeline/summarize.py``) takes ``np.median``, which averages the
+  two middle values: sizes such as 12.5 tokens, and +inf as soon as exactly half the texts are
+  undetected although half of them were detected within a finite length.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from evalrun.metrics._checks import check_p_threshold, p_value_array
+
+__all__ = ["DEFAULT_P_THRESHOLD", "first_detected_prefix", "watermark_size"]
+
+#: the seed's detection threshold (2% false positive rate; DESIGN: DETECTED at p <= 0.02)
+DEFAULT_P_THRESHOLD = 0.02
+
+
+def first_detected_prefix(p_values: Sequence[float],
+                          threshold: float = DEFAULT_P_THRESHOLD) -> int | None:
+    """Length in tokens of the shortest prefix with ``p <= threshold``; None if none is.
+
+    ``p_values[i]`` is the p-value of the first ``i + 1`` tokens (as
+    ``WatermarkScheme.prefix_p_values`` returns them), so the answer is ``i + 1`` for the first
+    such ``i``. NaN or out-of-range p-values are errors, not "undetected".
+    """
+    check_p_threshold(threshold)
+    p = p_value_array(p_values)
+    hits = np.flatnonzero(p <= threshold)
+    return int(hits[0]) + 1 if hits.size else None
+
+
+def watermark_size(sizes: Iterable[int | float | None]) -> float:
+    """Watermark size E: the lower median of per-text sizes, None (undetected) counting as +inf.
+
+    Returns ``math.inf`` when more than half of the texts are undetected, NaN for no texts.
+    See the module docstring for why the lower median, and how MarkMyWords differs.
+    """
+    x = size_array(sizes)
+    if x.size == 0:
+        return math.nan
+    return float(lower_median_rows(x[None, :])[0])
+
+
+def size_array(sizes: Iterable[int | float | None]) -> np.ndarray:
+    """Per-text sizes as floats with None -> +inf; sizes must be >= 1 token (or +inf)."""
+    out = []
+    for i, s in enumerate(sizes):
+        v = math.inf if s is None else float(s)
+        if math.isnan(v) or v < 1.0:
+            raise ValueError(f"sizes[{i}] = {s!r} is not a prefix length (>= 1 token, or None)")
+        out.append(v)
+    return np.asarray(out, dtype=float)
+
+
+def lower_median_rows(samples: np.ndarray) -> np.ndarray:
+    """Lower median of each row of ``samples`` (``k x n``, +inf allowed): entry ``(n - 1) // 2``
+    of the sorted row, the smallest value with at least half of the row at or below it."""
+    n = samples.shape[1]
+    m = (n - 1) // 2
+    return np.partition(samples, m, axis=1)[:, m]

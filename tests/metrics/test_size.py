@@ -1,0 +1,92 @@
+"""evalrun.metrics.size: per-text size (shortest detected prefix) and the lower median."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from evalrun.metrics import first_detected_prefix, watermark_size
+
+
+def test_first_detected_prefix_is_a_length_in_tokens() -> None:
+    # p_values[i] scores the first i + 1 tokens: p[2] = 0.02 <= 0.02 -> 3 tokens
+    assert first_detected_prefix([0.5, 0.03, 0.02, 0.9]) == 3
+    assert first_detected_prefix([0.001]) == 1
+    assert first_detected_prefix(np.array([0.4, 0.3, 0.2])) is None
+    assert first_detected_prefix([]) is None
+    assert first_detected_prefix([0.5, 0.04, 0.01], threshold=0.05) == 2
+
+
+def test_first_detected_prefix_counts_a_detection_that_later_lapses() -> None:
+    # the seed: "the shortest prefix detected as marked"; the text need not stay detected
+    assert first_detected_prefix([0.5, 0.01, 0.3, 0.6]) == 2
+
+
+def test_differs_from_markmywords_get_size() -> None:
+    # p at positions 0..5; positions 4 and 5 detected (p <= 0.02).
+    # MarkMyWords' VerifierOutput.get_size: the whole text (position 5) is detected, so it
+    # walks back from position 4: p[4] = 0.01 <= 0.02 -> position 3: p[3] = 0.4 > 0.02 -> stop,
+    # returns 3. The shortest detected prefix is positions 0..4 = 5 tokens.
+    p = [0.9, 0.7, 0.5, 0.4, 0.01, 0.005]
+    assert first_detected_prefix(p) == 5
+
+
+@pytest.mark.parametrize("bad", [[0.5, math.nan], [0.5, 1.5], [-0.1]])
+def test_first_detected_prefix_rejects_non_p_values(bad: list[float]) -> None:
+    with pytest.raises(ValueError, match=rf"p_values\[{len(bad) - 1}\]"):
+        first_detected_prefix(bad)
+
+
+def test_first_detected_prefix_rejects_bad_threshold_and_shape() -> None:
+    with pytest.raises(ValueError, match="threshold"):
+        first_detected_prefix([0.1], threshold=0.0)
+    with pytest.raises(ValueError, match="one-dimensional"):
+        first_detected_prefix([[0.1, 0.2]])
+
+
+def test_watermark_size_lower_median() -> None:
+    assert watermark_size([7, 3, 5]) == 5.0          # odd count: the middle one
+    # even count: sorted 3, 4, 7, 9 -> lower median 4 (np.median, as MarkMyWords, gives 5.5)
+    assert watermark_size([3, 9, 4, 7]) == 4.0
+    # sorted 3, 5, inf, inf: half the texts are detected within 5 tokens -> 5
+    # (np.median would average 5 and inf -> inf)
+    assert watermark_size([3, None, 5, None]) == 5.0
+    # three of four undetected: more than half -> inf
+    assert watermark_size([3, None, None, None]) == math.inf
+    assert watermark_size([None]) == math.inf
+    assert watermark_size([math.inf, 2]) == 2.0
+    assert watermark_size((s for s in [12, 10, 11])) == 11.0
+
+
+def test_watermark_size_empty_and_invalid() -> None:
+    assert math.isnan(watermark_size([]))
+    for bad in ([3, 0], [2, -1], [math.nan]):
+        with pytest.raises(ValueError, match=r"sizes\["):
+            watermark_size(bad)
+
+
+sizes_st = st.lists(st.one_of(st.none(), st.integers(1, 500)), min_size=1, max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(sizes_st, st.randoms(use_true_random=False))
+def test_watermark_size_is_invariant_to_order(sizes: list[int | None], rnd) -> None:
+    shuffled = list(sizes)
+    rnd.shuffle(shuffled)
+    assert watermark_size(shuffled) == watermark_size(sizes)
+
+
+@settings(max_examples=300, deadline=None)
+@given(sizes_st)
+def test_watermark_size_is_the_smallest_length_detecting_half(sizes: list[int | None]) -> None:
+    e = watermark_size(sizes)
+    values = [math.inf if s is None else float(s) for s in sizes]
+    n = len(values)
+    assert e in values
+    assert sum(v <= e for v in values) >= n / 2      # at least half detected within E tokens
+    assert sum(v < e for v in values) < n / 2        # and no smaller length does that
+    assert (e == math.inf) == (sizes.count(None) > n / 2)
