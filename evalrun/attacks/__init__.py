@@ -3,11 +3,17 @@
 Public API: :func:`parse_attack` (spec text -> :class:`Attack`), :func:`canonical_attack`,
 the registry :data:`ATTACKS` and the :func:`text_attack` decorator. Each attack is
 deterministic given its spec and a seed.
+
+In-tree text attacks (seed 000, Table II), one module per concept: :mod:`.swap` (``swap``),
+:mod:`.typo` (``typo``) and :mod:`.text` (``lowercase``, and ``neighbour_swap``/``random_letters``, the attacks formerly named
+``swap``/``typo``). Word-level attacks share the tokenisation of :mod:`.words`.
 """
 
 from __future__ import annotations
 
-from evalrun.attacks import text as _text  # noqa: F401  (registers the in-tree attacks)
+from evalrun.attacks import swap as _swap  # noqa: F401  (each import registers its attacks)
+from evalrun.attacks import text as _text  # noqa: F401
+from evalrun.attacks import typo as _typo  # noqa: F401
 from evalrun.attacks.base import ATTACKS, Attack, AttackDef, text_attack
 from evalrun.errors import SpecError
 from evalrun.specs import check_keys, is_none, parse_spec
