@@ -5,7 +5,7 @@ the registry :data:`ATTACKS` and the :func:`text_attack` decorator. Each attack 
 deterministic given its spec and a seed.
 
 In-tree text attacks (seed 000, Table II), one module per concept: :mod:`.swap` (``swap``),
-:mod:`.misspelling` (``misspelling``), :mod:`.typo`
+:mod:`.synonym` (``synonym``), :mod:`.misspelling` (``misspelling``), :mod:`.typo`
 (``typo``), :mod:`.contraction` (``contraction``, ``expansion``) and :mod:`.text`
 (``lowercase``, and ``neighbour_swap``/``random_letters``, the attacks formerly named
 ``swap``/``typo``). Word-level attacks share the tokenisation of :mod:`.words`.
@@ -16,6 +16,7 @@ from __future__ import annotations
 from evalrun.attacks import contraction as _contraction  # noqa: F401  (each import registers its attacks)
 from evalrun.attacks import misspelling as _misspelling  # noqa: F401
 from evalrun.attacks import swap as _swap  # noqa: F401
+from evalrun.attacks import synonym as _synonym  # noqa: F401
 from evalrun.attacks import text as _text  # noqa: F401
 from evalrun.attacks import typo as _typo  # noqa: F401
 from evalrun.attacks.base import ATTACKS, Attack, AttackDef, text_attack
