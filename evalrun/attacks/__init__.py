@@ -1,18 +1,30 @@
 """Attacks: perturbations of a stored output, applied before it is graded.
 
 Public API: :func:`parse_attack` (spec text -> :class:`Attack`), :func:`canonical_attack`,
-the registry :data:`ATTACKS` and the :func:`text_attack` decorator. Each attack is
-deterministic given its spec and a seed.
+the registry :data:`ATTACKS`, the :func:`text_attack` decorator and :func:`load_suite`
+(``--attack-suite``). Each attack is deterministic given its spec and a seed.
+
+In-tree text attacks (seed 000, Table II), one module per concept: :mod:`.swap` (``swap``),
+:mod:`.synonym` (``synonym``), :mod:`.misspelling` (``misspelling``), :mod:`.typo`
+(``typo``), :mod:`.contraction` (``contraction``, ``expansion``) and :mod:`.text`
+(``lowercase``, and ``neighbour_swap``/``random_letters``, the attacks formerly named
+``swap``/``typo``). Word-level attacks share the tokenisation of :mod:`.words`.
 """
 
 from __future__ import annotations
 
-from evalrun.attacks import text as _text  # noqa: F401  (registers the in-tree attacks)
+from evalrun.attacks import contraction as _contraction  # noqa: F401  (each import registers its attacks)
+from evalrun.attacks import misspelling as _misspelling  # noqa: F401
+from evalrun.attacks import swap as _swap  # noqa: F401
+from evalrun.attacks import synonym as _synonym  # noqa: F401
+from evalrun.attacks import text as _text  # noqa: F401
+from evalrun.attacks import typo as _typo  # noqa: F401
 from evalrun.attacks.base import ATTACKS, Attack, AttackDef, text_attack
+from evalrun.attacks.suites import load_suite
 from evalrun.errors import SpecError
 from evalrun.specs import check_keys, is_none, parse_spec
 
-__all__ = ["ATTACKS", "Attack", "AttackDef", "canonical_attack", "parse_attack", "text_attack"]
+__all__ = ["ATTACKS", "Attack", "AttackDef", "canonical_attack", "load_suite", "parse_attack", "text_attack"]
 
 
 def parse_attack(text: str) -> Attack | None:

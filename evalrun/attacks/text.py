@@ -1,4 +1,14 @@
-"""Text attacks that need no data and no model: case, word order and letters."""
+"""Text attacks that need no data and no model: ``lowercase``, and the two attacks that were
+called ``swap`` and ``typo`` before the seed-000 attacks took those names.
+
+Renamed, not changed (store compatibility): ``neighbour_swap:p=…`` is the attack that was
+registered as ``swap:p=…`` (exchange a word with its right neighbour) and
+``random_letters:p=…`` the one registered as ``typo:p=…`` (replace a letter by a random
+letter). Their functions are moved here unchanged, so for a given text, spec and seed they
+give the same output as before; a store migration renames old ``swap``/``typo`` rows to these
+names. ``swap`` (:mod:`evalrun.attacks.swap`) and ``typo`` (:mod:`evalrun.attacks.typo`) are
+now the attacks of MarkMyWords (seed 000, Table II).
+"""
 
 from __future__ import annotations
 
@@ -10,13 +20,13 @@ from evalrun.specs import Spec, spec_float
 
 @text_attack("lowercase", random=False)
 def lowercase(text: str, spec: Spec, rng: random.Random) -> str:
-    """Lower-case the whole text."""
+    """Lower-case the whole text (MarkMyWords' and HELM's ``LowercaseAttack``: ``str.lower``)."""
     return text.lower()
 
 
-@text_attack("swap", keys=("p",))
-def swap(text: str, spec: Spec, rng: random.Random) -> str:
-    """Swap each word with its right neighbour with probability p."""
+@text_attack("neighbour_swap", keys=("p",))
+def neighbour_swap(text: str, spec: Spec, rng: random.Random) -> str:
+    """Swap each word with its right neighbour with probability p (the former ``swap``)."""
     p = spec_float(spec, "p", 0.05, what="--attack", lo=0.0, hi=1.0)
     words = text.split(" ")
     i = 0
@@ -29,9 +39,9 @@ def swap(text: str, spec: Spec, rng: random.Random) -> str:
     return " ".join(words)
 
 
-@text_attack("typo", keys=("p",))
-def typo(text: str, spec: Spec, rng: random.Random) -> str:
-    """Replace each letter with a random lower-case letter with probability p."""
+@text_attack("random_letters", keys=("p",))
+def random_letters(text: str, spec: Spec, rng: random.Random) -> str:
+    """Replace each letter with a random lower-case letter with probability p (the former ``typo``)."""
     p = spec_float(spec, "p", 0.05, what="--attack", lo=0.0, hi=1.0)
     letters = "abcdefghijklmnopqrstuvwxyz"
     return "".join(rng.choice(letters) if ch.isalpha() and rng.random() < p else ch for ch in text)
