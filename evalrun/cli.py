@@ -25,29 +25,30 @@ LEAN_PYTEST = ["--assert=plain", "--capture=no", "-p", "no:cacheprovider", "-p",
 
 
 def _add_run_options(p: argparse.ArgumentParser, *, with_model: bool = True) -> None:
+    from evalrun.options import add_cli_options
+
     p.add_argument("--pack", action="append", required=True, metavar="PACK",
                    help="pack name (see `evalrun list`) or directory; repeatable")
-    if with_model:
-        p.add_argument("--model", action="append", metavar="SPEC",
-                       help="model spec, repeatable: embedded (default), reference, openai:<name>, "
-                            "hf:<path>, vllm:<path>, replay:<file.jsonl>")
-    p.add_argument("--watermark", action="append", metavar="SPEC", help="watermark spec, repeatable (default none)")
-    p.add_argument("--attack", action="append", metavar="SPEC", help="attack spec, repeatable (default none)")
-    p.add_argument("--key", help="secret watermark key (default: $EVALRUN_WATERMARK_KEY); never stored")
-    p.add_argument("--n", type=int, default=1, help="repetitions per case (default 1)")
-    p.add_argument("--temperature", type=float, help="sampling temperature (default: the pack's)")
-    p.add_argument("--max-tokens", type=int, help="max new tokens (default: the pack's)")
-    p.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
-    p.add_argument("--out", default="results.sqlite", help="results database (default results.sqlite)")
-    p.add_argument("--base-url", help="OpenAI-compatible server (default: $OPENAI_BASE_URL)")
-    p.add_argument("--concurrency", type=int, default=32, help="concurrent API requests per model (default 32; lowered automatically on HTTP 429)")
-    p.add_argument("--packs-dir", action="append", default=[], metavar="DIR", help="extra pack directory")
-    p.add_argument("--select", "-k", metavar="EXPR", help="pytest -k expression selecting items")
-    p.add_argument("--workers", type=int, default=0, help="pytest-xdist worker processes for grading")
-    p.add_argument("--fail-under", type=float, metavar="SCORE",
-                   help="exit 1 when the run's mean score is below SCORE (default: exit 0 whatever the scores)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_cli_options(p, skip=() if with_model else ("models", "model_args"))
     p.add_argument("pytest_args", nargs="*", help="arguments after -- go to pytest")
+
+
+def _project_config() -> dict:
+    """``[tool.evalrun]`` of ./pyproject.toml: the same defaults plain pytest reads there."""
+    path = Path("pyproject.toml")
+    if not path.is_file():
+        return {}
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        section = tomllib.loads(path.read_text(encoding="utf-8")).get("tool", {}).get("evalrun", {})
+    except tomllib.TOMLDecodeError as exc:
+        raise EvalrunError(f"{path.resolve()}: invalid TOML: {exc}") from None
+    if not isinstance(section, dict):
+        raise EvalrunError(f"{path.resolve()} [tool.evalrun] must be a table")
+    return section
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,84 +93,62 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _pytest_args(args: argparse.Namespace, models: list[str], run_id: str,
-                 user_argv: list[str] | None = None) -> list[str]:
+def _pytest_args(args: argparse.Namespace, values: dict, run_id: str, user_argv: list[str]) -> list[str]:
+    from evalrun.options import pytest_args_for
     from evalrun.pack import resolve_pack
 
-    pack_dirs = [str(resolve_pack(p, args.packs_dir)) for p in args.pack]
-    # Low scores are results, not errors: show the summary table, not one block per item
-    # (`-- --tb=short -rf` brings those back; the report has the failure analysis).
-    # -qq: the closing line is evalrun's summary, not pytest's "N failed" (-v brings it back)
-    out = [*dict.fromkeys(pack_dirs), "-qq", "--tb=no", "-rN", *LEAN_PYTEST,
-           "--evalrun-db", str(Path(args.out).resolve()),
-           "--evalrun-run-id", run_id, "--evalrun-n", str(args.n), "--evalrun-seed", str(args.seed),
-           "--evalrun-concurrency", str(args.concurrency)]
+    pack_dirs = [str(resolve_pack(p, values["packs_dirs"] or [])) for p in args.pack]
+    # -qq: the closing line is evalrun's summary, not pytest's "N failed" (-v brings it back);
+    # --tb=no: low scores are results, not errors (`-- --tb=short -rf` brings the blocks back)
+    out = [*dict.fromkeys(pack_dirs), "-qq", "--tb=no", "-rN", *LEAN_PYTEST]
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
         out += ["-p", "evalrun.plugins.pytest_plugin"]
-    for m in models:
-        out += ["--evalrun-model", m]
-    for w in args.watermark or []:
-        out += ["--evalrun-watermark", w]
-    for a in args.attack or []:
-        out += ["--evalrun-attack", a]
-    out += ["--evalrun-argv", json.dumps(["evalrun", *sys.argv[1:]] if user_argv is None else user_argv)]
-    if args.temperature is not None:
-        out += ["--evalrun-temperature", str(args.temperature)]
-    if args.max_tokens is not None:
-        out += ["--evalrun-max-tokens", str(args.max_tokens)]
-    if args.base_url:
-        out += ["--evalrun-base-url", args.base_url]
-    if args.select:
-        out += ["-k", args.select]
-    if args.workers:
-        out += ["-n", str(args.workers)]
-    if args.no_progress:
-        out += ["--evalrun-no-progress"]
+    handed = {**values, "db": str(Path(values["db"]).resolve()), "run_id": run_id, "argv": json.dumps(user_argv)}
+    out += pytest_args_for(handed)
+    if values["select"]:
+        out += ["-k", values["select"]]
+    if values["workers"]:
+        out += ["-n", str(values["workers"])]
     return out + list(args.pytest_args)
 
 
-def _check_run_args(args: argparse.Namespace, models: list[str]) -> None:
-    """Fail fast, before pytest starts, on anything the user can fix."""
-    from evalrun.attacks import parse_attack
+def _run_values(args: argparse.Namespace, models: list[str] | None) -> dict:
+    """The run's option values (command line over ./pyproject.toml over defaults), checked
+    before pytest starts on everything the user can fix; nothing is created before the last
+    check, of the store's path."""
+    from evalrun.options import BY_NAME, resolve, run_options
     from evalrun.pack import resolve_pack
-    from evalrun.plan import RunOptions, check_options
-    from evalrun.plugins.providers import check_model, check_watermark_support
+    from evalrun.providers import check_model, check_watermark_support
     from evalrun.store import check_store_path
-    from evalrun.watermark import parse_watermark
 
+    cli = {name: getattr(args, name, None) for name in BY_NAME}
+    if models is not None:  # `grade`: the replay file is the model
+        cli["models"] = models
+    values = resolve(cli, _project_config())
     for p in args.pack:
-        resolve_pack(p, args.packs_dir)
-    for m in models:
+        resolve_pack(p, values["packs_dirs"] or [])
+    options = run_options(values, default_models=("embedded",))
+    values["models"] = list(options.models)
+    values["model_args"] = None  # merged into each model's spec
+    for m in options.models:
         check_model(m)
-        check_watermark_support(m, args.watermark or [])
-    for w in args.watermark or []:
-        parse_watermark(w)
-    for a in args.attack or []:
-        parse_attack(a)
-    check_options(RunOptions(models=tuple(models), watermarks=tuple(args.watermark or ["none"]), n=args.n,
-                             temperature=args.temperature, max_tokens=args.max_tokens, key=args.key))
-    if args.workers < 0:
-        raise EvalrunError(f"--workers {args.workers}: must be >= 0")
-    if args.concurrency < 1:
-        raise EvalrunError(f"--concurrency {args.concurrency}: must be >= 1")
-    if args.fail_under is not None and not 0.0 <= args.fail_under <= 1.0:
-        raise EvalrunError(f"--fail-under {args.fail_under}: must be a score in [0, 1]")
-    check_store_path(args.out, what="--out", write=True)  # last: nothing is created before it
+        check_watermark_support(m, options.watermarks)
+    check_store_path(values["db"], what="--out", write=True)
+    return values
 
 
-def cmd_run(args: argparse.Namespace, models: list[str], user_argv: list[str] | None = None) -> int:
+def cmd_run(args: argparse.Namespace, user_argv: list[str], models: list[str] | None = None) -> int:
     import pytest
 
-    _check_run_args(args, models)
-    from evalrun.plan import KEY_ENV
-
-    run_id = uuid.uuid4().hex
-    if args.key:  # handed over in-process, never on a command line that `ps` could show
-        os.environ[KEY_ENV] = args.key
+    from evalrun.options import KEY_ENV
     from evalrun.plugins.pytest_plugin import SummarySink
 
+    values = _run_values(args, models)
+    run_id = uuid.uuid4().hex
+    if values["key"]:  # handed over in-process, never on a command line that `ps` could show
+        os.environ[KEY_ENV] = values["key"]
     sink = SummarySink()
-    code = int(pytest.main(_pytest_args(args, models, run_id, user_argv), plugins=[sink]))
+    code = int(pytest.main(_pytest_args(args, values, run_id, user_argv), plugins=[sink]))
     for line in sink.lines:  # after everything pytest printed
         print(line)
     # 0: all passed, 1: some items below the pass score -- both are a completed run.
@@ -179,9 +158,10 @@ def cmd_run(args: argparse.Namespace, models: list[str], user_argv: list[str] | 
         if code == 5:
             print("evalrun: error: no items selected (check --pack and --select)", file=sys.stderr)
         return code
-    if args.fail_under is not None and (sink.mean is None or sink.mean < args.fail_under):
+    fail_under = values["fail_under"]
+    if fail_under is not None and (sink.mean is None or sink.mean < fail_under):
         shown = "n/a" if sink.mean is None else f"{sink.mean:.4f}"
-        print(f"evalrun: mean score {shown} is below --fail-under {args.fail_under}", file=sys.stderr)
+        print(f"evalrun: mean score {shown} is below --fail-under {fail_under}", file=sys.stderr)
         return 1
     return 0
 
@@ -257,9 +237,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "run":
-            return cmd_run(args, args.model or ["embedded"], ["evalrun", *argv])
+            return cmd_run(args, ["evalrun", *argv])
         if args.command == "grade":
-            return cmd_run(args, [f"replay:{Path(args.outputs).resolve()}"], ["evalrun", *argv])
+            return cmd_run(args, ["evalrun", *argv], [f"replay:{Path(args.outputs).resolve()}"])
         if args.command == "report":
             from evalrun.report import build_report
 

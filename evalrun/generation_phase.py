@@ -75,7 +75,7 @@ def run_generation(items: Sequence[Item], store: Store, run_id: str, make_provid
                 store.store_generation([{**it.row(run_id, now), **sibling} for it in missing], run_id)
                 summary.generated += len(missing)
                 continue
-        pending.setdefault(missing[0].model, []).append((missing[0], missing))
+        pending.setdefault(missing[0].model_spec, []).append((missing[0], missing))
 
     total = sum(len(v) for v in pending.values())
     finished = 0

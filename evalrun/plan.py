@@ -10,51 +10,28 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from evalrun.errors import EvalrunError
 from evalrun.generation import GenParams, GenerationRequest, Prompt
 from evalrun.hashing import canonical_json, sha256_hex, stable_int
+from evalrun.options import KEY_ENV, RunOptions
 from evalrun.pack import Case, Pack
+from evalrun.providers import model_revision, parse_model
+from evalrun.specs import is_none
 from evalrun.watermark.registry import parse_watermark
 
-KEY_ENV = "EVALRUN_WATERMARK_KEY"
+__all__ = ["KEY_ENV", "Item", "RunOptions", "check_options", "make_items", "params_for", "unique_generations"]
 
 
-@dataclass(frozen=True)
-class RunOptions:
-    """Everything a run is parametrised by. ``key`` is secret and never serialised."""
-
-    models: tuple[str, ...] = ("reference",)
-    watermarks: tuple[str, ...] = ("none",)
-    attacks: tuple[str, ...] = ("none",)
-    n: int = 1
-    temperature: float | None = None
-    max_tokens: int | None = None
-    seed: int = 0
-    key: str | None = field(default=None, repr=False)
-    base_url: str | None = None
-    concurrency: int = 32
-
-    def as_json(self) -> dict[str, Any]:
-        """The run's configuration as stored in ``runs.config_json`` (no key, no URL secrets)."""
-        return {
-            "models": list(self.models), "watermarks": list(self.watermarks),
-            "attacks": list(self.attacks), "n": self.n, "temperature": self.temperature,
-            "max_tokens": self.max_tokens, "seed": self.seed, "concurrency": self.concurrency,
-        }
-
-    def params_for(self, pack: Pack) -> GenParams:
-        defaults = pack.defaults
-        temperature = self.temperature if self.temperature is not None else float(defaults.get("temperature", 0.0))
-        max_tokens = self.max_tokens if self.max_tokens is not None else int(defaults.get("max_tokens", 512))
-        return GenParams(temperature=temperature, max_tokens=max_tokens, seed=self.seed)
-
-    def resolved_key(self) -> str | None:
-        return self.key if self.key is not None else os.environ.get(KEY_ENV)
+def params_for(options: RunOptions, pack: Pack) -> GenParams:
+    """Sampling parameters of a pack's items: the run's, else the pack's defaults."""
+    defaults = pack.defaults
+    temperature = options.temperature if options.temperature is not None else float(defaults.get("temperature", 0.0))
+    max_tokens = options.max_tokens if options.max_tokens is not None else int(defaults.get("max_tokens", 512))
+    return GenParams(temperature=temperature, max_tokens=max_tokens, seed=options.seed)
 
 
 @lru_cache(maxsize=64)
@@ -88,7 +65,9 @@ class Item:
 
     pack: Pack
     case: Case
+    #: the model's identity (stored, in keys and ids); ``model_spec`` also has run-only options
     model: str
+    model_spec: str
     watermark: str
     attack: str
     repetition: int
@@ -120,83 +99,33 @@ class Item:
         }
 
 
-def _file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _local_model_digest(path: Path) -> str:
-    """Fingerprint of a local model directory: configs and tokenizer in full, weights by
-    content when small and by name, size and mtime when large (hashing GBs per run is not
-    worth it)."""
-    parts = []
-    for child in sorted(path.iterdir()):
-        if not child.is_file():
-            continue
-        size = child.stat().st_size
-        if size <= 64 * 1024 * 1024:
-            parts.append((child.name, _file_digest(child)))
-        else:
-            parts.append((child.name, size, child.stat().st_mtime_ns))
-    return sha256_hex(canonical_json(parts))
-
-
-def model_revision(model: str, pack: Pack, options: "RunOptions") -> str:
-    """What besides the spec decides a model's output, folded into the cache key: the solver
-    code for ``reference``, the file for ``replay:``, the weights for local models, the
-    endpoint for ``openai:``. Changing any of them regenerates instead of reusing."""
-    name, _, arg = model.partition(":")
-    if name == "reference" and pack.has_reference:
-        return _file_digest(pack.path / "reference.py")
-    if name == "replay":
-        return _file_digest(Path(arg)) if Path(arg).is_file() else "missing"
-    if name == "embedded":
-        from evalrun.embedded import embedded_model_path
-
-        try:
-            return _local_model_digest(embedded_model_path())
-        except EvalrunError:
-            return "missing"
-    if name in ("hf", "vllm") and Path(arg).is_dir():
-        return _local_model_digest(Path(arg))
-    if name == "openai":
-        from evalrun.provenance import redact_url
-
-        base = options.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
-        return redact_url(base)
-    return ""
-
-
 def make_items(pack: Pack, options: RunOptions, *, models: Sequence[str] | None = None) -> Iterator[Item]:
     """Every item of one pack under ``options`` (cases in file order, then the run axes)."""
-    params = options.params_for(pack)
+    params = params_for(options, pack)
     params_json = canonical_json(params.as_json())
     key_fp = key_fingerprint(options.resolved_key())
-    revisions: dict[str, str] = {}
+    specs = {m: parse_model(m) for m in (models or options.models)}
+    revisions = {m: model_revision(m, pack, options) for m in specs}
     for case in pack.cases:
         prompt = pack.render_prompt(case.data)
         # the whole case, not just the prompt: solvers and graders read fields the prompt hides
         prompt_json = canonical_json([prompt.as_json(), case.data])
-        for model in (models or options.models):
-            revision = revisions.setdefault(model, model_revision(model, pack, options))
+        for model_spec, spec in specs.items():
+            model = spec.identity()
             for watermark in options.watermarks:
-                wm_fp = key_fp if watermark != "none" else ""
+                wm_fp = key_fp if not is_none(watermark) else ""
                 for rep in range(options.n):
-                    gen_key = sha256_hex("gen", pack.name, case.id, model, revision, params_json,
+                    gen_key = sha256_hex("gen", pack.name, case.id, model, revisions[model_spec], params_json,
                                          watermark, wm_fp, rep, prompt_json)
                     for attack in options.attacks:
-                        yield Item(pack=pack, case=case, model=model, watermark=watermark,
+                        yield Item(pack=pack, case=case, model=model, model_spec=model_spec, watermark=watermark,
                                    attack=attack, repetition=rep, params=params, prompt=prompt,
                                    gen_key=gen_key, item_key=sha256_hex("item", gen_key, attack))
 
 
 def check_options(options: RunOptions) -> None:
-    if options.n < 1:
-        raise EvalrunError(f"--n {options.n}: must be at least 1")
-    if options.max_tokens is not None and options.max_tokens < 1:
-        raise EvalrunError(f"--max-tokens {options.max_tokens}: must be at least 1")
-    if options.temperature is not None and not 0.0 <= options.temperature <= 5.0:
-        raise EvalrunError(f"--temperature {options.temperature}: must be in [0, 5]")
-    marked = [w for w in options.watermarks if w != "none"]
+    """What the declared per-option checks cannot see: the key the watermarks need."""
+    marked = [w for w in options.watermarks if not is_none(w)]
     if marked and not options.resolved_key():
         raise EvalrunError(f"--watermark needs a secret key: pass --key or set {KEY_ENV}")
     for text in marked:

@@ -10,7 +10,6 @@ and the others find the outputs stored, so no call is made twice and no row is d
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import json
 import os
@@ -22,17 +21,16 @@ from typing import Any, Iterator
 
 import pytest
 
-from evalrun.attacks import canonical_attack
 from evalrun.errors import CaseError, EvalrunError, PackError
 from evalrun.generation_phase import ProgressBar, run_generation
 from evalrun.grading import Grade
 from evalrun.grading_phase import grade_row
 from evalrun.pack import Pack, load_pack
-from evalrun.plan import Item, RunOptions, check_options, make_items
-from evalrun.plugins.providers import check_model, check_watermark_support, make_provider, parse_model
+from evalrun.plan import Item, make_items
+from evalrun.options import OPTIONS, RunOptions, add_pytest_options, resolve, run_options
+from evalrun.providers import check_model, check_watermark_support, make_provider
 from evalrun.provenance import collect as collect_provenance
-from evalrun.store import GRADER_ERROR, Store, check_store_path
-from evalrun.watermark.registry import parse_watermark
+from evalrun.store import GRADER_ERROR, Store
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -76,106 +74,51 @@ class EvalrunState:
 
 # -- options ------------------------------------------------------------------------------
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("evalrun", "evalrun: run packs against models")
-    group.addoption("--evalrun-model", action="append", default=None, metavar="SPEC",
-                    help="model spec (repeatable): reference, embedded, openai:<name>, hf:<path>, "
-                         "vllm:<path>, replay:<file.jsonl>; default: the pack's reference solver")
-    group.addoption("--evalrun-watermark", action="append", default=None, metavar="SPEC",
-                    help="watermark spec (repeatable), e.g. kgw:gamma=0.25,delta=2; default none")
-    group.addoption("--evalrun-attack", action="append", default=None, metavar="SPEC",
-                    help="attack spec (repeatable), e.g. swap:p=0.1; default none")
-    group.addoption("--evalrun-n", type=int, default=None, metavar="N", help="repetitions per case")
-    group.addoption("--evalrun-temperature", type=float, default=None, help="sampling temperature")
-    group.addoption("--evalrun-max-tokens", type=int, default=None, help="max new tokens")
-    group.addoption("--evalrun-seed", type=int, default=None, help="base seed (default 0)")
-    group.addoption("--evalrun-key", default=None, help="secret watermark key (or EVALRUN_WATERMARK_KEY)")
-    group.addoption("--evalrun-db", default=None, metavar="PATH",
-                    help=f"results database (default {DEFAULT_DB} under the rootdir)")
-    group.addoption("--evalrun-base-url", default=None, help="OpenAI-compatible server URL")
-    group.addoption("--evalrun-concurrency", type=int, default=None, help="concurrent API requests per model")
-    group.addoption("--evalrun-packs-dir", action="append", default=None, metavar="DIR",
-                    help="also collect the packs in DIR (repeatable; or packs_dirs in [tool.evalrun])")
-    group.addoption("--evalrun-run-id", default=None, help=argparse.SUPPRESS)
-    group.addoption("--evalrun-argv", default=None, help=argparse.SUPPRESS)
-    group.addoption("--evalrun-no-progress", action="store_true", default=False,
-                    help="no progress bar during generation")
+    add_pytest_options(parser.getgroup("evalrun", "evalrun: run packs against models"))
 
 
-def _tool_config(config: pytest.Config) -> dict[str, Any]:
-    """``[tool.evalrun]`` of the rootdir's pyproject.toml, if any."""
+def _tool_config(config: pytest.Config) -> tuple[dict[str, Any], str]:
+    """``[tool.evalrun]`` of the rootdir's pyproject.toml (if any) and where it is."""
     path = Path(config.rootpath) / "pyproject.toml"
+    where = f"{path} [tool.evalrun]"
     if not path.is_file():
-        return {}
+        return {}, where
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise pytest.UsageError(f"{path}: invalid TOML: {exc}") from None
     section = data.get("tool", {}).get("evalrun", {})
     if not isinstance(section, dict):
-        raise pytest.UsageError(f"{path}: [tool.evalrun] must be a table")
-    return section
-
-
-def _as_list(value: Any) -> list[str] | None:
-    if value is None:
-        return None
-    return [value] if isinstance(value, str) else [str(v) for v in value]
+        raise pytest.UsageError(f"{where} must be a table")
+    return section, where
 
 
 def _build_state(config: pytest.Config) -> EvalrunState:
     try:
-        return _state_from(config, _tool_config(config))
-    except (TypeError, ValueError) as exc:
-        raise pytest.UsageError(f"{Path(config.rootpath) / 'pyproject.toml'} [tool.evalrun]: {exc}") from None
-
-
-def _state_from(config: pytest.Config, tool: dict[str, Any]) -> EvalrunState:
-    opt = config.option
-
-    def pick(cli: Any, *names: str, default: Any = None, kind: Any = None) -> Any:
-        if cli is not None:
-            return cli
-        for name in names:
-            if name in tool:
-                value = tool[name]
-                if kind is not None and not isinstance(value, kind):
-                    raise ValueError(f"{name} = {value!r} has the wrong type")
-                return value
-        return default
-
-    models = pick(opt.evalrun_model, "models", "model", default=["reference"])
-    try:
-        models = [parse_model(m).canonical() for m in _as_list(models) or ["reference"]]
-        watermarks = []
-        for w in _as_list(pick(opt.evalrun_watermark, "watermarks", "watermark", default=["none"])) or ["none"]:
-            scheme = parse_watermark(w)
-            watermarks.append("none" if scheme is None else scheme.spec.canonical())
-        attacks = [canonical_attack(a) for a in _as_list(pick(opt.evalrun_attack, "attacks", "attack",
-                                                                 default=["none"])) or ["none"]]
-        options = RunOptions(
-            models=tuple(dict.fromkeys(models)), watermarks=tuple(dict.fromkeys(watermarks)),
-            attacks=tuple(dict.fromkeys(attacks)), n=pick(opt.evalrun_n, "n", default=1, kind=int),
-            temperature=pick(opt.evalrun_temperature, "temperature", kind=(int, float)),
-            max_tokens=pick(opt.evalrun_max_tokens, "max_tokens", kind=int),
-            seed=pick(opt.evalrun_seed, "seed", default=0, kind=int),
-            key=opt.evalrun_key, base_url=pick(opt.evalrun_base_url, "base_url"),
-            concurrency=pick(opt.evalrun_concurrency, "concurrency", default=32, kind=int),
-        )
-        check_options(options)
-        for model in options.models:
-            check_model(model)
-            check_watermark_support(model, options.watermarks)
+        tool, where = _tool_config(config)
+        cli = {o.name: getattr(config.option, o.dest, None) for o in OPTIONS if o.pytest}
+        values = resolve(cli, tool, tool_path=where, flag=lambda o: o.pytest_flag)
+        return _state_from(config, values)
     except EvalrunError as exc:
         raise pytest.UsageError(str(exc)) from None
-    db = Path(opt.evalrun_db) if opt.evalrun_db else Path(config.rootpath) / pick(None, "db", default=DEFAULT_DB, kind=str)
+
+
+def _state_from(config: pytest.Config, values: dict[str, Any]) -> EvalrunState:
+    options = run_options(values, default_models=("reference",))
+    for model in options.models:
+        check_model(model)
+        check_watermark_support(model, options.watermarks)
     workerinput = getattr(config, "workerinput", None)
-    run_id = (workerinput or {}).get("evalrun_run_id") or opt.evalrun_run_id or uuid.uuid4().hex
+    db = Path(values["db"])
+    if not db.is_absolute():
+        db = Path(config.rootpath) / db
+    run_id = (workerinput or {}).get("evalrun_run_id") or values["run_id"] or uuid.uuid4().hex
     argv = (workerinput or {}).get("evalrun_argv") or (
-        json.loads(opt.evalrun_argv) if opt.evalrun_argv else ["pytest", *config.invocation_params.args])
+        json.loads(values["argv"]) if values["argv"] else ["pytest", *config.invocation_params.args])
     return EvalrunState(
         options=options, db=db, run_id=run_id, argv=[str(a) for a in argv],
-        packs_dirs=_as_list(pick(opt.evalrun_packs_dir, "packs_dir", "packs_dirs")) or [],
-        progress=not opt.evalrun_no_progress, is_worker=workerinput is not None,
+        packs_dirs=list(values["packs_dirs"] or []), progress=not values["no_progress"],
+        is_worker=workerinput is not None,
         controller_pid=(workerinput or {}).get("evalrun_pid") or os.getpid(),
     )
 

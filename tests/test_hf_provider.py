@@ -18,11 +18,12 @@ from evalrun.embedded import EMBEDDED_NAME, embedded_model_path  # noqa: E402
 from evalrun.errors import EvalrunError, SpecError  # noqa: E402
 from evalrun.generation import GenerationRequest, GenParams, Prompt  # noqa: E402
 from evalrun.plugins.providers.hf import (  # noqa: E402
+    EMBEDDED_KIND,
+    HF_KIND,
     HFProvider,
-    make_embedded_provider,
-    make_hf_provider,
     sample_rows,
 )
+from evalrun.providers import parse_model  # noqa: E402
 from evalrun.plugins.providers.local_model import render_plain  # noqa: E402
 from evalrun.specs import Spec, parse_spec  # noqa: E402
 from evalrun.watermark.base import Detection, WatermarkScheme  # noqa: E402
@@ -200,20 +201,24 @@ def test_missing_model_path_is_a_clear_error(tmp_path):
         HFProvider(str(empty), spec=f"hf:{empty}")
 
 
-def test_factories():
-    p = make_embedded_provider(parse_spec("embedded", free_arg=True), batch_size=2)
+def test_kinds_build_providers_from_model_specs():
+    p = EMBEDDED_KIND.make(parse_model("embedded?batch_size=2"))
     assert p.spec == "embedded" and p.batch_size == 2 and p.served_model == EMBEDDED_NAME
-    p = make_embedded_provider(parse_spec(f"embedded:{EMBEDDED_NAME}", free_arg=True))
+    p = EMBEDDED_KIND.make(parse_model("embedded", {"embedded": {"batch_size": "3"}}))
+    assert p.batch_size == 3  # --model-arg embedded:batch_size=3
+    p = EMBEDDED_KIND.make(parse_model(f"embedded:{EMBEDDED_NAME}"))
     assert p.spec == f"embedded:{EMBEDDED_NAME}"
     with pytest.raises(SpecError):
-        make_embedded_provider(parse_spec("embedded:other", free_arg=True))
+        EMBEDDED_KIND.make(parse_model("embedded:other"))
     path = str(embedded_model_path())
-    p = make_hf_provider(parse_spec(f"hf:{path}", free_arg=True), device="cpu")
-    assert p.spec == f"hf:{path}" and p.served_model == EMBEDDED_NAME
-    with pytest.raises(SpecError, match="unknown option"):
-        make_hf_provider(parse_spec(f"hf:{path}", free_arg=True), colour="red")
+    p = HF_KIND.make(parse_model(f"hf:{path}?device=cpu&batch_size=4"))
+    assert p.spec == f"hf:{path}?device=cpu" and p.served_model == EMBEDDED_NAME  # identity: no batch size
+    with pytest.raises(SpecError, match=r"unknown option\(s\) colour for hf; known: batch_size, device, dtype"):
+        parse_model(f"hf:{path}?colour=red")
+    with pytest.raises(SpecError, match="batch_size='two' must be an integer"):
+        parse_model(f"hf:{path}?batch_size=two")
     with pytest.raises(SpecError):
-        make_hf_provider(parse_spec("hf", free_arg=True))
+        parse_model("hf")
 
 
 def _tiny_chat_model(root: Path) -> Path:

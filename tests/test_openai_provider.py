@@ -11,12 +11,12 @@ from email.utils import formatdate
 
 import pytest
 
-from evalrun.errors import EvalrunError
+from evalrun.errors import EvalrunError, SpecError
+from evalrun.providers import make_provider
 from evalrun.generation import GenParams, Generation, GenerationRequest, Prompt
 from evalrun.plugins.providers.openai_chat import (
     AdaptiveLimiter,
     OpenAIProvider,
-    make_openai_provider,
     parse_retry_after,
 )
 from evalrun.specs import Spec, parse_spec
@@ -375,11 +375,11 @@ def test_watermark_request_fails_before_any_http_call() -> None:
     assert OpenAIProvider.supports_watermark is False
 
 
-def test_factory_reads_the_model_from_the_spec() -> None:
-    spec = parse_spec("openai:gpt-4o-mini", what="--model", free_arg=True)
-    provider = make_openai_provider(spec, base_url="http://127.0.0.1:9/v1", concurrency=3,
-                                    unrelated_option=True)
+def test_kind_reads_the_model_and_its_options_from_the_spec() -> None:
+    provider = make_provider("openai:gpt-4o-mini?max_retries=2", base_url="http://127.0.0.1:9/v1",
+                             concurrency=3, unrelated_option=True)
     assert provider.model == "gpt-4o-mini" and provider.spec == "openai:gpt-4o-mini"
     assert provider.concurrency == 3 and provider.base_url == "http://127.0.0.1:9/v1"
-    with pytest.raises(EvalrunError, match="name the model"):
-        make_openai_provider(Spec(name="openai"), base_url="http://127.0.0.1:9/v1")
+    assert provider.max_retries == 2
+    with pytest.raises(SpecError, match="openai needs an argument"):
+        make_provider("openai", base_url="http://127.0.0.1:9/v1")

@@ -30,7 +30,6 @@ from evalrun.watermark import randomness as rnd
 from evalrun.watermark import scores as sc
 from evalrun.watermark.base import Detection, WatermarkScheme
 from evalrun.watermark.mask_tables import add_packed, previous_tokens
-from evalrun.watermark.randomness import PAD_TOKEN
 from evalrun.watermark.seed_tables import seed_tables
 
 #: elements per chunk of null draws (bounds memory of permutation tests)

@@ -23,12 +23,11 @@ from typing import Any, Callable, Sequence
 from evalrun.allocator import tune_allocator
 from evalrun.errors import EvalrunError, SpecError
 from evalrun.generation import Generation, GenerationRequest, Prompt, ResultSink
+from evalrun.providers import ModelSpec, ProviderKind, ProviderOption, local_model_digest
 from evalrun.plugins.providers.local_model import (
     encode_prompt, generate_in_batches, prompt_text, resolve_model_path, tokenizer_fingerprint,
 )
 
-#: options the factories accept (everything else is a clear error)
-_OPTIONS = ("batch_size", "device", "dtype")
 
 
 @dataclass
@@ -336,27 +335,58 @@ class HFProvider:
         self._schemes.clear()
 
 
-def _options(spec_text: str, options: dict[str, Any]) -> dict[str, Any]:
-    unknown = sorted(set(options) - set(_OPTIONS))
-    if unknown:
-        raise SpecError(f"--model {spec_text}: unknown option(s) {', '.join(unknown)}; "
-                        f"known: {', '.join(_OPTIONS)}")
-    return {k: v for k, v in options.items() if v is not None}
+_OPTIONS = {
+    "batch_size": ProviderOption(int, "rows generated together (default 16)"),
+    "device": ProviderOption(str, "torch device (default cpu)", affects_output=True),
+    "dtype": ProviderOption(str, "weights' dtype, e.g. bfloat16 (default float32 on CPU)", affects_output=True),
+}
 
 
-def make_hf_provider(spec: Any, **options: Any) -> HFProvider:
-    """``hf:<path-or-id>`` -> :class:`HFProvider`; options: batch_size, device, dtype."""
-    if not spec.arg:
-        raise SpecError(f"--model {spec}: expected hf:<path-or-model-id>")
-    return HFProvider(spec.arg, spec=spec.canonical(), **_options(spec.canonical(), options))
+class HFKind(ProviderKind):
+    """A transformers model from local files (never downloaded)."""
+
+    name = "hf"
+    example = "hf:/path/to/model"
+    logits = True
+    options = _OPTIONS
+
+    def _path(self, spec: ModelSpec) -> str:
+        return resolve_model_path(str(spec.arg), provider=spec.name)
+
+    def check(self, spec: ModelSpec) -> None:
+        self._path(spec)
+
+    def revision(self, spec: ModelSpec, pack: Any, options: Any) -> str:
+        path = Path(self._path(spec))
+        return local_model_digest(path) if path.is_dir() else ""
+
+    def tokenizer_dir(self, spec: ModelSpec) -> str | None:
+        return self._path(spec)
+
+    def make(self, spec: ModelSpec, **_: Any) -> HFProvider:
+        return HFProvider(self._path(spec), spec=spec.identity(), **spec.typed_options())
 
 
-def make_embedded_provider(spec: Any, **options: Any) -> HFProvider:
-    """``embedded`` or ``embedded:austen-5m`` -> the model shipped inside evalrun."""
-    from evalrun.embedded import EMBEDDED_NAME, embedded_model_path
+class EmbeddedKind(HFKind):
+    """The model shipped inside evalrun (``embedded`` or ``embedded:austen-5m``)."""
 
-    if spec.params or (spec.arg is not None and spec.arg != EMBEDDED_NAME):
-        raise SpecError(f"--model {spec}: the embedded model is {EMBEDDED_NAME!r} "
-                        f"(use `embedded` or `embedded:{EMBEDDED_NAME}`)")
-    return HFProvider(str(embedded_model_path()), spec=spec.canonical(),
-                      served_model=EMBEDDED_NAME, **_options(spec.canonical(), options))
+    name = "embedded"
+    needs_arg = False
+
+    def _path(self, spec: ModelSpec) -> str:
+        from evalrun.embedded import EMBEDDED_NAME, embedded_model_path
+
+        if spec.arg is not None and spec.arg != EMBEDDED_NAME:
+            raise SpecError(f"--model {spec}: the embedded model is {EMBEDDED_NAME!r} "
+                            f"(use `embedded` or `embedded:{EMBEDDED_NAME}`)")
+        return str(embedded_model_path())
+
+    def make(self, spec: ModelSpec, **_: Any) -> HFProvider:
+        from evalrun.embedded import EMBEDDED_NAME
+
+        return HFProvider(self._path(spec), spec=spec.identity(), served_model=EMBEDDED_NAME,
+                          **spec.typed_options())
+
+
+HF_KIND = HFKind()
+EMBEDDED_KIND = EmbeddedKind()

@@ -27,13 +27,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 from evalrun.errors import EvalrunError
 from evalrun.generation import Generation, GenerationRequest, ResultSink
+from evalrun.providers import ModelSpec, ProviderKind, ProviderOption
 
 if TYPE_CHECKING:
     import openai
 
-    from evalrun.specs import Spec
-
-__all__ = ["OpenAIProvider", "AdaptiveLimiter", "make_openai_provider", "parse_retry_after"]
+__all__ = ["KIND", "OpenAIProvider", "AdaptiveLimiter", "parse_retry_after"]
 
 log = logging.getLogger("evalrun.providers.openai")
 
@@ -450,13 +449,26 @@ def _status_of(exc: BaseException) -> int | None:
     return status if isinstance(status, int) else None
 
 
-def make_openai_provider(spec: Spec, *, base_url: str | None = None, concurrency: int = 16,
-                         **_: Any) -> OpenAIProvider:
-    """Registry factory for ``openai:<model>``; ``spec.arg`` is the model name."""
-    model = spec.arg
-    if not model:
-        raise EvalrunError(
-            f"--model {spec}: name the model, e.g. openai:gpt-4o-mini (any OpenAI-compatible "
-            "server through --base-url or OPENAI_BASE_URL)")
-    return OpenAIProvider(model, spec=spec.canonical(), base_url=base_url,
-                          concurrency=concurrency)
+class OpenAIKind(ProviderKind):
+    """Any OpenAI-compatible chat server; the endpoint is part of what decides outputs."""
+
+    name = "openai"
+    example = "openai:gpt-4o-mini"
+    run_options = frozenset({"base_url", "concurrency"})
+    options = {
+        "max_retries": ProviderOption(int, "retries of a failed call (default 6)"),
+        "timeout_s": ProviderOption(float, "seconds before a call times out (default 60)"),
+    }
+
+    def revision(self, spec: ModelSpec, pack: Any, options: Any) -> str:
+        from evalrun.provenance import redact_url
+
+        return redact_url(options.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1")
+
+    def make(self, spec: ModelSpec, *, base_url: str | None = None, concurrency: int = 16,
+             **_: Any) -> OpenAIProvider:
+        return OpenAIProvider(str(spec.arg), spec=spec.identity(), base_url=base_url, concurrency=concurrency,
+                              **spec.typed_options())
+
+
+KIND = OpenAIKind()

@@ -9,7 +9,7 @@ import time
 from typing import Any, Sequence
 
 from evalrun.generation import Generation, GenerationRequest, ResultSink
-from evalrun.specs import Spec
+from evalrun.providers import ModelSpec, ProviderKind, file_digest
 
 
 class ReferenceProvider:
@@ -37,5 +37,17 @@ class ReferenceProvider:
         pass
 
 
-def make_reference_provider(spec: Spec, **_: Any) -> ReferenceProvider:
-    return ReferenceProvider()
+class ReferenceKind(ProviderKind):
+    """The pack's own ideal solver: its code is what decides the output."""
+
+    name = "reference"
+    needs_arg = False
+
+    def revision(self, spec: ModelSpec, pack: Any, options: Any) -> str:
+        return file_digest(pack.path / "reference.py") if pack.has_reference else ""
+
+    def make(self, spec: ModelSpec, **_: Any) -> ReferenceProvider:
+        return ReferenceProvider()
+
+
+KIND = ReferenceKind()

