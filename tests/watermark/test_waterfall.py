@@ -24,6 +24,7 @@ from evalrun.watermark.registry import parse_watermark
 from evalrun.watermark.seed_tables import seed_tables
 from evalrun.watermark.waterfall import (
     Waterfall, build, max_freq, parse_owner_id, permutation, perturbation, unit_phi,
+    verify_owners,
 )
 
 DATA = json.loads((Path(__file__).parent / "data" / "waterfall_reference.json").read_text())
@@ -254,6 +255,7 @@ def test_verify_owners_is_detect_per_owner_and_per_text() -> None:
     assert (scores[4:] == 0).all() and (pvals[4:] == 1).all()
     array = scheme.verify_owners(np.array([texts[0][:50], texts[1][:50]]), owners, 4096)
     assert array.shape == (2, 4)
+    assert np.array_equal(verify_owners(texts[:2], owners, 4096, k_p=5), scores[:2])
 
 
 def test_permutations_come_from_the_seed_table_cache(monkeypatch: pytest.MonkeyPatch) -> None:
