@@ -14,7 +14,12 @@ installed there without dependencies::
     . /work/refvenv-waterfall/bin/activate && pip install --no-deps -e .
     python benchmarks/bench_waterfall.py [--texts 200] [--tokens 200] [--vocab 50257] [--owners 10]
 
-Without the reference only evalrun's figures are printed.
+Without the reference only evalrun's figures are printed. The warm figure needs the budget
+to hold every distinct context's permutation (N x 2 bytes each below 65,536 tokens): 200 x 200
+Zipf tokens at V = 50257 have ~3,400 contexts, 340 MB, so run that one with
+``EVALRUN_SEED_TABLE_MB=1024`` (at the default 256 MB a sequential rescan evicts each
+permutation before its reuse). Cold figures are bound by numpy's legacy shuffle (~0.7 ms per
+50k-token permutation), which both sides run once per (owner, distinct context).
 """
 
 from __future__ import annotations
