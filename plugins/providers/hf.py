@@ -64,7 +64,7 @@ def shared_context(scheme: Any) -> int | None:
         return scheme.context - int(scheme.seeding == "selfhash")
     if isinstance(scheme, Unigram):
         return 0
-    return None
+    return getattr(scheme, "shared_context", None)  # declared by the scheme (waterfall: n_gram - 1)
 
 
 def sample_rows(scores: Any, generators: Sequence[Any]) -> Any:
