@@ -90,6 +90,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("detect", allow_abbrev=False, help="detect a watermark in a text or token ids (see `evalrun detect -h`)",
                    add_help=False)
+
+    attack = sub.add_parser("attack", allow_abbrev=False, help="show what a text attack does to a text")
+    attack.add_argument("--attack", required=True, metavar="SPEC", help="text attack spec, e.g. swap:p=0.1")
+    attack.add_argument("--seed", type=int, default=0, help="the attack's seed (default 0)")
+    attack.add_argument("--text", metavar="FILE", help="the text (default: standard input)")
+
+    judge = sub.add_parser("judge", allow_abbrev=False, help="ask a judge model about stored results (judge stage)")
+    judge.add_argument("--db", required=True)
+    judge.add_argument("--judge", required=True, metavar="SPEC", help="the judge model (any --model spec)")
+    judge.add_argument("--method", required=True, help="judging method (registered judges: rating, ...)")
+    judge.add_argument("--run", help="only the results this run covered")
+    judge.add_argument("--retry-unparsed", action="store_true", help="ask again where the answer did not parse")
+    judge.add_argument("--base-url", help="OpenAI-compatible server of the judge (default: $OPENAI_BASE_URL)")
+    judge.add_argument("--concurrency", type=int, default=32, help="concurrent judge requests (default 32)")
     return parser
 
 
@@ -226,6 +240,54 @@ def cmd_regrade(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_attack(args: argparse.Namespace) -> int:
+    """One text attack on one text, by the transform stage's own code."""
+    from evalrun.attacks import Attack, parse_attack
+
+    attack = parse_attack(args.attack)
+    if attack is None:
+        raise EvalrunError("--attack none: name an attack (see the README for the list)")
+    if not isinstance(attack, Attack):
+        raise EvalrunError(f"--attack {args.attack}: a model attack runs in the transform stage of "
+                           "`evalrun run`, which stores its calls; `evalrun attack` shows text attacks")
+    if args.text:
+        try:
+            text = Path(args.text).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise EvalrunError(f"--text {args.text}: cannot read ({exc})") from None
+    else:
+        text = sys.stdin.read()
+    sys.stdout.write(attack.apply(text, args.seed))
+    return 0
+
+
+def cmd_judge(args: argparse.Namespace) -> int:
+    from evalrun.generation_phase import ProgressBar
+    from evalrun.judge_phase import run_judges, subjects
+    from evalrun.judges import get_judge
+    from evalrun.providers import check_model, make_provider, model_identity
+    from evalrun.store import Store
+
+    judge = get_judge(args.method)
+    check_model(args.judge)
+    if args.concurrency < 1:
+        raise EvalrunError(f"--concurrency {args.concurrency}: must be at least 1")
+    if not Path(args.db).exists():
+        raise EvalrunError(f"--db {args.db}: no such database")
+    with Store(args.db, what="--db") as store:
+        if args.run is not None and args.run not in store.run_ids():
+            raise EvalrunError(f"--run {args.run}: not in {args.db}; runs: {', '.join(store.run_ids())}")
+        selection = subjects(store, args.run)
+        summary = run_judges(
+            store, judge, model_identity(args.judge),
+            lambda _: make_provider(args.judge, base_url=args.base_url, concurrency=args.concurrency),
+            run_id=args.run, selection=selection, retry_unparsed=args.retry_unparsed,
+            progress=ProgressBar("evalrun: judging", stream=sys.stderr))
+    print(f"judged {len(selection)} results with {args.method} by {args.judge}: {summary.asked} asked, "
+          f"{summary.cached} already answered, {summary.errors} failed calls, {summary.unparsed} unparsed answers")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     tune_allocator()
@@ -258,6 +320,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_validate(args)
         if args.command == "list":
             return cmd_list(args)
+        if args.command == "attack":
+            return cmd_attack(args)
+        if args.command == "judge":
+            return cmd_judge(args)
     except EvalrunError as exc:
         print(f"evalrun: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -6,31 +6,85 @@ use randomness, call models or read the clock, so that regrading a store is exac
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
+
+#: largest metadata a grade may carry, as canonical JSON (evidence, not a second output)
+MAX_METADATA_BYTES = 64 * 1024
+
+
+def _check_json(value: Any, where: str) -> None:
+    """JSON values only: strings, finite numbers, booleans, None, lists and string-keyed maps."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"Grade.metadata{where} is {value!r}: JSON has no NaN or infinity (use None)")
+        return
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_json(v, f"{where}[{i}]")
+        return
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ValueError(f"Grade.metadata{where} has a non-string key {k!r}")
+            _check_json(v, f"{where}.{k}")
+        return
+    raise ValueError(f"Grade.metadata{where} is a {type(value).__name__}, not a JSON value")
 
 
 @dataclass(frozen=True)
 class Grade:
-    """One graded output: a score in [0, 1], a pack-declared label and a human reason."""
+    """One graded output: a score in [0, 1], a pack-declared label, a human reason, and
+    evidence in ``metadata`` (a p-value, a z-score, tokens scored, a judge's verdict: JSON
+    values, stored and exported with the grade)."""
 
     score: float
     label: str
     reason: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.score, (int, float)) or not 0.0 <= float(self.score) <= 1.0:
             raise ValueError(f"Grade.score must be a number in [0, 1], got {self.score!r}")
         if not isinstance(self.label, str) or not self.label:
             raise ValueError(f"Grade.label must be a non-empty string, got {self.label!r}")
+        if not isinstance(self.metadata, Mapping):
+            raise ValueError(f"Grade.metadata must be a mapping, got {type(self.metadata).__name__}")
+        _check_json(self.metadata, "")
+        size = len(self.metadata_json().encode())
+        if size > MAX_METADATA_BYTES:
+            raise ValueError(f"Grade.metadata is {size:,} bytes as JSON; the limit is {MAX_METADATA_BYTES:,}")
+
+    def metadata_json(self) -> str:
+        """Canonical JSON of the metadata (sorted keys), as stored."""
+        return json.dumps(self.metadata, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A stored judge answer about this result: the raw text, its parse (pure, redone on
+    regrade), and where this result stood among the judged subjects (0 = first)."""
+
+    judge: str
+    method: str
+    raw: str | None
+    position: int
+    parsed: Mapping[str, Any] = field(default_factory=dict)
+    error: str | None = None
 
 
 @dataclass(frozen=True)
 class GradeContext:
     """Extra, still deterministic, facts a grader may need besides the text.
 
-    Scheme packs need the token ids the model produced, the tokenizer fingerprint, and the
-    watermark spec and key of the item. Text-only graders never see this.
+    Scheme packs need the token ids of the text they grade (after any attack, re-tokenized
+    with the generating model's tokenizer), the tokenizer fingerprint, and the watermark spec
+    and key of the item; ``token_note`` says why token ids are missing when they are.
+    Quality packs read ``judgements``. Text-only graders never see this.
     """
 
     token_ids: tuple[int, ...] | None = None
@@ -40,3 +94,8 @@ class GradeContext:
     attack: str = "none"
     model: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
+    token_note: str | None = None
+    judgements: tuple[Judgement, ...] = ()
+    #: the watermark specs of the run this result belongs to (for the false-positive side:
+    #: unwatermarked outputs are detected under each of them)
+    run_watermarks: tuple[str, ...] = ()

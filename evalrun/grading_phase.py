@@ -1,27 +1,26 @@
 """Grading one stored result: the single path shared by pytest items and ``evalrun regrade``.
 
-Everything comes from the stored row -- the case as run, the raw output, the attack spec
-re-applied with its recorded seed, the token ids and provider facts -- so grading a row again
-gives the same grade unless the grader changed.
+Everything comes from the store -- the case as run, the raw output, the attacked text and its
+token ids from the transform stage, the judge answers about the result (parsed again here, a
+pure function), the watermark specs the store holds for the pack and model -- so grading a
+row again gives the same grade unless the grader changed. Nothing here calls a model.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from evalrun.attacks import parse_attack
-from evalrun.grading import Grade, GradeContext
+from evalrun.grading import Grade, GradeContext, Judgement
 from evalrun.pack import Pack
-from evalrun.plan import attack_seed
-from evalrun.store import GRADER_ERROR, GradeRecord
 from evalrun.specs import is_none
+from evalrun.store import ATTACK_ERROR, GRADER_ERROR, GradeRecord, Store
 
 
 @dataclass(frozen=True)
 class GradedRow:
-    """A graded row. ``grade`` is None when the grader failed; ``record.error`` says why."""
+    """A graded row. ``grade`` is None when grading failed; ``record.error`` says why."""
 
     grade: Grade | None
     text: str
@@ -40,29 +39,74 @@ def grader_error(exc: BaseException, case_id: str, key: str | None) -> str:
     return text.replace(key, "***") if key else text
 
 
-def grade_row(pack: Pack, row: Mapping[str, Any], *, key: str | None,
-              case: Mapping[str, Any] | None = None) -> GradedRow:
+def _judgements(rows: Sequence[Mapping[str, Any]]) -> tuple[Judgement, ...]:
+    from evalrun.errors import EvalrunError
+    from evalrun.judges import get_judge
+
+    out = []
+    for j in rows:
+        try:
+            parsed = dict(get_judge(j["method"]).parse(j["raw_answer"] or "")) if j["raw_answer"] is not None else {}
+        except EvalrunError:  # a method this install does not have: the raw answer still counts
+            parsed = {}
+        out.append(Judgement(judge=j["judge"], method=j["method"], raw=j["raw_answer"], position=j["position"],
+                             parsed=parsed, error=j["error"]))
+    return tuple(out)
+
+
+def grade_row(pack: Pack, row: Mapping[str, Any], *, key: str | None, case: Mapping[str, Any] | None = None,
+              transform: Mapping[str, Any] | None = None, judgements: Sequence[Mapping[str, Any]] = (),
+              run_watermarks: Sequence[str] = ()) -> GradedRow:
     """Grade a stored result row that has an output. ``case`` defaults to the stored case."""
+    attacked = not is_none(row["attack"])
     text = row["raw_output"]
-    attack = parse_attack(row["attack"])
-    if attack is not None:
-        text = attack.apply(text, attack_seed(row["gen_key"], row["attack"]))
-    tokens = json.loads(row["output_tokens_json"]) if row["output_tokens_json"] else None
+
+    def failed(label: str, error: str) -> GradedRow:
+        record = GradeRecord(result_id=row["result_id"], score=None, label=label, reason="",
+                             grader_hash=pack.grader_hash, attacked_output=None, error=error)
+        return GradedRow(grade=None, text=text, record=record)
+
+    if attacked:
+        if transform is None:
+            return failed(ATTACK_ERROR, f"attack {row['attack']} has not been applied: run the command again")
+        if transform["error"] is not None:
+            return failed(ATTACK_ERROR, f"attack failed: {transform['error']}")
+        text = transform["text"]
+    if transform is not None and transform["error"] is None:
+        tokens, tokenizer_hash, note = transform["token_ids_json"], transform["tokenizer_hash"], transform["token_note"]
+    else:
+        tokens, tokenizer_hash = row["output_tokens_json"], row["tokenizer_hash"]
+        note = None if tokens else (f"model {row['model']} stored no token ids (an API or replay model): pass "
+                                    "--tokenizer PATH to tokenize its outputs")
     context = GradeContext(
-        # token ids describe the unattacked text only; an attacked text must be re-tokenized
-        token_ids=tuple(tokens) if tokens is not None and attack is None else None,
-        tokenizer_hash=row["tokenizer_hash"], watermark=row["watermark"],
-        key=key if not is_none(row["watermark"]) else None, attack=row["attack"], model=row["model"],
-        extra=json.loads(row["extra_json"]) if row["extra_json"] else {},
+        token_ids=tuple(json.loads(tokens)) if tokens else None, tokenizer_hash=tokenizer_hash,
+        watermark=row["watermark"], key=key, attack=row["attack"], model=row["model"],
+        extra=json.loads(row["extra_json"]) if row["extra_json"] else {}, token_note=note,
+        judgements=_judgements(judgements), run_watermarks=tuple(run_watermarks),
     )
-    attacked = text if attack is not None else None
+    attacked_output = text if attacked else None
     try:
         grade = pack.grade(case if case is not None else json.loads(row["case_json"]), text, context)
+        metadata = grade.metadata_json() if grade.metadata else None
+        if key and (key in grade.reason or (metadata and key in metadata)):
+            raise ValueError("the grade repeats the watermark key in its reason or metadata; it is never stored")
     except Exception as exc:  # a crash or an invalid Grade is a result of its own, not silence
-        error = grader_error(exc, row["case_id"], key)
         record = GradeRecord(result_id=row["result_id"], score=None, label=GRADER_ERROR, reason="",
-                             grader_hash=pack.grader_hash, attacked_output=attacked, error=error)
+                             grader_hash=pack.grader_hash, attacked_output=attacked_output,
+                             error=grader_error(exc, row["case_id"], key))
         return GradedRow(grade=None, text=text, record=record)
     record = GradeRecord(result_id=row["result_id"], score=float(grade.score), label=grade.label,
-                         reason=grade.reason, grader_hash=pack.grader_hash, attacked_output=attacked)
+                         reason=grade.reason, grader_hash=pack.grader_hash, attacked_output=attacked_output,
+                         metadata_json=metadata)
     return GradedRow(grade=grade, text=text, record=record)
+
+
+def grade_stored(pack: Pack, store: Store, row: Mapping[str, Any], *, key: str | None,
+                 case: Mapping[str, Any] | None = None) -> GradedRow:
+    """Grade ``row`` with everything the store holds about it."""
+    transform = None
+    if row["transform_key"]:
+        transform = store.transforms([row["transform_key"]]).get(row["transform_key"])
+    return grade_row(pack, row, key=key, case=case, transform=transform,
+                     judgements=store.judgements_for(row["item_key"]),
+                     run_watermarks=store.watermarks_of(row["pack"], row["model"]))

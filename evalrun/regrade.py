@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Sequence
 
 from evalrun.errors import EvalrunError, PackError
-from evalrun.grading_phase import grade_row
+from evalrun.grading_phase import grade_stored
 from evalrun.pack import Pack, load_pack, resolve_pack
-from evalrun.store import GRADER_ERROR, Store
+from evalrun.store import ATTACK_ERROR, GRADER_ERROR, Store
 
 
 @dataclass
@@ -38,7 +38,8 @@ def regrade(db: str | Path, *, run_id: str | None = None, packs_dirs: Sequence[s
     packs: dict[str, Pack | None] = {}
     try:
         for row in store.results(run_id=run_id):
-            if row["raw_output"] is None or (row["error"] is not None and row["label"] != GRADER_ERROR):
+            if row["raw_output"] is None or (row["error"] is not None and row["label"] not in (GRADER_ERROR,
+                                                                                              ATTACK_ERROR)):
                 summary.skipped_errors += 1
                 continue
             name = row["pack"]
@@ -51,7 +52,7 @@ def regrade(db: str | Path, *, run_id: str | None = None, packs_dirs: Sequence[s
             pack = packs[name]
             if pack is None:
                 continue
-            graded = grade_row(pack, row, key=key)
+            graded = grade_stored(pack, store, row, key=key)
             new = graded.record
             if new.label != row["label"] or new.score != row["score"]:
                 summary.changed += 1

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from evalrun.errors import EvalrunError
 
 #: the schema this evalrun writes; stores from earlier releases are upgraded by MIGRATIONS
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: first 16 bytes of every SQLite database file
 SQLITE_MAGIC = b"SQLite format 3\x00"
 READ_ONLY = "read-only: report and export open it read-only, run and regrade need write access"
@@ -77,7 +77,9 @@ CREATE TABLE IF NOT EXISTS results (
     retries INTEGER,
     tokenizer_hash TEXT,
     graded_at TEXT,
-    extra_json TEXT
+    extra_json TEXT,
+    metadata_json TEXT,
+    transform_key TEXT
 );
 CREATE TABLE IF NOT EXISTS run_items (
     run_id TEXT NOT NULL REFERENCES runs(run_id),
@@ -88,6 +90,48 @@ CREATE INDEX IF NOT EXISTS results_pack_model ON results(pack, model);
 CREATE INDEX IF NOT EXISTS results_run ON results(run_id);
 CREATE INDEX IF NOT EXISTS results_gen_key ON results(gen_key);
 CREATE INDEX IF NOT EXISTS run_items_result ON run_items(result_id);
+"""
+
+#: tables of the transform and judge stages (schema version 3)
+_STAGE_TABLES = """
+CREATE TABLE IF NOT EXISTS transforms (
+    transform_key TEXT PRIMARY KEY,
+    gen_key TEXT NOT NULL,
+    attack TEXT NOT NULL,
+    seed INTEGER,
+    text TEXT,
+    token_ids_json TEXT,
+    tokenizer_hash TEXT,
+    token_note TEXT,
+    error TEXT,
+    latency_ms REAL,
+    served_model TEXT,
+    extra_json TEXT,
+    run_id TEXT,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS judgements (
+    judgement_key TEXT PRIMARY KEY,
+    judge TEXT NOT NULL,
+    method TEXT NOT NULL,
+    subjects_json TEXT NOT NULL,
+    prompt_json TEXT NOT NULL,
+    raw_answer TEXT,
+    error TEXT,
+    latency_ms REAL,
+    served_model TEXT,
+    extra_json TEXT,
+    run_id TEXT,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS judged (
+    judgement_key TEXT NOT NULL REFERENCES judgements(judgement_key),
+    item_key TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    PRIMARY KEY (judgement_key, item_key)
+);
+CREATE INDEX IF NOT EXISTS transforms_gen ON transforms(gen_key);
+CREATE INDEX IF NOT EXISTS judged_item ON judged(item_key);
 """
 
 
@@ -103,8 +147,51 @@ def _v1_to_v2(conn: sqlite3.Connection) -> None:
                  " ELSE 'finished' END")
 
 
+#: release 1's attacks that this release redefines, and the names their meaning lives on under
+RENAMED_ATTACKS = {"swap": "neighbour_swap", "typo": "random_letters"}
+
+
+def _v2_to_v3(conn: sqlite3.Connection) -> None:
+    """-> 3: the transform and judge stages, grade metadata.
+
+    Earlier releases applied attacks while grading: their attacked texts (``attacked_output``)
+    become transform rows, so regrading reads the same text. ``swap`` and ``typo`` meant the
+    neighbour swap and random letters; those attacks live on as ``neighbour_swap`` and
+    ``random_letters`` and old rows are renamed (their item keys follow), so a new run's
+    ``swap`` (seed 000's) never reuses an old result.
+    """
+    from evalrun.hashing import sha256_hex, stable_int
+
+    for stmt in filter(str.strip, _STAGE_TABLES.split(";")):
+        conn.execute(stmt)
+    conn.execute("ALTER TABLE results ADD COLUMN metadata_json TEXT")
+    conn.execute("ALTER TABLE results ADD COLUMN transform_key TEXT")
+    rows = conn.execute("SELECT result_id, gen_key, attack, attacked_output, run_id, graded_at FROM results"
+                        " WHERE attack != 'none'").fetchall()
+    for result_id, gen_key, attack, attacked, run_id, graded_at in rows:
+        name, sep, rest = attack.partition(":")
+        new = f"{RENAMED_ATTACKS[name]}{sep}{rest}" if name in RENAMED_ATTACKS else attack
+        key = transform_key(gen_key, new)
+        if attacked is not None:
+            conn.execute(
+                "INSERT OR IGNORE INTO transforms (transform_key, gen_key, attack, seed, text, token_note,"
+                " run_id, created_at) VALUES (?,?,?,?,?,?,?,?)",
+                (key, gen_key, new, stable_int("attack", gen_key, attack), attacked,
+                 "applied by an earlier release, which stored no token ids", run_id, graded_at or utc_now()))
+        conn.execute("UPDATE results SET attack = ?, item_key = ?, transform_key = ? WHERE result_id = ?",
+                     (new, sha256_hex("item", gen_key, new), key if attacked is not None else None, result_id))
+
+
+def transform_key(gen_key: str, attack: str, revision: str = "") -> str:
+    """Key of one attack applied to one generation: everything that decides its output
+    (``revision``: the attack model's, for model attacks)."""
+    from evalrun.hashing import sha256_hex
+
+    return sha256_hex("transform", gen_key, attack, revision)
+
+
 #: from-version -> the step that upgrades a store to the next version, in place
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 #: the columns a generation writes (grades are written later by the grading phase)
 GENERATION_COLUMNS = (
@@ -149,9 +236,12 @@ def run_status(run: Mapping[str, Any]) -> str:
 
 #: label stored when the grader raised or returned something that is not a valid Grade
 GRADER_ERROR = "GRADER_ERROR"
-#: rows whose generation finished: an output and no generation error (a grader error is a
-#: grading result, so the output is still reused)
-HAS_OUTPUT = f"raw_output IS NOT NULL AND (error IS NULL OR label = '{GRADER_ERROR}')"
+#: label stored when the result's attack (its transform) failed, e.g. an attack model's call
+ATTACK_ERROR = "ATTACK_ERROR"
+#: rows whose generation finished: an output and no generation error (grader and attack
+#: errors come after the model call, so the output is still reused)
+HAS_OUTPUT = (f"raw_output IS NOT NULL AND (error IS NULL OR label IN ('{GRADER_ERROR}',"
+              f" '{ATTACK_ERROR}'))")
 
 
 @dataclass(frozen=True)
@@ -166,6 +256,7 @@ class GradeRecord:
     grader_hash: str
     attacked_output: str | None
     error: str | None = None
+    metadata_json: str | None = None
 
 
 def _file_problem(path: Path) -> str | None:
@@ -318,7 +409,7 @@ class Store:
             # executescript commits first, so the transaction is spelled out in the script;
             # IF NOT EXISTS makes a concurrent creator harmless.
             self.conn.executescript(
-                f"BEGIN IMMEDIATE;{_SCHEMA}PRAGMA user_version = {SCHEMA_VERSION};COMMIT;"
+                f"BEGIN IMMEDIATE;{_SCHEMA}{_STAGE_TABLES}PRAGMA user_version = {SCHEMA_VERSION};COMMIT;"
             )
         elif self.version < SCHEMA_VERSION:
             self._migrate()
@@ -396,7 +487,8 @@ class Store:
         sql = (
             f"INSERT INTO results ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
             f" ON CONFLICT(item_key) DO UPDATE SET {update}, score = NULL, label = NULL,"
-            " reason = NULL, grader_hash = NULL, graded_at = NULL, attacked_output = NULL"
+            " reason = NULL, grader_hash = NULL, graded_at = NULL, attacked_output = NULL,"
+            " metadata_json = NULL, transform_key = NULL"
             " RETURNING result_id"
         )
         ids: list[int] = []
@@ -425,10 +517,85 @@ class Store:
         with self.transaction():
             self.conn.execute(
                 "UPDATE results SET score = ?, label = ?, reason = ?, grader_hash = ?,"
-                " attacked_output = ?, error = ?, graded_at = ? WHERE result_id = ?",
+                " attacked_output = ?, error = ?, metadata_json = ?, graded_at = ? WHERE result_id = ?",
                 (grade.score, grade.label, grade.reason, grade.grader_hash,
-                 grade.attacked_output, grade.error, utc_now(), grade.result_id),
+                 grade.attacked_output, grade.error, grade.metadata_json, utc_now(), grade.result_id),
             )
+
+    # -- transform stage ------------------------------------------------------------------
+    def transforms(self, keys: Iterable[str]) -> dict[str, sqlite3.Row]:
+        """transform_key -> stored transform (errored ones included)."""
+        keys = list(dict.fromkeys(keys))
+        out: dict[str, sqlite3.Row] = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in self.conn.execute(f"SELECT * FROM transforms WHERE transform_key IN ({marks})", chunk):
+                out[row["transform_key"]] = row
+        return out
+
+    def store_transform(self, row: Mapping[str, Any], result_ids: Sequence[int]) -> None:
+        """Write one transform (replacing an errored attempt) and point its results at it; a
+        failed transform marks them ATTACK_ERROR, a successful one clears that."""
+        cols = list(row)
+        with self.transaction():
+            self.conn.execute(
+                f"INSERT INTO transforms ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+                f" ON CONFLICT(transform_key) DO UPDATE SET "
+                + ", ".join(f"{c} = excluded.{c}" for c in cols if c != "transform_key"),
+                [row[c] for c in cols])
+            marks = ",".join("?" * len(result_ids))
+            if row.get("error"):
+                self.conn.execute(f"UPDATE results SET transform_key = ?, label = '{ATTACK_ERROR}', error = ?,"
+                                  f" score = NULL, reason = NULL WHERE result_id IN ({marks})",
+                                  [row["transform_key"], f"attack failed: {row['error']}", *result_ids])
+            else:
+                self.conn.execute(f"UPDATE results SET transform_key = ?, error = CASE WHEN label ="
+                                  f" '{ATTACK_ERROR}' THEN NULL ELSE error END, label = CASE WHEN label ="
+                                  f" '{ATTACK_ERROR}' THEN NULL ELSE label END WHERE result_id IN ({marks})",
+                                  [row["transform_key"], *result_ids])
+
+    def link_transform(self, key: str, result_ids: Sequence[int]) -> None:
+        with self.transaction():
+            marks = ",".join("?" * len(result_ids))
+            self.conn.execute(f"UPDATE results SET transform_key = ? WHERE result_id IN ({marks})",
+                              [key, *result_ids])
+
+    # -- judge stage ----------------------------------------------------------------------
+    def judgement(self, key: str) -> sqlite3.Row | None:
+        return self.conn.execute("SELECT * FROM judgements WHERE judgement_key = ?", (key,)).fetchone()
+
+    def store_judgement(self, row: Mapping[str, Any], item_keys: Sequence[str]) -> None:
+        """One judge answer (replacing an errored attempt) and the results it judged, in order."""
+        cols = list(row)
+        with self.transaction():
+            self.conn.execute(
+                f"INSERT INTO judgements ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+                f" ON CONFLICT(judgement_key) DO UPDATE SET "
+                + ", ".join(f"{c} = excluded.{c}" for c in cols if c != "judgement_key"),
+                [row[c] for c in cols])
+            self.conn.executemany(
+                "INSERT OR IGNORE INTO judged (judgement_key, item_key, position) VALUES (?, ?, ?)",
+                [(row["judgement_key"], k, i) for i, k in enumerate(item_keys)])
+
+    def judgements_for(self, item_key: str) -> list[sqlite3.Row]:
+        """Every stored judge answer about a result, with its position among the subjects."""
+        if not self.has_table("judgements"):
+            return []
+        return self.conn.execute(
+            "SELECT j.*, d.position FROM judged d JOIN judgements j USING (judgement_key)"
+            " WHERE d.item_key = ? ORDER BY j.judge, j.method, j.judgement_key", (item_key,)).fetchall()
+
+    def watermarks_of(self, pack: str, model: str) -> tuple[str, ...]:
+        """The watermark specs the store holds for a pack and model: unwatermarked outputs are
+        detected under each of them (the false-positive side), from the store alone."""
+        return tuple(r[0] for r in self.conn.execute(
+            "SELECT DISTINCT watermark FROM results WHERE pack = ? AND model = ? AND watermark != 'none'"
+            " ORDER BY watermark", (pack, model)))
+
+    def has_table(self, name: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                 (name,)).fetchone() is not None
 
     # -- read side ------------------------------------------------------------------------
     def results(self, run_id: str | None = None, pack: str | None = None) -> list[sqlite3.Row]:

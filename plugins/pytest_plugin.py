@@ -24,13 +24,21 @@ import pytest
 from evalrun.errors import CaseError, EvalrunError, PackError
 from evalrun.generation_phase import ProgressBar, run_generation
 from evalrun.grading import Grade
-from evalrun.grading_phase import grade_row
+from evalrun.grading_phase import grade_stored
+from evalrun.options import (
+    OPTIONS,
+    RunOptions,
+    add_pytest_options,
+    resolve,
+    run_options,
+)
 from evalrun.pack import Pack, load_pack
 from evalrun.plan import Item, make_items
-from evalrun.options import OPTIONS, RunOptions, add_pytest_options, resolve, run_options
-from evalrun.providers import check_model, check_watermark_support, make_provider
 from evalrun.provenance import collect as collect_provenance
-from evalrun.store import GRADER_ERROR, Store
+from evalrun.providers import check_model, check_watermark_support, make_provider
+from evalrun.specs import is_none
+from evalrun.store import ATTACK_ERROR, GRADER_ERROR, Store
+from evalrun.transform_phase import run_transforms
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -206,7 +214,8 @@ class GenerationFailure(Exception):
 
 
 class GraderFailure(Exception):
-    """The pack's grader raised or returned an invalid Grade; stored as GRADER_ERROR."""
+    """The item could not be graded: its grader failed (GRADER_ERROR) or its attack did
+    (ATTACK_ERROR); the message is stored with the result."""
 
 
 #: ``user_properties`` key telling the run summary what an item was and how it ended; set in
@@ -225,16 +234,18 @@ class CaseItem(pytest.Item):
         state = get_state(self.config)
         store = state.store()
         row = store.result_by_key(self.item.item_key)
-        if row is None or row["raw_output"] is None or (row["error"] and row["label"] != GRADER_ERROR):
+        if row is None or row["raw_output"] is None or (row["error"] and row["label"] not in (GRADER_ERROR,
+                                                                                            ATTACK_ERROR)):
             self.user_properties.append((KIND, "generation_error"))
             if row is None:
                 raise GenerationFailure("no stored output for this item: the generation phase did not reach it")
             raise GenerationFailure(f"generation failed: {row['error'] or 'no output'}")
         pack = self.item.pack
-        graded = grade_row(pack, row, key=state.options.resolved_key(), case=self.item.case.data)
+        graded = grade_stored(pack, store, row, key=state.options.resolved_key(), case=self.item.case.data)
         store.record_grade(graded.record)
         if graded.grade is None:
-            self.user_properties.append((KIND, "grader_error"))
+            kind = "attack_error" if graded.record.label == ATTACK_ERROR else "grader_error"
+            self.user_properties.append((KIND, kind))
             raise GraderFailure(graded.error)
         grade = graded.grade
         below = grade.score < pack.pass_score
@@ -346,6 +357,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         try:
             summary = run_generation(items, store, state.run_id, factory, key=options.resolved_key(),
                                      progress=progress)
+            attacking = None
+            if progress is not None and any(not is_none(it.attack) for it in items):
+                attacking = ProgressBar("evalrun: attacking", stream=sys.stderr)
+            transforms = run_transforms(items, store, state.run_id, options, factory, progress=attacking)
         except EvalrunError as exc:  # e.g. a provider refusing the run; stored results stay
             raise pytest.UsageError(str(exc)) from None
         finally:
@@ -353,6 +368,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if reporter is not None and not state.is_worker and (summary.generated or summary.errors):
         reporter.write_line(f"evalrun: {summary.generated} results generated, {summary.cached} cached,"
                             f" {summary.errors} failed calls -> {state.db} (run {state.run_id})")
+    if reporter is not None and not state.is_worker and (transforms.applied or transforms.errors):
+        reporter.write_line(f"evalrun: {transforms.applied} attacked texts stored, {transforms.cached} cached,"
+                            f" {transforms.errors} failed")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

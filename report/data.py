@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from evalrun.export import open_store, select_rows
-from evalrun.store import GRADER_ERROR
+from evalrun.store import ATTACK_ERROR, GRADER_ERROR
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,11 @@ class Result:
         return self.row["label"] == GRADER_ERROR
 
     @property
+    def attack_error(self) -> bool:
+        """The result's attack failed (e.g. the attack model's call): nothing to grade."""
+        return self.row["label"] == ATTACK_ERROR
+
+    @property
     def has_error(self) -> bool:
         """Either kind of error: a failed model call or a failed grader."""
         return self.row["error"] is not None
@@ -94,7 +99,7 @@ class Result:
     @property
     def errored(self) -> bool:
         """The model call failed: there is no output to grade."""
-        return self.row["error"] is not None and not self.grader_error
+        return self.row["error"] is not None and not self.grader_error and not self.attack_error
 
     @property
     def group(self) -> str:

@@ -58,13 +58,24 @@ def test_report_and_export_read_it_as_it_is(store: Path, tmp_path: Path) -> None
 
 
 def test_regrade_upgrades_it_in_place_keeping_every_row(store: Path, tmp_path: Path) -> None:
-    before = q(store, "SELECT result_id, item_key, raw_output, score, label FROM results ORDER BY 1")
+    before = q(store, "SELECT result_id, raw_output, score, label, attacked_output FROM results ORDER BY 1")
+    old_attacks = q(store, "SELECT result_id, attack FROM results ORDER BY 1")
     proc = evalrun("regrade", "--db", str(store), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "regraded 17 results, 0 changed" in proc.stdout
     assert q(store, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
-    assert q(store, "SELECT result_id, item_key, raw_output, score, label FROM results ORDER BY 1") == before
+    assert q(store, "SELECT result_id, raw_output, score, label, attacked_output FROM results ORDER BY 1") == before
     assert q(store, "SELECT DISTINCT status FROM runs") == [("finished",)]
+    # release 1's swap was the neighbour swap: renamed, with its item key, and its attacked texts
+    # kept as transforms so regrading read exactly the text release 1 graded
+    new_attacks = dict(q(store, "SELECT result_id, attack FROM results"))
+    for result_id, attack in old_attacks:
+        assert new_attacks[result_id] == ("neighbour_swap:p=0.2" if attack == "swap:p=0.2" else attack)
+    from evalrun.hashing import sha256_hex
+    for gen_key, attack, item_key in q(store, "SELECT gen_key, attack, item_key FROM results"):
+        assert item_key == sha256_hex("item", gen_key, attack)
+    moved = q(store, "SELECT t.text, r.attacked_output FROM results r JOIN transforms t USING (transform_key)")
+    assert len(moved) == 7 and all(text == attacked for text, attacked in moved)
 
 
 def test_a_new_run_goes_into_it(store: Path, tmp_path: Path) -> None:

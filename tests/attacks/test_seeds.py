@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalrun.attacks import ATTACKS, parse_attack
+from evalrun.attacks import AttackDef, ATTACKS, parse_attack
 
 PARAGRAPH = (
     "Researchers have developed several watermarking schemes that embed hidden signals in "
@@ -88,8 +88,9 @@ PINNED = {
 
 
 def in_tree_attacks() -> list[str]:
-    return sorted(name for name in ATTACKS.names()
-                  if ATTACKS.get(name).fn.__module__.startswith("evalrun.attacks."))
+    """In-tree text attacks (model attacks are pinned by the transform stage's tests)."""
+    return sorted(name for name in ATTACKS.names() if isinstance(ATTACKS.get(name), AttackDef)
+                  and ATTACKS.get(name).fn.__module__.startswith("evalrun.attacks."))
 
 
 def test_every_in_tree_attack_is_pinned() -> None:

@@ -1,0 +1,71 @@
+"""Judges: model calls whose prompt is built from stored results (the judge stage).
+
+A :class:`Judge` says which stored results one question is about (one output, or a pair such
+as the watermarked and unwatermarked outputs of the same case), builds the prompt, and parses
+the raw answer -- a pure function, redone whenever the answer is read, so ``evalrun regrade``
+and reports re-parse and never re-ask. Answers are stored in their own table keyed to the
+results they judge (:mod:`evalrun.judge_phase`). Judges register in :data:`JUDGES` (third-party
+ones through the ``evalrun.judges`` entry-point group) under the name ``--method`` gives.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from evalrun.generation import GenParams, Prompt
+from evalrun.registry import Registry
+
+#: label of an answer that cannot be parsed: kept as it is, never guessed
+UNPARSED = "UNPARSED"
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One stored result a judge reads: its key, the text it shows (after any attack), the
+    task prompt, and the row's run axes."""
+
+    item_key: str
+    text: str
+    task: str
+    case_id: str
+    pack: str
+    model: str
+    watermark: str
+    attack: str
+    repetition: int
+
+
+class Judge(ABC):
+    """One judging method."""
+
+    method: str
+    description: str = ""
+    #: sampling of the judge model: greedy, short answers by default
+    params: GenParams = GenParams(temperature=0.0, max_tokens=16, seed=0)
+
+    def groups(self, subjects: Sequence[Subject]) -> list[tuple[Subject, ...]]:
+        """The questions to ask: by default one per result."""
+        return [(s,) for s in subjects]
+
+    @abstractmethod
+    def prompt(self, group: Sequence[Subject]) -> Prompt:
+        """The question about ``group`` (deterministic)."""
+
+    @abstractmethod
+    def parse(self, raw: str) -> Mapping[str, Any]:
+        """The answer's content, with ``label`` (``UNPARSED`` when the answer does not say)."""
+
+
+JUDGES: Registry[Judge] = Registry("judge method", "evalrun.judges", option="--method")
+JUDGES.register_lazy("rating", "evalrun.judges.rating:RATING")
+
+
+def get_judge(method: str) -> Judge:
+    judge = JUDGES.get(method)
+    if not isinstance(judge, Judge):
+        from evalrun.errors import SpecError
+
+        raise SpecError(f"--method {method}: registered as {type(judge).__name__}, not a Judge")
+    return judge

@@ -1,0 +1,235 @@
+"""The transform stage: apply the run's attacks to stored outputs and store what they give.
+
+Runs after generation, before grading. For each (generation, attack) it stores the attacked
+text and its token ids, re-tokenized with the generating model's tokenizer after checking the
+tokenizer's fingerprint against the one stored with the output; without a tokenizer (an API
+model and no ``--tokenizer``) it stores the text and says why there are no ids. Text attacks
+are seeded per generation; model attacks (``paraphrase:``, ``translate:``) call their provider,
+batched like generation. Transforms are keyed by their inputs: a re-run reuses finished ones
+and retries failed ones, and each is stored the moment it is complete, so a run killed here
+resumes here. Unattacked API outputs get token ids the same way when a tokenizer is given.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from evalrun.attacks import Attack, ModelAttack, parse_attack
+from evalrun.attacks.model import clean_answer
+from evalrun.errors import EvalrunError
+from evalrun.generation import (
+    Generation,
+    GenerationRequest,
+    GenParams,
+    Prompt,
+    Provider,
+)
+from evalrun.hashing import stable_int
+from evalrun.options import RunOptions
+from evalrun.plan import Item
+from evalrun.providers import model_revision, parse_model, provider_kind
+from evalrun.specs import is_none
+from evalrun.store import HAS_OUTPUT, Store, transform_key, utc_now
+from evalrun.tokenization import TextTokenizer, load_tokenizer
+
+ProviderFactory = Callable[[str], Provider]
+Progress = Callable[[int, int], None]
+#: the transform of an unattacked output that only adds token ids
+TOKENS_ONLY = "none"
+
+
+@dataclass
+class TransformSummary:
+    cached: int = 0
+    applied: int = 0
+    errors: int = 0
+    per_attack_seconds: dict[str, float] = field(default_factory=dict)
+
+
+def attack_seed(gen_key: str, attack: str) -> int:
+    """Seed of a text attack on one stored generation."""
+    return stable_int("attack", gen_key, attack)
+
+
+@dataclass
+class _Job:
+    key: str
+    gen_key: str
+    attack: str
+    row: Mapping[str, Any]
+    item: Item
+    result_ids: list[int]
+    #: result ids whose stored transform_key is not this one yet
+    unlinked: list[int]
+
+
+class _Tokens:
+    """The generating model's tokenizer per model, loaded once, checked against the stored
+    fingerprint; the reason when there is none."""
+
+    def __init__(self, options: RunOptions) -> None:
+        self.options = options
+        self._cache: dict[str, TextTokenizer | str] = {}
+
+    def source(self, model: str) -> str | None:
+        spec = parse_model(model)
+        return provider_kind(spec.name).tokenizer_dir(spec) or self.options.tokenizer
+
+    def _load(self, model: str) -> TextTokenizer | str:
+        if model not in self._cache:
+            source = self.source(model)
+            if source is None:
+                self._cache[model] = (f"no tokenizer for {model}: pass --tokenizer PATH (a local directory "
+                                      "with the model's tokenizer) to get token ids")
+            else:
+                try:
+                    self._cache[model] = load_tokenizer(str(source))
+                except EvalrunError as exc:
+                    self._cache[model] = str(exc)
+        return self._cache[model]
+
+    def encode(self, model: str, stored_hash: str | None, text: str) -> tuple[list[int] | None, str | None, str | None]:
+        """(ids, fingerprint, note): ids None with a note saying why."""
+        tok = self._load(model)
+        if isinstance(tok, str):
+            return None, None, tok
+        if stored_hash and stored_hash != tok.fingerprint:
+            return None, tok.fingerprint, (f"tokenizer {tok.source} has fingerprint {tok.fingerprint[:12]}, the "
+                                           f"output was generated with {stored_hash[:12]}: no token ids")
+        return tok.encode(text), tok.fingerprint, None
+
+
+def run_transforms(items: Sequence[Item], store: Store, run_id: str, options: RunOptions,
+                   make_provider: ProviderFactory, *, progress: Progress | None = None) -> TransformSummary:
+    """Store the transform of every attacked item (and token ids of unattacked outputs from
+    providers without them, when a tokenizer is known). Never raises for one failed call."""
+    summary = TransformSummary()
+    rows = {r["item_key"]: r for r in _rows(store, [it.item_key for it in items])}
+    tokens = _Tokens(options)
+    jobs: dict[str, _Job] = {}
+    for item in items:
+        row = rows.get(item.item_key)
+        if row is None:
+            continue
+        if is_none(item.attack):
+            if row["output_tokens_json"] is not None or tokens.source(item.model) is None:
+                continue
+            attack_text, revision = TOKENS_ONLY, ""
+        else:
+            attack_text = item.attack
+            attack = parse_attack(item.attack)
+            revision = model_revision(attack.model, item.pack, options) if isinstance(attack, ModelAttack) else ""
+        key = transform_key(item.gen_key, attack_text, revision)
+        job = jobs.setdefault(key, _Job(key, item.gen_key, attack_text, row, item, [], []))
+        job.result_ids.append(row["result_id"])
+        if row["transform_key"] != key:
+            job.unlinked.append(row["result_id"])
+    done = store.transforms(jobs)
+    pending: dict[str, list[_Job]] = {}
+    for key, job in jobs.items():
+        stored = done.get(key)
+        if stored is not None and stored["error"] is None:
+            summary.cached += 1
+            if job.unlinked:
+                store.link_transform(key, job.unlinked)
+            continue
+        pending.setdefault(job.attack, []).append(job)
+    total = sum(len(v) for v in pending.values())
+    finished = 0
+    if progress and total:
+        progress(0, total)
+
+    def stored(job: _Job, text: str | None, error: str | None, seed: int | None, gen: Generation | None,
+               extra: dict[str, Any] | None = None) -> None:
+        nonlocal finished
+        ids = fingerprint = note = None
+        if text is not None:
+            ids, fingerprint, note = tokens.encode(job.item.model, job.row["tokenizer_hash"], text)
+        store.store_transform({
+            "transform_key": job.key, "gen_key": job.gen_key, "attack": job.attack, "seed": seed,
+            "text": text, "token_ids_json": json.dumps(ids) if ids is not None else None,
+            "tokenizer_hash": fingerprint, "token_note": note, "error": error,
+            "latency_ms": gen.latency_ms if gen else None, "served_model": gen.served_model if gen else None,
+            "extra_json": json.dumps(extra, sort_keys=True) if extra else None, "run_id": run_id,
+            "created_at": utc_now()}, job.result_ids)
+        finished += 1
+        summary.applied += 1
+        summary.errors += bool(error)
+        if progress:
+            progress(finished, total)
+
+    for attack_text, group in pending.items():
+        start = time.perf_counter()
+        attack = None if attack_text == TOKENS_ONLY else parse_attack(attack_text)
+        if isinstance(attack, ModelAttack):
+            _model_attack(attack, group, make_provider, stored)
+        else:
+            for job in group:
+                text = job.row["raw_output"]
+                seed = None
+                if isinstance(attack, Attack):
+                    seed = attack_seed(job.gen_key, attack_text)
+                    try:
+                        text = attack.apply(text, seed)
+                    except Exception as exc:  # one bad input must not end the run
+                        stored(job, None, f"{type(exc).__name__}: {exc}", seed, None)
+                        continue
+                stored(job, text, None, seed, None)
+        summary.per_attack_seconds[attack_text] = time.perf_counter() - start
+    return summary
+
+
+def _rows(store: Store, item_keys: Sequence[str]) -> list[Any]:
+    out = []
+    for start in range(0, len(item_keys), 500):
+        chunk = item_keys[start:start + 500]
+        marks = ",".join("?" * len(chunk))
+        out += store.conn.execute(
+            f"SELECT * FROM results WHERE item_key IN ({marks}) AND {HAS_OUTPUT}", chunk).fetchall()
+    return out
+
+
+def _request_budget(text: str) -> int:
+    """max_tokens of an attack call: room for a rewrite somewhat longer than the input."""
+    return min(4096, 3 * len(text.split()) + 64)
+
+
+def _model_attack(attack: ModelAttack, jobs: list[_Job], make_provider: ProviderFactory,
+                  stored: Callable[..., None]) -> None:
+    """Run the attack's calls step by step over all its jobs, one provider for the attack."""
+    provider = make_provider(attack.model)
+    try:
+        texts = {job.key: job.row["raw_output"] for job in jobs}
+        answers: dict[str, list[str]] = {job.key: [] for job in jobs}
+        last: dict[str, Generation] = {}
+        alive = list(jobs)
+        steps = attack.prompts()
+        for number, template in enumerate(steps):
+            by_key = {f"{job.key}:{number}": job for job in alive}
+            requests = [GenerationRequest(
+                gen_key=rk, pack=job.item.pack.name, case={"id": job.item.case.id},
+                prompt=Prompt(system=template.system, user=template.user.replace("{text}", texts[job.key])),
+                params=GenParams(temperature=0.0, max_tokens=_request_budget(texts[job.key]), seed=0),
+                repetition=0) for rk, job in by_key.items()]
+            failed: set[str] = set()
+
+            def sink(request: GenerationRequest, gen: Generation, _by_key=by_key, _final=number == len(steps) - 1) -> None:
+                job = _by_key[request.gen_key]
+                if gen.error or gen.text is None:
+                    failed.add(job.key)
+                    stored(job, None, f"{attack.name} call {number + 1}: {gen.error or 'no text'}", None, gen,
+                           {"answers": answers[job.key]})
+                    return
+                answers[job.key].append(gen.text)
+                texts[job.key] = clean_answer(gen.text)
+                last[job.key] = gen
+                if _final:
+                    stored(job, texts[job.key], None, None, gen, {"answers": answers[job.key]})
+
+            provider.generate(requests, sink)
+            alive = [job for job in alive if job.key not in failed]
+    finally:
+        provider.close()
