@@ -22,6 +22,7 @@ SCHEMES.register_lazy("exp", "evalrun.watermark.exponential:build")
 SCHEMES.register_lazy("binary", "evalrun.watermark.binary:build")
 SCHEMES.register_lazy("its", "evalrun.watermark.inverse_transform:build")
 SCHEMES.register_lazy("unigram", "evalrun.watermark.unigram:build")
+SCHEMES.register_lazy("synthid", "evalrun.watermark.synthid:build")
 #: reference-compatible kgw (Kirchenbauer et al.'s green lists) lives apart from native kgw
 KGW_COMPAT_MODULE = "evalrun.watermark.kgw_compat"
 
