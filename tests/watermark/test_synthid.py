@@ -472,7 +472,8 @@ def test_bad_specs_name_the_key(text: str, key: str) -> None:
 
 @pytest.mark.parametrize("key,why", [
     ("", "non-empty"), ("  ", "integer keys"), ("1,,2", "item 2"), ("7,secret9,8", "item 2"),
-    ("1.5", "item 1"), ("3,9223372036854775808", "int64"), ("4,5,4", "item 3 repeats"),
+    ("1.5", "item 1"), ("1_000", "item 1"), ("3,9223372036854775808", "int64"), ("4,5,4", "item 3 gives the same g-values layer as item 1 (equal keys)"),
+    ("4,5,65540", "modulo sampling_table_size=65536"),
 ])
 def test_bad_keys_name_key_and_never_echo_it(key: str, why: str) -> None:
     scheme = parse_watermark("synthid")
