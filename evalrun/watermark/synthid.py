@@ -280,8 +280,9 @@ class SynthID(WatermarkScheme):
                           scheme=self.spec)
 
     def check_key(self, key: str) -> None:
-        """``--key`` must be comma-separated distinct int64 integers (``depth`` of them when
-        the spec gives ``depth``); messages name ``--key``, never a value."""
+        """``--key`` must be comma-separated int64 integers giving distinct g-value layers
+        (:func:`parse_keys`; ``depth`` of them when the spec gives ``depth``); messages name
+        ``--key``, never a value."""
         super().check_key(key)
         self.keys(key)
 
