@@ -23,6 +23,7 @@ SCHEMES.register_lazy("binary", "evalrun.watermark.binary:build")
 SCHEMES.register_lazy("its", "evalrun.watermark.inverse_transform:build")
 SCHEMES.register_lazy("unigram", "evalrun.watermark.unigram:build")
 SCHEMES.register_lazy("waterfall", "evalrun.watermark.waterfall:build")
+SCHEMES.register_lazy("synthid", "evalrun.watermark.synthid:build")
 #: reference-compatible kgw (Kirchenbauer et al.'s green lists) lives apart from native kgw
 KGW_COMPAT_MODULE = "evalrun.watermark.kgw_compat"
 
