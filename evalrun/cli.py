@@ -306,13 +306,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             from evalrun.report import build_report
 
             path = build_report(args.db, args.out, run_id=args.run)
-            print(f"report written: {path} (and report.html, charts) in {Path(args.out)}")
+            print(f"report written: {path} (and report.html, metrics.json, charts) in {Path(args.out)}")
             return 0
         if args.command == "export":
             from evalrun.export import export_results
 
             n = export_results(args.db, args.format, args.out, run_id=args.run)
-            print(f"exported {n} results to {args.out}")
+            from evalrun.metrics.aggregates import metrics_path_beside
+
+            print(f"exported {n} results to {args.out} (aggregates: {metrics_path_beside(args.out)})")
             return 0
         if args.command == "regrade":
             return cmd_regrade(args)

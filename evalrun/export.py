@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evalrun.errors import EvalrunError
+from evalrun.metrics.aggregates import compute, metrics_path_beside, write_metrics_json
 from evalrun.pack import declared_group_field, discover_packs
 from evalrun.store import Store
 
@@ -51,6 +52,20 @@ def select_rows(store: Store, run_id: str | None) -> tuple[list[dict[str, Any]],
     return rows, [r for r in runs if r["run_id"] in used]
 
 
+def flatten_metadata(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """For CSV: a ``metadata.<key>`` column per metadata key any row has (nested values as
+    JSON text), in place of the ``metadata`` object."""
+    keys = sorted({k for rec in records for k in (rec.get("metadata") or {})})
+    out = []
+    for rec in records:
+        metadata = rec.pop("metadata") or {}
+        for k in keys:
+            v = metadata.get(k)
+            rec[f"metadata.{k}"] = json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
+        out.append(rec)
+    return out
+
+
 def export_results(db: str | Path, fmt: str, out: str | Path, run_id: str | None = None) -> int:
     """Write one row per result to ``out`` as ``csv`` or ``jsonl``; returns the rows written."""
     if fmt not in FORMATS:
@@ -68,14 +83,18 @@ def export_results(db: str | Path, fmt: str, out: str | Path, run_id: str | None
     for row in rows:
         run = run_by_id.get(row["run_id"], {})
         rec = dict(row)
+        metadata = rec.pop("metadata_json", None)
         for col in RUN_COLUMNS:
             rec[col] = run.get(col) if run else None
         rec["group_field"] = group_fields[row["pack"]]
+        rec["metadata"] = json.loads(metadata) if metadata else None
         records.append(rec)
+    if fmt == "csv":
+        records = flatten_metadata(records)
     out_path = Path(out)
     if out_path.parent and not out_path.parent.exists():
         out_path.parent.mkdir(parents=True, exist_ok=True)
-    columns = list(records[0].keys())
+    columns = list(dict.fromkeys(k for rec in records for k in rec))
     with out_path.open("w", encoding="utf-8", newline="") as fh:
         if fmt == "csv":
             writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="raise")
@@ -85,4 +104,5 @@ def export_results(db: str | Path, fmt: str, out: str | Path, run_id: str | None
         else:
             for rec in records:
                 fh.write(json.dumps(rec, ensure_ascii=False, sort_keys=False) + "\n")
+    write_metrics_json(compute(rows), metrics_path_beside(out_path))
     return len(records)

@@ -40,10 +40,11 @@ _REQUIRED_KEYS = ("name", "version", "description", "prompt_template", "labels")
 
 
 def shipped_packs_dir() -> Path:
-    """The packs that ship with evalrun (the repo's ``packs/`` in an editable install)."""
-    import evalrun.packs
-
-    return Path(evalrun.packs.__file__).resolve().parent
+    """The packs that ship with evalrun (the repo's ``packs/`` in an editable install): found
+    as a data location, never imported (the core does not depend on packs)."""
+    spec = importlib.util.find_spec("evalrun.packs")
+    assert spec is not None and spec.submodule_search_locations
+    return Path(list(spec.submodule_search_locations)[0]).resolve()
 
 
 def pack_search_path(extra_dirs: Sequence[str | Path] = ()) -> list[Path]:

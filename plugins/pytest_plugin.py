@@ -438,29 +438,15 @@ def _closing_lines(state: EvalrunState, graded: int, cases: int, labels: dict[st
         lines.append(f"evalrun: golden examples: {len(golden) - len(bad)} of {len(golden)} pack(s) agree with"
                      f" their grader" + (f"; disagreeing: {', '.join(bad)}" if bad else ""))
     shown = " ".join(f"{k}={v}" for k, v in sorted(labels.items())) or "no labels"
-    errors = (f"errors: {gen_errors} generation, {grader_errors} grader" if gen_errors or grader_errors
+    errors = (f"errors: {gen_errors} generation, {grader_errors} grader/attack" if gen_errors or grader_errors
               else "errors: none")
     lines.append(f"evalrun: {graded} results graded ({cases} cases): {shown}; items below the pass score:"
                  f" {kinds.get('below_pass', 0)} (see the report); {errors}")
     return lines
 
 
-def _run_rows(store: Store, run_id: str) -> tuple[list[Any], int, float | None]:
-    """Per (pack, model, watermark, attack) counts of the run, its distinct graded cases and
-    its mean score (ungraded results count 0, as --fail-under reads it)."""
-    rows = store.conn.execute(
-        "SELECT r.pack, r.model, r.watermark, r.attack, COUNT(*) AS n, AVG(r.score) AS mean,"
-        " SUM(r.error IS NOT NULL) AS errors, GROUP_CONCAT(r.label) AS labels,"
-        f" SUM(r.label = '{GRADER_ERROR}') AS grader_errors, SUM(COALESCE(r.score, 0)) AS total"
-        " FROM results r JOIN run_items ri ON ri.result_id = r.result_id WHERE ri.run_id = ?"
-        " GROUP BY r.pack, r.model, r.watermark, r.attack ORDER BY r.pack, r.model", (run_id,),
-    ).fetchall()
-    cases = store.conn.execute(
-        "SELECT COUNT(*) FROM (SELECT DISTINCT r.pack, r.case_id FROM results r JOIN run_items ri"
-        " ON ri.result_id = r.result_id WHERE ri.run_id = ? AND r.score IS NOT NULL)", (run_id,),
-    ).fetchone()[0]
-    n = sum(r["n"] for r in rows)
-    return rows, cases, (sum(r["total"] for r in rows) / n if n else None)
+def _run_rows(store: Store, run_id: str) -> list[Any]:
+    return [dict(r) for r in store.results(run_id=run_id)]
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -473,36 +459,50 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     if state.run_id not in store.run_ids():
         return
-    rows, cases, mean = _run_rows(store, state.run_id)
+    rows = _run_rows(store, state.run_id)
     if not rows:
         return
     from tabulate import tabulate
 
+    from evalrun.metrics.aggregates import case_means, compute, graded, metrics_path_beside
+    from evalrun.metrics.aggregates import write_metrics_json
+
+    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["pack"], r["model"], r["watermark"], r["attack"]), []).append(r)
     table = []
     totals: dict[str, int] = {}
-    gen_errors = grader_errors = graded = 0
-    for r in rows:
+    gen_errors = grader_errors = 0
+    for (pack, model, watermark, attack), members in sorted(groups.items()):
         counts: dict[str, int] = {}
-        for label in (r["labels"] or "").split(","):
-            if label and label != GRADER_ERROR:
-                counts[label] = counts.get(label, 0) + 1
-                totals[label] = totals.get(label, 0) + 1
-        graded += sum(counts.values())
-        grader_errors += r["grader_errors"] or 0
-        gen_errors += (r["errors"] or 0) - (r["grader_errors"] or 0)
-        table.append([r["pack"], r["model"], r["watermark"], r["attack"], r["n"],
-                      "n/a" if r["mean"] is None else f"{r['mean']:.3f}",
-                      " ".join(f"{k}={v}" for k, v in sorted(counts.items())), r["errors"]])
+        for r in members:
+            if graded(r):
+                counts[r["label"]] = counts.get(r["label"], 0) + 1
+                totals[r["label"]] = totals.get(r["label"], 0) + 1
+            elif r["label"] in (GRADER_ERROR, ATTACK_ERROR):
+                grader_errors += 1
+            elif r["error"] is not None:
+                gen_errors += 1
+        errors = sum(r["error"] is not None for r in members)
+        means = case_means(members)
+        mean = sum(means.values()) / len(means)
+        table.append([pack, model, watermark, attack, len(members), f"{mean:.3f}",
+                      " ".join(f"{k}={v}" for k, v in sorted(counts.items())), errors])
+    graded_n = sum(totals.values())
+    cases = len({(r["pack"], r["case_id"]) for r in rows if graded(r)})
+    run_mean = sum(case_means(rows).values()) / len(case_means(rows))
+    metrics = write_metrics_json(compute(rows), metrics_path_beside(state.db))
     terminalreporter.write_sep("=", "evalrun summary")
     terminalreporter.write_line(tabulate(table, headers=["pack", "model", "watermark", "attack", "results",
                                                          "mean score", "labels", "errors"]))
     terminalreporter.write_line(f"results database: {state.db}  run: {state.run_id}")
     terminalreporter.write_line(f"report: evalrun report --db {state.db} --out reports/")
-    closing = _closing_lines(state, graded, cases, totals, gen_errors, grader_errors)
+    terminalreporter.write_line(f"metrics: {metrics}")
+    closing = _closing_lines(state, graded_n, cases, totals, gen_errors, grader_errors)
     sinks = [p for p in config.pluginmanager.get_plugins() if isinstance(p, SummarySink)]
     if sinks:
         sinks[0].lines.extend(closing)
-        sinks[0].mean = mean
+        sinks[0].mean = run_mean
     else:
         for line in closing:
             terminalreporter.write_line(line)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Callable
 
 from evalrun.errors import EvalrunError
+from evalrun.metrics.aggregates import compute, write_metrics_json
 from evalrun.report import charts, tables
 from evalrun.report.data import EXTRACTION, WATERMARK, PackView, ReportData, Result, load, view_for
 from evalrun.report.document import (Document, Figure, Paragraph, Section, render_html,
@@ -26,6 +27,7 @@ def build_report(db: str | Path, out_dir: str | Path, run_id: str | None = None)
     for stale in CHART_NAMES:  # a chart from an earlier report must not outlive its data
         (out / stale).unlink(missing_ok=True)
     doc = compose(data, out)
+    write_metrics_json(compute(r.row for r in data.results), out / "metrics.json")
     md_path = out / "report.md"
     md_path.write_text(render_markdown(doc), encoding="utf-8")
     (out / "report.html").write_text(render_html(doc, out), encoding="utf-8")
@@ -46,7 +48,7 @@ def compose(data: ReportData, out: Path) -> Document:
         "Grader errors (label GRADER_ERROR: the grader raised or returned an invalid grade) "
         "are listed under Failures and count in no rate. "
         "Rates divide by graded results and carry 95% Wilson intervals; mean scores average "
-        "each case's repetitions first and carry 95% bootstrap intervals over cases "
+        "each case's repetitions first (a result without a grade counting 0) and carry 95% bootstrap intervals over cases "
         "(2000 resamples, fixed seed). Errors are counted apart from every label.",
     ]
     sections: list[Section] = []

@@ -106,6 +106,16 @@ class Result:
         return str(self.row["group_value"]) if self.row["group_value"] is not None else "(none)"
 
     @property
+    def metadata(self) -> dict[str, Any]:
+        """The grade's evidence (``metadata_json``; stores before schema 3 have none)."""
+        text = self.row.get("metadata_json")
+        try:
+            value = json.loads(text) if text else {}
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
+
+    @property
     def extra(self) -> dict[str, Any]:
         """The provider facts stored with the output (``extra_json``)."""
         text = self.row.get("extra_json")

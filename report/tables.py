@@ -4,7 +4,9 @@ Counting conventions, used by every table and by the tests that re-count with SQ
 * a result is *graded* when it has a label and no error; rates divide by graded results;
 * errors (``error`` set: a failed model call, or a grader that failed, label GRADER_ERROR)
   are counted in their own column, never as a label;
-* mean scores average each case's repetitions first, then the cases (bootstrap CI over cases);
+* mean scores average each case's repetitions first, then the cases (bootstrap CI over cases),
+  a result without a grade (an error) counting 0 -- the one definition in
+  :mod:`evalrun.metrics.aggregates`;
 * rates carry a Wilson 95% interval over graded results.
 """
 
@@ -19,6 +21,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from evalrun import stats
+from evalrun.metrics import aggregates
 from evalrun.store import run_status
 from evalrun.report.data import PackView, Result, ReportData, systems
 from evalrun.report.document import Example, Table
@@ -67,12 +70,8 @@ def by_system(items: Iterable[Result]) -> dict[str, list[Result]]:
 
 
 def case_scores(items: Iterable[Result]) -> dict[str, float]:
-    """case_id -> mean score over its graded repetitions."""
-    acc: dict[str, list[float]] = defaultdict(list)
-    for r in items:
-        if r.graded and r.score is not None:
-            acc[r.case_id].append(float(r.score))
-    return {cid: float(np.mean(v)) for cid, v in sorted(acc.items())}
+    """case_id -> mean score over its repetitions (one system's items; the one definition)."""
+    return {key[-1]: v for key, v in aggregates.case_means([r.row for r in items]).items()}
 
 
 def case_labels(items: Iterable[Result]) -> dict[str, list[str]]:
@@ -84,8 +83,13 @@ def case_labels(items: Iterable[Result]) -> dict[str, list[str]]:
     return {cid: [lab for _, lab in sorted(v)] for cid, v in sorted(acc.items())}
 
 
-def mean_score(items: Sequence[Result], seed: int) -> stats.Estimate:
-    return stats.bootstrap_mean_ci(list(case_scores(items).values()), seed=seed)
+def mean_score(items: Sequence[Result], seed: int | None = None) -> stats.Estimate:
+    """The one mean score (:func:`evalrun.metrics.aggregates.mean_score`: ungraded results
+    count 0); a whole system's uses its group's seed, so its interval equals metrics.json's."""
+    if seed is None:
+        first = items[0]
+        seed = aggregates.group_seed(first.pack, first.model, first.watermark, first.attack)
+    return aggregates.mean_score([r.row for r in items], seed)
 
 
 def flip(items: Sequence[Result]) -> str:
@@ -121,7 +125,7 @@ def label_summary(view: PackView, items: Sequence[Result]) -> Table:
         graded = [r for r in rs if r.graded]
         counts = Counter(r.label for r in graded)
         rate = stats.wilson_interval(counts[view.success], len(graded))
-        mean = mean_score(rs, _seed(view.name, name))
+        mean = mean_score(rs)
         row = [name, str(len({r.case_id for r in rs})), str(len(rs)),
                *[str(counts[lab]) for lab in view.labels],
                str(sum(r.has_error for r in rs))]
@@ -195,7 +199,7 @@ def generic_summary(view: PackView, items: Sequence[Result]) -> Table:
             qs = [num(float(q)) for q in np.quantile(scores, [0.0, 0.25, 0.5, 0.75, 1.0])]
         else:
             qs = [NA] * 5
-        mean = mean_score(rs, _seed(view.name, name))
+        mean = mean_score(rs)
         rows.append([name, str(len({r.case_id for r in rs})), str(len(rs)),
                      *[str(counts[lab]) for lab in labels], str(sum(r.has_error for r in rs)),
                      *qs, num(mean.value), num_ci(mean), flip(rs)])
@@ -267,12 +271,15 @@ def per_case(view: PackView, items: Sequence[Result]) -> Table:
     headers = ["case_id", field, "model"] + (["rep"] if multi else []) + ["score", "label"]
     extraction = view.name == "hidden_message_extraction"
     headers += ["expected", "got"] if extraction else ["reason"]
+    evidence = any(r.metadata for r in items)
+    if evidence:
+        headers.append("evidence")
     rows = []
     for r in sorted(items, key=lambda r: (r.case_id, r.system, r.repetition)):
         row = [r.case_id, r.group, r.system] + ([str(r.repetition)] if multi else [])
         if r.errored:
             row += [NA, NA]
-        elif r.grader_error:
+        elif r.grader_error or r.attack_error:
             row += [NA, r.label]
         elif not r.graded:
             row += [NA, "(ungraded)"]
@@ -283,10 +290,20 @@ def per_case(view: PackView, items: Sequence[Result]) -> Table:
                     f"error: {r.error}" if r.errored else shorten(r.output, OUTPUT_CHARS)]
         else:
             row.append(f"error: {r.error}" if r.error else (r.reason or ""))
+        if evidence:
+            row.append(shorten(" ".join(f"{k}={_evidence(v)}" for k, v in sorted(r.metadata.items())),
+                               OUTPUT_CHARS))
         rows.append(row)
-    text_cols = (len(headers) - 1,)
+    text_cols = tuple(range(len(headers) - (2 if evidence else 1), len(headers)))
     return Table(id=f"{slug(view.name)}-cases", headers=headers, rows=rows,
                  text_columns=text_cols)
+
+
+def _evidence(value: Any) -> str:
+    """A metadata value in a table cell: numbers to 4 significant digits, the rest as JSON."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
 #: what ``latency_ms`` measures, by the ``latency_kind`` a provider records with it

@@ -70,7 +70,7 @@ def test_grader_failures_are_stored_counted_and_reported(faulty_run, tmp_path: P
     table = [line for line in proc.stdout.splitlines() if line.startswith("echo ")]
     assert table and table[0].split()[-1] == "3"
     assert proc.stdout.rstrip().splitlines()[-1].startswith("evalrun: 1 results graded (1 cases): OK=1;")
-    assert "errors: 0 generation, 3 grader" in proc.stdout.rstrip().splitlines()[-1]
+    assert "errors: 0 generation, 3 grader/attack" in proc.stdout.rstrip().splitlines()[-1]
     # report: listed in the failure section with the message
     out = tmp_path / "rep"
     assert evalrun("report", "--db", str(db), "--out", str(out), cwd=tmp_path).returncode == 0

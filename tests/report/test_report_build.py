@@ -77,10 +77,10 @@ def test_summary_matches_sql(md, db, three_model_store, pack, heading, labels) -
             assert counts.get((model, lab), 0) == three_model_store.expected[(pack, model)][lab]
         rate_col = "accuracy" if pack == HME else f"{success} rate"
         assert row[rate_col] == pct(counts.get((model, success), 0), graded)
-        # per-case mean over repetitions, then mean over cases
+        # per-case mean over repetitions (a result without a grade counting 0), then over cases
         (mean,) = db.execute(
-            "SELECT AVG(cm) FROM (SELECT AVG(score) AS cm FROM results WHERE pack = ?"
-            " AND model = ? AND label IS NOT NULL AND error IS NULL GROUP BY case_id)",
+            "SELECT AVG(cm) FROM (SELECT AVG(CASE WHEN label IS NOT NULL AND error IS NULL THEN score"
+            " ELSE 0 END) AS cm FROM results WHERE pack = ? AND model = ? GROUP BY case_id)",
             (pack, model)).fetchone()
         assert row["mean score"] == f"{mean:.3f}"
         flips = db.execute(
@@ -153,9 +153,9 @@ def test_per_case_appendix_matches_sql(md, db, pack, heading) -> None:
 def test_paired_comparison_matches_sql(md, db) -> None:
     table = md["Watermark robustness: model comparison and stability"][0]
     means: dict[str, dict[str, float]] = defaultdict(dict)
-    for model, case, mean in db.execute(
-            "SELECT model, case_id, AVG(score) FROM results WHERE pack = ? AND label IS NOT NULL"
-            " AND error IS NULL GROUP BY model, case_id", (WR,)):
+    for model, case, mean in db.execute(  # the one mean: a result without a grade counts 0
+            "SELECT model, case_id, AVG(CASE WHEN label IS NOT NULL AND error IS NULL THEN score ELSE 0 END)"
+            " FROM results WHERE pack = ? GROUP BY model, case_id", (WR,)):
         means[model][case] = mean
     assert len(table) == 3  # three models, three pairs
     for row in table:

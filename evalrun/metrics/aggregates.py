@@ -1,0 +1,132 @@
+"""Registered aggregates over stored results, and ``metrics.json``.
+
+An aggregate takes the results of one group -- one pack, model, watermark and attack -- and
+returns named estimates. The run summary, ``evalrun report`` and ``evalrun export`` compute
+every registered aggregate over their selection and write the records to ``metrics.json``
+(one record per aggregate: pack, metric, value, n, ci_low, ci_high, model, watermark,
+attack), the numbers the report's tables show, machine-readable. Aggregates register in
+:data:`AGGREGATES` (third-party ones through the ``evalrun.metrics`` entry-point group).
+
+:func:`mean_score` is the one definition of a mean score used everywhere (summary table,
+``--fail-under``, report, metrics.json): each case's repetitions are averaged first, a result
+that could not be graded (failed model call, attack or grader) counting 0, then the cases;
+its 95% interval is a bootstrap over cases with a seed derived from the group.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from evalrun import stats
+from evalrun.hashing import stable_int
+from evalrun.registry import Registry
+
+#: columns of a metrics.json record, in order
+FIELDS = ("pack", "metric", "value", "n", "ci_low", "ci_high", "model", "watermark", "attack")
+
+
+@dataclass(frozen=True)
+class MetricRecord:
+    pack: str
+    metric: str
+    value: float | None
+    n: int
+    ci_low: float | None
+    ci_high: float | None
+    model: str
+    watermark: str
+    attack: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in FIELDS}
+
+
+Row = Mapping[str, Any]
+#: ``(rows of one group, group seed) -> [(metric name, estimate, n)]``
+Aggregate = Callable[[Sequence[Row], int], list[tuple[str, stats.Estimate, int]]]
+AGGREGATES: Registry[Aggregate] = Registry("metric", "evalrun.metrics", option="--metric")
+
+
+def graded(row: Row) -> bool:
+    return row["error"] is None and row["label"] is not None and row["score"] is not None
+
+
+def group_seed(pack: str, model: str, watermark: str, attack: str) -> int:
+    """A group's bootstrap seed: stable, and independent of which other groups exist."""
+    return stable_int("metrics", pack, model, watermark, attack, bits=31)
+
+
+def case_means(rows: Iterable[Row]) -> dict[tuple[str, ...], float]:
+    """(pack, model, watermark, attack, case_id) -> mean over its repetitions, a result
+    without a grade counting 0."""
+    acc: dict[tuple[str, ...], list[float]] = defaultdict(list)
+    for r in rows:
+        key = (r["pack"], r["model"], r["watermark"], r["attack"], r["case_id"])
+        acc[key].append(float(r["score"]) if graded(r) else 0.0)
+    return {k: sum(v) / len(v) for k, v in sorted(acc.items())}
+
+
+def mean_score(rows: Sequence[Row], seed: int) -> stats.Estimate:
+    """The mean score of a group of results (see the module docstring)."""
+    return stats.bootstrap_mean_ci(list(case_means(rows).values()), seed=seed)
+
+
+@AGGREGATES.register("mean_score")
+def _mean_score(rows: Sequence[Row], seed: int) -> list[tuple[str, stats.Estimate, int]]:
+    return [("mean_score", mean_score(rows, seed), len(case_means(rows)))]
+
+
+@AGGREGATES.register("label_rate")
+def _label_rates(rows: Sequence[Row], seed: int) -> list[tuple[str, stats.Estimate, int]]:
+    """Share of graded results with each label (Wilson interval)."""
+    done = [r for r in rows if graded(r)]
+    labels = sorted({r["label"] for r in done})
+    return [(f"rate:{label}", stats.wilson_interval(sum(r["label"] == label for r in done), len(done)), len(done))
+            for label in labels]
+
+
+@AGGREGATES.register("error_rate")
+def _error_rate(rows: Sequence[Row], seed: int) -> list[tuple[str, stats.Estimate, int]]:
+    """Share of results without a grade: failed model calls, attacks or graders."""
+    return [("error_rate", stats.wilson_interval(sum(r["error"] is not None for r in rows), len(rows)), len(rows))]
+
+
+def _number(x: float) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def compute(rows: Iterable[Row]) -> list[MetricRecord]:
+    """Every registered aggregate over each (pack, model, watermark, attack) group."""
+    groups: dict[tuple[str, str, str, str], list[Row]] = defaultdict(list)
+    for r in rows:
+        groups[(r["pack"], r["model"], r["watermark"], r["attack"])].append(r)
+    out = []
+    for (pack, model, watermark, attack), members in sorted(groups.items()):
+        seed = group_seed(pack, model, watermark, attack)
+        for name in AGGREGATES.names():
+            for metric, est, n in AGGREGATES.get(name)(members, seed):
+                out.append(MetricRecord(pack=pack, metric=metric, value=_number(est.value), n=n,
+                                        ci_low=_number(est.low), ci_high=_number(est.high), model=model,
+                                        watermark=watermark, attack=attack))
+    return out
+
+
+def write_metrics_json(records: Sequence[MetricRecord], path: str | Path) -> Path:
+    """A JSON list of records at ``path``, one per line-wrapped object (NaN written as null)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = ",\n".join(" " + json.dumps(r.as_json(), allow_nan=False) for r in records)
+    path.write_text(f"[\n{body}\n]\n" if records else "[]\n", encoding="utf-8")
+    return path
+
+
+def metrics_path_beside(path: str | Path) -> Path:
+    """Where the run summary and export write metrics.json: ``results.sqlite`` ->
+    ``results.metrics.json`` next to it."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.metrics.json")

@@ -1,0 +1,102 @@
+"""Extension by registration: a third-party attack through an entry point, `evalrun attack`,
+and the direction of imports between the layers."""
+
+from __future__ import annotations
+
+import ast
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def evalrun(*args: str, cwd: Path, env: dict | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "evalrun.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, input=stdin, timeout=600)
+
+
+def _plugin_package(root: Path) -> dict[str, str]:
+    """An installed-looking distribution that registers the attack ``shout``."""
+    (root / "shoutpkg.py").write_text(textwrap.dedent('''
+        from evalrun.attacks import text_attack
+
+        def _shout(text, spec, rng):
+            """Upper-case every word."""
+            return text.upper()
+
+        SHOUT = text_attack("shout", random=False, registry=None)(_shout)
+    '''))
+    info = root / "shoutpkg-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: shoutpkg\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[evalrun.attacks]\nshout = shoutpkg:SHOUT\n")
+    return {"PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+
+
+def test_a_third_party_attack_registered_by_entry_point_runs(tmp_path: Path, make_pack) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    env = _plugin_package(site)
+    (tmp_path / "in.txt").write_text("keep calm and carry on")
+    proc = evalrun("attack", "--attack", "shout", "--text", str(tmp_path / "in.txt"), cwd=tmp_path, env=env)
+    assert proc.returncode == 0 and proc.stdout == "KEEP CALM AND CARRY ON", proc.stderr
+    pack = make_pack()
+    db = tmp_path / "r.sqlite"
+    proc = evalrun("run", "--pack", str(pack), "--model", "reference", "--attack", "shout", "--out", str(db),
+                   "--no-progress", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    rows = sqlite3.connect(db).execute("SELECT attack, attacked_output, label FROM results ORDER BY case_id").fetchall()
+    assert rows == [("shout", f"W{i}", "BAD") for i in range(1, 5)]
+    # without the package the name is unknown, and the error lists what is registered
+    proc = evalrun("attack", "--attack", "shout", cwd=tmp_path, stdin="x")
+    assert proc.returncode == 2 and "unknown attack 'shout'; known: contraction, expansion" in proc.stderr
+
+
+def test_evalrun_attack_shows_a_seeded_attack_on_stdin(tmp_path: Path) -> None:
+    text = "The quick brown fox jumps over the lazy dog near the quiet river bank today."
+    one = evalrun("attack", "--attack", "swap:p=0.5", "--seed", "1", cwd=tmp_path, stdin=text)
+    again = evalrun("attack", "--attack", "swap:p=0.5", "--seed", "1", cwd=tmp_path, stdin=text)
+    other = evalrun("attack", "--attack", "swap:p=0.5", "--seed", "2", cwd=tmp_path, stdin=text)
+    assert one.returncode == 0 and one.stdout == again.stdout and one.stdout not in (text, other.stdout)
+    from evalrun.attacks import parse_attack
+
+    assert one.stdout == parse_attack("swap:p=0.5").apply(text, 1)  # the stage's own code path
+    proc = evalrun("attack", "--attack", "paraphrase:openai:m", cwd=tmp_path, stdin=text)
+    assert proc.returncode == 2 and "a model attack runs in the transform stage" in proc.stderr
+
+
+def _imports(folder: Path) -> dict[Path, set[str]]:
+    out = {}
+    for path in folder.rglob("*.py"):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module)
+        out[path] = names
+    return out
+
+
+def test_imports_run_one_direction() -> None:
+    """kernels import nothing of ours; the core imports neither plugins nor report (the CLI
+    alone may: it drives pytest and renders reports); packs use only the small grading API
+    (and the shared detection grader)."""
+    for path, names in _imports(REPO / "kernels").items():
+        ours = {n for n in names if n.startswith("evalrun") and not n.startswith("evalrun.kernels")}
+        assert not ours, f"{path} imports {ours}"
+    for path, names in _imports(REPO / "evalrun").items():
+        if path.name == "cli.py" and path.parent.name == "evalrun":
+            continue
+        up = {n for n in names if n.startswith(("evalrun.plugins", "evalrun.report", "evalrun.packs"))}
+        assert not up, f"{path} imports {up}"
+    for path, names in _imports(REPO / "plugins").items():
+        assert not {n for n in names if n.startswith("evalrun.report")}, path
+    for path, names in _imports(REPO / "packs").items():
+        bad = {n for n in names if n.startswith("evalrun") and n not in (
+            "evalrun", "evalrun.grading", "evalrun.detection_grading")}
+        assert not bad, f"{path} imports {bad}"
