@@ -2328,7 +2328,7 @@ def _(s):
 
 
 @task("parking-fee", "Parking Garage",
-      "A garage charges 2 coins for the first hour or part of it, 1 coin for every further started hour, and at most 10 coins per day of 24 hours; a car that stays several days pays the daily maximum for each full day and the usual rate for the rest (no charge for an exact number of days). Compute the fee for a stay of M minutes.",
+      "A garage charges 2 coins for the first started hour and 1 coin for every further started hour, but never more than 10 coins for one day of 24 hours. A car pays 10 coins for each full day of its stay, plus the hourly rate (again at most 10 coins) for the minutes left over, if any. Compute the fee for a stay of M minutes.",
       "One line with an integer M (1 <= M <= 10^7).",
       "Print the fee in coins.",
       "1630")
@@ -2900,7 +2900,7 @@ def _(s):
 
 
 @task("snake-and-ladders", "Snakes and Ladders",
-      "A board has squares 1 to 100. A player starts on square 1 and moves by die rolls; landing on the foot of a ladder climbs it, landing on a snake's head slides down. A roll that would pass 100 is not moved. Given the rolls, where does the player stand at the end, and did they reach 100?",
+      "A board has squares 1 to 100. A player starts on square 1 and moves by die rolls; landing on the foot of a ladder climbs it, landing on a snake's head slides down. A roll that would pass 100 is not moved, and once the player reaches 100 the remaining rolls are ignored. Given the rolls, where does the player stand at the end, and did they reach 100?",
       "The first line holds the number of ladders and snakes L and S. The next L + S lines hold jumps 'from to' (ladders first). The last line holds the die rolls.",
       "Print the final square and WIN if it is 100, otherwise PLAYING.",
       "2 2\n3 22\n50 91\n27 1\n97 78\n2 4 6 6 5 6 6 6 6 6 5 3")
