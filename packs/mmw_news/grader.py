@@ -1,0 +1,3 @@
+from evalrun.detection_grading import grade_detection
+
+def grade(case, output, context): return grade_detection(case, output, context)
