@@ -96,6 +96,8 @@ class GradeContext:
     extra: Mapping[str, Any] = field(default_factory=dict)
     token_note: str | None = None
     judgements: tuple[Judgement, ...] = ()
-    #: the watermark specs of the run this result belongs to (for the false-positive side:
-    #: unwatermarked outputs are detected under each of them)
+    #: the watermark specs the store holds for this result's pack and model (the
+    #: false-positive side: unwatermarked outputs are detected under each of them)
     run_watermarks: tuple[str, ...] = ()
+    #: the pack's pack.toml (e.g. its ``detection_threshold``): part of the grader's hash
+    settings: Mapping[str, Any] = field(default_factory=dict)

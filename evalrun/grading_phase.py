@@ -9,6 +9,7 @@ row again gives the same grade unless the grader changed. Nothing here calls a m
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -54,6 +55,24 @@ def _judgements(rows: Sequence[Mapping[str, Any]]) -> tuple[Judgement, ...]:
     return tuple(out)
 
 
+def _repeats(key: str, value: Any) -> bool:
+    """Whether ``key`` appears in a string of ``value`` (or is one of its numbers). A short key
+    must stand as a word of its own, so that key 42 is not found in a p-value of 0.0042."""
+    if isinstance(value, str):
+        if len(key) >= 6:
+            return key in value
+        return re.search(rf"(?<![0-9A-Za-z]){re.escape(key)}(?![0-9A-Za-z])", value) is not None
+    if isinstance(value, bool) or value is None:
+        return False
+    if isinstance(value, (int, float)):
+        return str(value) == key
+    if isinstance(value, Mapping):
+        return any(_repeats(key, k) or _repeats(key, v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_repeats(key, v) for v in value)
+    return False
+
+
 def grade_row(pack: Pack, row: Mapping[str, Any], *, key: str | None, case: Mapping[str, Any] | None = None,
               transform: Mapping[str, Any] | None = None, judgements: Sequence[Mapping[str, Any]] = (),
               run_watermarks: Sequence[str] = ()) -> GradedRow:
@@ -82,13 +101,13 @@ def grade_row(pack: Pack, row: Mapping[str, Any], *, key: str | None, case: Mapp
         token_ids=tuple(json.loads(tokens)) if tokens else None, tokenizer_hash=tokenizer_hash,
         watermark=row["watermark"], key=key, attack=row["attack"], model=row["model"],
         extra=json.loads(row["extra_json"]) if row["extra_json"] else {}, token_note=note,
-        judgements=_judgements(judgements), run_watermarks=tuple(run_watermarks),
+        judgements=_judgements(judgements), run_watermarks=tuple(run_watermarks), settings=pack.meta,
     )
     attacked_output = text if attacked else None
     try:
         grade = pack.grade(case if case is not None else json.loads(row["case_json"]), text, context)
         metadata = grade.metadata_json() if grade.metadata else None
-        if key and (key in grade.reason or (metadata and key in metadata)):
+        if key and _repeats(key, [grade.reason, grade.metadata]):
             raise ValueError("the grade repeats the watermark key in its reason or metadata; it is never stored")
     except Exception as exc:  # a crash or an invalid Grade is a result of its own, not silence
         record = GradeRecord(result_id=row["result_id"], score=None, label=GRADER_ERROR, reason="",

@@ -1,0 +1,70 @@
+"""The detection grader shared by the watermark benchmark packs (seed 000's tasks).
+
+A pack's ``grader.py`` is one line calling :func:`grade_detection`. It detects the item's
+watermark on the token ids the stages stored -- the attacked text's, re-tokenized with the
+generating model's tokenizer, after an attack -- and labels the output DETECTED when the
+p-value is at most the pack's ``detection_threshold`` (seed 000 uses 0.02). The evidence goes
+into the grade's metadata: ``p_value``, ``z_score`` (green-list schemes), ``num_tokens_scored``
+and ``size``, the length of the shortest detected prefix (seed 000 IV-B; None when no prefix
+is detected), from which :func:`evalrun.metrics.watermark_size` makes the watermark size.
+
+An unwatermarked output is the false-positive side: it is detected under every watermark the
+store holds for its pack and model (``context.run_watermarks``), each detection in
+``metadata["detections"][spec]``; its label is DETECTED if any of them fires. Without token ids
+detection cannot be done, and the grade fails with the reason (a GRADER_ERROR row), never a
+silent NOT_DETECTED.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from evalrun.grading import Grade, GradeContext
+
+DETECTED = "DETECTED"
+NOT_DETECTED = "NOT_DETECTED"
+#: the p-value threshold of seed 000 (MarkMyWords), used when a pack does not set its own
+DEFAULT_THRESHOLD = 0.02
+
+
+def _detect(spec: str, token_ids: tuple[int, ...], key: str, vocab_size: int, threshold: float) -> dict[str, Any]:
+    """One detection with its evidence."""
+    from evalrun.metrics import first_detected_prefix
+    from evalrun.watermark import parse_watermark
+
+    scheme = parse_watermark(spec)
+    assert scheme is not None
+    detection = scheme.detect(token_ids, key, vocab_size)
+    size = first_detected_prefix(scheme.prefix_p_values(token_ids, key, vocab_size), threshold) if token_ids else None
+    return {"p_value": float(detection.p_value), "z_score": detection.z_score,
+            "score": float(detection.score), "num_tokens_scored": int(detection.num_tokens_scored),
+            "size": size, "detected": bool(detection.p_value <= threshold)}
+
+
+def grade_detection(case: Mapping[str, Any], output: str, context: GradeContext) -> Grade:
+    """DETECTED (score 1) or NOT_DETECTED (score 0), with the detector's evidence."""
+    threshold = float(context.settings.get("detection_threshold", DEFAULT_THRESHOLD))
+    if context.token_ids is None:
+        raise ValueError(f"no token ids to detect on: {context.token_note or 'the store holds none'}")
+    vocab_size = context.extra.get("vocab_size")
+    if not isinstance(vocab_size, int):
+        raise ValueError("the stored output does not record its model's vocab_size, which detection needs")
+    if not context.key:
+        raise ValueError("detection needs the watermark key (--key or EVALRUN_WATERMARK_KEY)")
+    marked = context.watermark.strip().lower() not in ("", "none")
+    specs = [context.watermark] if marked else list(context.run_watermarks)
+    if not specs:
+        return Grade(0.0, NOT_DETECTED, "no watermark in this pack and model to detect",
+                     {"threshold": threshold, "detections": {}})
+    found = {spec: _detect(spec, context.token_ids, context.key, vocab_size, threshold) for spec in specs}
+    if marked:
+        evidence = found[context.watermark]
+        label = DETECTED if evidence["detected"] else NOT_DETECTED
+        reason = (f"p = {evidence['p_value']:.3g} over {evidence['num_tokens_scored']} tokens "
+                  f"({'<=' if evidence['detected'] else '>'} {threshold:g})")
+        return Grade(1.0 if evidence["detected"] else 0.0, label, reason, {**evidence, "threshold": threshold})
+    fired = sorted(spec for spec, ev in found.items() if ev["detected"])
+    reason = (f"false positive under {', '.join(fired)}" if fired
+              else f"not detected under {len(found)} watermark(s)")
+    return Grade(1.0 if fired else 0.0, DETECTED if fired else NOT_DETECTED, reason,
+                 {"threshold": threshold, "detections": found})
