@@ -117,7 +117,22 @@ class Ops:
     def cummax(self, x: Any, axis: int) -> Any: ...
     def amax(self, x: Any, axis: int) -> Any: ...
     def argmax(self, x: Any, axis: int) -> Any: ...
-    def asum(self, x: Any, axis: int) -> Any: ...
+    def ordered_sum(self, x: Any) -> Any:
+        """Float sum over the last axis, added strictly left to right: ``(x0 + x1) + x2 ...``.
+
+        Library reductions each choose their own association (numpy sums pairwise in blocks
+        of eight, torch in vector lanes on CPU and in trees on GPUs), so the same floats sum
+        to different last bits on the two backends. One elementwise add per entry is the
+        same IEEE operation everywhere. Meant for short axes (a token's Huffman path): it
+        loops over the entries of the axis."""
+        width = int(x.shape[-1])
+        if width == 0:
+            return self.zeros(tuple(x.shape[:-1]))
+        total = self.copy(x[..., 0])
+        for k in range(1, width):
+            total += x[..., k]
+        return total
+
     def take_along(self, x: Any, idx: Any, axis: int, out: Any = None) -> Any: ...
     def take(self, x: Any, idx: Any, out: Any = None) -> Any:
         """``x[idx]`` for a 1-D ``x`` and 1-D integer ``idx`` (into ``out`` when given).
@@ -249,9 +264,6 @@ class NumpyOps(Ops):
 
     def argmax(self, x, axis):
         return np.argmax(x, axis=axis)
-
-    def asum(self, x, axis):
-        return np.sum(x, axis=axis)
 
     def take_along(self, x, idx, axis, out=None):
         if out is None:
@@ -409,9 +421,6 @@ class TorchOps(Ops):
     def argmax(self, x, axis):
         # torch documents the first maximal index, like numpy, on every device
         return self.torch.argmax(x, dim=axis)
-
-    def asum(self, x, axis):
-        return self.torch.sum(x, dim=axis)
 
     def take_along(self, x, idx, axis, out=None):
         # gather on broadcast operands: several times faster than take_along_dim on CPU

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import operator
+
 import numpy as np
 import pytest
 import torch
@@ -95,6 +98,16 @@ def test_per_token_stats_identical() -> None:
     assert first.tolist() == [[True, True, False, True, False, False],
                               [True, False, False, True, False, True]]
     assert same(first, ks.first_occurrence(T, T.u64(dup)))
+
+
+def test_ordered_sum_adds_left_to_right_on_both_backends() -> None:
+    """Binary evidence is a sum over each token's Huffman path; library reductions associate
+    differently per backend, so the kernel must add in one fixed order (issue 18)."""
+    x = np.random.default_rng(18).exponential(size=(64, 13))
+    expected = np.array([functools.reduce(operator.add, row.tolist()) for row in x])
+    assert np.array_equal(NUMPY.ordered_sum(x), expected)
+    assert same(expected, T.ordered_sum(T.f64(x)))
+    assert NUMPY.ordered_sum(np.zeros((3, 0))).tolist() == [0.0, 0.0, 0.0]
 
 
 def test_its_null_mean_is_exact() -> None:
