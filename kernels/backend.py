@@ -114,6 +114,11 @@ class Ops:
         """Cumulative sum, accumulated in ``dtype`` ("f64") when given, into ``out`` when
         given (a reused buffer of the result's shape and dtype)."""
         ...
+    def ordered_cumsum(self, x: Any, axis: int) -> Any:
+        """Prefix sums along ``axis`` added strictly in order, ``s[i] = s[i-1] + x[i]`` (the
+        order of ``numpy.cumsum``): the same bits on every backend and device. Detection sums
+        float evidence with it; :meth:`cumsum` may use a faster parallel scan."""
+        ...
     def cummax(self, x: Any, axis: int) -> Any: ...
     def amax(self, x: Any, axis: int) -> Any: ...
     def argmax(self, x: Any, axis: int) -> Any: ...
@@ -255,6 +260,9 @@ class NumpyOps(Ops):
 
     def cumsum(self, x, axis, dtype=None, out=None):
         return np.cumsum(x, axis=axis, dtype=np.float64 if dtype == "f64" else None, out=out)
+
+    def ordered_cumsum(self, x, axis):
+        return np.cumsum(x, axis=axis)
 
     def cummax(self, x, axis):
         return np.maximum.accumulate(x, axis=axis)
@@ -411,6 +419,15 @@ class TorchOps(Ops):
         if out is None:
             return self.torch.cumsum(x, dim=axis, dtype=dt)
         return self.torch.cumsum(x, dim=axis, dtype=dt, out=out)
+
+    def ordered_cumsum(self, x, axis):
+        # torch's CPU kernel is a sequential loop accumulating float64 in float64 (numpy's
+        # order; a test pins it); accelerator scans combine partial sums in a tree, so there
+        # the floats are summed on the host (detection arrays are small)
+        if self.device.type == "cpu" or not x.is_floating_point():
+            return self.torch.cumsum(x, dim=axis)
+        host = np.cumsum(x.detach().cpu().numpy(), axis=axis)
+        return self.torch.from_numpy(host).to(self.device)
 
     def cummax(self, x, axis):
         return self.torch.cummax(x, dim=axis).values

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import operator
 
 import numpy as np
@@ -108,6 +109,19 @@ def test_ordered_sum_adds_left_to_right_on_both_backends() -> None:
     assert np.array_equal(NUMPY.ordered_sum(x), expected)
     assert same(expected, T.ordered_sum(T.f64(x)))
     assert NUMPY.ordered_sum(np.zeros((3, 0))).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_ordered_cumsum_is_sequential_on_both_backends() -> None:
+    """Detection's prefix sums of float evidence: ``s[i] = s[i-1] + x[i]`` on every backend,
+    along the last axis (sum scores) and an inner one (align scores)."""
+    x = np.random.default_rng(19).normal(size=(4, 50, 6))
+    last = np.array([[list(itertools.accumulate(row)) for row in block] for block in x.tolist()])
+    inner = np.moveaxis(np.array([[list(itertools.accumulate(col)) for col in block.T]
+                                  for block in x]), -1, -2)
+    assert np.array_equal(NUMPY.ordered_cumsum(x, axis=-1), last)
+    assert same(last, T.ordered_cumsum(T.f64(x), axis=-1))
+    assert np.array_equal(NUMPY.ordered_cumsum(x, axis=-2), inner)
+    assert same(inner, T.ordered_cumsum(T.f64(x), axis=-2))
 
 
 def test_its_null_mean_is_exact() -> None:
