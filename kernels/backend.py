@@ -3,7 +3,10 @@
 Every kernel in this package is written once against :class:`Ops`; the two subclasses only
 translate primitives. 64-bit hashing runs in ``numpy.uint64`` and in ``torch.int64`` with
 two's-complement wraparound; right shifts are made logical in torch by masking, and unsigned
-comparisons flip the sign bit, so both backends produce the same bits.
+comparisons flip the sign bit, so both backends produce the same bits. Float sums are where
+libraries differ (each reduction or scan picks its own association): results that are
+scored or stored add floats with :meth:`Ops.ordered_sum` and :meth:`Ops.ordered_cumsum`,
+which fix the order of the additions.
 
 Backend choice (:func:`get_ops`): an explicit ``backend`` argument wins, then the environment
 variable ``EVALRUN_KERNELS=numpy|torch``, then the inputs: torch when any input is a torch
