@@ -29,7 +29,7 @@ def align_prefix(ops: Ops, m: Any) -> tuple[Any, Any]:
     n, key_len = m.shape[-2], m.shape[-1]
     idx = _diag_index(ops, n, key_len, key_len)  # [n, L]: position i, offset j
     idx = idx.reshape((1,) * (m.ndim - 2) + (n, key_len))
-    per_offset = ops.cumsum(ops.take_along(m, idx, axis=-1), axis=-2)  # [..., n, L]
+    per_offset = ops.ordered_cumsum(ops.take_along(m, idx, axis=-1), axis=-2)  # [..., n, L]
     return ops.amax(per_offset, axis=-1), ops.argmax(per_offset, axis=-1)
 
 

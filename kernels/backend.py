@@ -3,7 +3,10 @@
 Every kernel in this package is written once against :class:`Ops`; the two subclasses only
 translate primitives. 64-bit hashing runs in ``numpy.uint64`` and in ``torch.int64`` with
 two's-complement wraparound; right shifts are made logical in torch by masking, and unsigned
-comparisons flip the sign bit, so both backends produce the same bits.
+comparisons flip the sign bit, so both backends produce the same bits. Float sums are where
+libraries differ (each reduction or scan picks its own association): results that are
+scored or stored add floats with :meth:`Ops.ordered_sum` and :meth:`Ops.ordered_cumsum`,
+which fix the order of the additions.
 
 Backend choice (:func:`get_ops`): an explicit ``backend`` argument wins, then the environment
 variable ``EVALRUN_KERNELS=numpy|torch``, then the inputs: torch when any input is a torch
@@ -114,10 +117,30 @@ class Ops:
         """Cumulative sum, accumulated in ``dtype`` ("f64") when given, into ``out`` when
         given (a reused buffer of the result's shape and dtype)."""
         ...
+    def ordered_cumsum(self, x: Any, axis: int) -> Any:
+        """Prefix sums along ``axis`` added strictly in order, ``s[i] = s[i-1] + x[i]`` (the
+        order of ``numpy.cumsum``): the same bits on every backend and device. Detection sums
+        float evidence with it; :meth:`cumsum` may use a faster parallel scan."""
+        ...
     def cummax(self, x: Any, axis: int) -> Any: ...
     def amax(self, x: Any, axis: int) -> Any: ...
     def argmax(self, x: Any, axis: int) -> Any: ...
-    def asum(self, x: Any, axis: int) -> Any: ...
+    def ordered_sum(self, x: Any) -> Any:
+        """Float sum over the last axis, added strictly left to right: ``(x0 + x1) + x2 ...``.
+
+        Library reductions each choose their own association (numpy sums pairwise in blocks
+        of eight, torch in vector lanes on CPU and in trees on GPUs), so the same floats sum
+        to different last bits on the two backends. One elementwise add per entry is the
+        same IEEE operation everywhere. Meant for short axes (a token's Huffman path): it
+        loops over the entries of the axis."""
+        width = int(x.shape[-1])
+        if width == 0:
+            return self.zeros(tuple(x.shape[:-1]))
+        total = self.copy(x[..., 0])
+        for k in range(1, width):
+            total += x[..., k]
+        return total
+
     def take_along(self, x: Any, idx: Any, axis: int, out: Any = None) -> Any: ...
     def take(self, x: Any, idx: Any, out: Any = None) -> Any:
         """``x[idx]`` for a 1-D ``x`` and 1-D integer ``idx`` (into ``out`` when given).
@@ -241,6 +264,9 @@ class NumpyOps(Ops):
     def cumsum(self, x, axis, dtype=None, out=None):
         return np.cumsum(x, axis=axis, dtype=np.float64 if dtype == "f64" else None, out=out)
 
+    def ordered_cumsum(self, x, axis):
+        return np.cumsum(x, axis=axis)
+
     def cummax(self, x, axis):
         return np.maximum.accumulate(x, axis=axis)
 
@@ -249,9 +275,6 @@ class NumpyOps(Ops):
 
     def argmax(self, x, axis):
         return np.argmax(x, axis=axis)
-
-    def asum(self, x, axis):
-        return np.sum(x, axis=axis)
 
     def take_along(self, x, idx, axis, out=None):
         if out is None:
@@ -400,6 +423,15 @@ class TorchOps(Ops):
             return self.torch.cumsum(x, dim=axis, dtype=dt)
         return self.torch.cumsum(x, dim=axis, dtype=dt, out=out)
 
+    def ordered_cumsum(self, x, axis):
+        # torch's CPU kernel is a sequential loop accumulating float64 in float64 (numpy's
+        # order; a test pins it); accelerator scans combine partial sums in a tree, so there
+        # the floats are summed on the host (detection arrays are small)
+        if self.device.type == "cpu" or not x.is_floating_point():
+            return self.torch.cumsum(x, dim=axis)
+        host = np.cumsum(x.detach().cpu().numpy(), axis=axis)
+        return self.torch.from_numpy(host).to(self.device)
+
     def cummax(self, x, axis):
         return self.torch.cummax(x, dim=axis).values
 
@@ -409,9 +441,6 @@ class TorchOps(Ops):
     def argmax(self, x, axis):
         # torch documents the first maximal index, like numpy, on every device
         return self.torch.argmax(x, dim=axis)
-
-    def asum(self, x, axis):
-        return self.torch.sum(x, dim=axis)
 
     def take_along(self, x, idx, axis, out=None):
         # gather on broadcast operands: several times faster than take_along_dim on CPU

@@ -235,12 +235,14 @@ def _tiny_chat_model(root: Path) -> Path:
     fast.chat_template = ("{% for m in messages %}{{ m['role'] }} : {{ m['content'] }} "
                           "{% endfor %}{% if add_generation_prompt %}assistant : {% endif %}")
     fast.save_pretrained(root)
-    torch.manual_seed(0)
     config = transformers.LlamaConfig(vocab_size=len(words), hidden_size=32, intermediate_size=64,
                                       num_hidden_layers=2, num_attention_heads=2,
                                       num_key_value_heads=2, max_position_embeddings=128,
                                       bos_token_id=0, eos_token_id=1, pad_token_id=2)
-    transformers.LlamaForCausalLM(config).save_pretrained(root)
+    # weight initialisation reads torch's global generator: seed it without leaking the state
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        transformers.LlamaForCausalLM(config).save_pretrained(root)
     return root
 
 
@@ -317,8 +319,7 @@ def test_shared_processors_match_per_row_processors(provider, monkeypatch, spec)
 
 
 def test_sample_rows_is_per_row_reproducible_and_respects_zero_mass():
-    torch.manual_seed(1)
-    scores = torch.randn(5, 300) * 3
+    scores = torch.randn(5, 300, generator=torch.Generator().manual_seed(1)) * 3
     scores[2] = float("-inf")
     scores[2, 17] = 0.0  # a row that replaces sampling: one token left
     scores[4, 250:] = float("-inf")

@@ -146,13 +146,16 @@ class Binary(Sampler):
         words = node_words(ops, seeds[..., None], nodes)
         return words, bit_stat(ops, words, bits), valid
 
+    # A token's evidence is the sum of its bits' evidence, added root first with
+    # ``ordered_sum``: numpy's and torch's own reductions associate the same floats
+    # differently, which made the two backends' scores and p-values differ in the last bits.
     def token_stat(self, ops: Ops, seeds: Any, tokens: Any, vocab_size: int) -> Any:
         _, ev, valid = self._bits(ops, seeds, tokens, vocab_size)
-        return ops.asum(ops.where(valid, ev, 0.0), axis=-1)
+        return ops.ordered_sum(ops.where(valid, ev, 0.0))
 
     def centered_stat(self, ops: Ops, seeds: Any, tokens: Any, vocab_size: int) -> Any:
         _, ev, valid = self._bits(ops, seeds, tokens, vocab_size)
-        return ops.asum(ops.where(valid, ev - 1.0, 0.0), axis=-1)
+        return ops.ordered_sum(ops.where(valid, ev - 1.0, 0.0))
 
     def sum_terms(self, ops: Ops, seeds: Any, tokens: Any, scored: Any, vocab_size: int,
                   count_repeats: bool) -> tuple[Any, Any]:
@@ -162,7 +165,7 @@ class Binary(Sampler):
             shape = tuple(words.shape)
             flat = words.reshape(shape[:-2] + (shape[-2] * shape[-1],))
             mask = mask & first_occurrence(ops, flat).reshape(shape)
-        return (ops.asum(ops.where(mask, ev, 0.0), axis=-1),
+        return (ops.ordered_sum(ops.where(mask, ev, 0.0)),
                 ops.f64(ops.count_true(mask, axis=-1)))
 
     def seed_table(self, ops: Ops, seeds: Any, width: int, vocab_size: int) -> Any:

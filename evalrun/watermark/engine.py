@@ -241,6 +241,8 @@ class NativeScheme(WatermarkScheme):
         key = ops.u64([key_word])
         seeds, scored = r.text_seeds(ops, key, tokens)
         ev, units = s.sum_terms(ops, seeds, tokens, scored, vocab_size, self.scoring.count_repeats)
+        # counts (units, green flags) are sums of small integers: exact in any order; float
+        # evidence goes through ordered_cumsum so every backend adds it in the same order
         cum_units = ops.to_numpy(ops.cumsum(units, axis=-1)).round().astype(np.int64)
         counted = ops.to_numpy(units) > 0
         out: dict[str, Any] = {"n": np.cumsum(counted).astype(np.int64), "units": cum_units}
@@ -255,19 +257,19 @@ class NativeScheme(WatermarkScheme):
             out["extra"] = {"null": "binomial"}
             return out
         if s.exact_null == "erlang":
-            total = ops.to_numpy(ops.cumsum(ev, axis=-1))
+            total = ops.to_numpy(ops.ordered_cumsum(ev, axis=-1))
             out["score"] = total
             out["p"] = nulls.erlang_p(total, cum_units)
             out["extra"] = {"null": "erlang"}
             return out
         mu = s.null_mean(vocab_size)
-        observed = ops.cumsum(ev - mu * units, axis=-1)
+        observed = ops.ordered_cumsum(ev - mu * units, axis=-1)
         counts = np.zeros(n, dtype=np.int64)
         for keys in self._null_chunks(ops, n * s.units_per_token(vocab_size)):
             nseeds, nscored = r.text_seeds(ops, keys[:, None], tokens)
             nev, nunits = s.sum_terms(ops, nseeds, tokens, nscored, vocab_size,
                                       self.scoring.count_repeats)
-            null = ops.cumsum(nev - mu * nunits, axis=-1)
+            null = ops.ordered_cumsum(nev - mu * nunits, axis=-1)
             counts += ops.to_numpy(count_at_least(ops, observed, null)).astype(np.int64)
         out["score"] = ops.to_numpy(observed).astype(np.float64)
         out["p"] = nulls.permutation_p_values(counts, self.scoring.permutations)

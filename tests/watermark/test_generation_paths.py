@@ -176,7 +176,7 @@ def test_its_takes_the_last_positive_rank_when_rounding_leaves_the_cdf_under_u(
 
 def test_greedy_decoding_of_choosing_schemes_is_unwatermarked() -> None:
     proc = parse_watermark("exp").logits_processor(KEY, V, temperature=0.0, seed=0)
-    logits = torch.randn(3, V)
+    logits = torch.randn(3, V, generator=torch.Generator().manual_seed(0))
     scores, tokens = proc.choose(torch.zeros(3, 2, dtype=torch.long), logits)
     assert tokens is None and torch.equal(scores, logits)
 

@@ -433,7 +433,7 @@ def test_processor_adds_exactly_delta(seeding: str) -> None:
 def test_processor_leaves_short_prompts_unbiased() -> None:
     scheme = _scheme("selfhash", 0.25)
     proc = scheme.logits_processor(KEY, 100, temperature=1.0, seed=0)
-    scores = torch.randn(1, 100)
+    scores = torch.randn(1, 100, generator=torch.Generator().manual_seed(0))
     assert torch.equal(proc(torch.tensor([[1, 2]]), scores.clone()), scores)
 
 

@@ -41,7 +41,8 @@ def generate(model: ToyModel, processor, batch: int, length: int, seed: int) -> 
 
 def test_toy_model_has_enough_entropy() -> None:
     model = ToyModel()
-    p = torch.softmax(model.logits(torch.randint(0, VOCAB, (8, 3))).double(), -1)
+    ids = torch.randint(0, VOCAB, (8, 3), generator=torch.Generator().manual_seed(0))
+    p = torch.softmax(model.logits(ids).double(), -1)
     entropy = -(p * p.log()).sum(-1)
     assert float(entropy.min()) >= 3.0
 
@@ -95,8 +96,9 @@ def test_processor_batched_shapes_and_one_hot() -> None:
     for spec in ("exp", "its", "binary", "its:randomness=fixed,key_len=8"):
         scheme = parse_watermark(spec)
         proc = scheme.logits_processor(KEY, VOCAB, temperature=1.0, seed=0)
-        ids = torch.randint(0, VOCAB, (3, 4))
-        scores = torch.randn(3, VOCAB + 24)  # model vocabularies may be padded
+        g = torch.Generator().manual_seed(1)
+        ids = torch.randint(0, VOCAB, (3, 4), generator=g)
+        scores = torch.randn(3, VOCAB + 24, generator=g)  # model vocabularies may be padded
         out = proc(ids, scores)
         assert out.shape == scores.shape and out.dtype == scores.dtype
         finite = torch.isfinite(out)
