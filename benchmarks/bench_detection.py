@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from evalrun.kernels.backend import NUMPY
-from evalrun.kernels.hashing import code, mix64
+from evalrun.kernels.keyed_hash import code, mix64
 from evalrun.watermark.registry import parse_watermark
 
 #: an integer-looking key, which kgw_compat (reference hash keys) also accepts

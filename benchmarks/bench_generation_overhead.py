@@ -48,7 +48,7 @@ from typing import Any
 from evalrun.embedded import embedded_model_path
 from evalrun.generation import GenerationRequest, GenParams, Prompt
 from evalrun.plugins.providers.hf import HFProvider
-from evalrun.watermark import engine
+from evalrun.watermark import processing
 from evalrun.watermark.registry import SCHEMES, parse_watermark
 from evalrun.watermark.seed_tables import seed_tables
 
@@ -139,7 +139,7 @@ def paired(provider: HFProvider, batch: int, watermarks: list[str], max_tokens: 
     rng = random.Random(batch)
     for arm in [AA, *watermarks]:
         seed_tables().clear()
-        engine._SEED_MEMOS.clear()
+        processing._SEED_MEMOS.clear()
         if arm != AA:
             for round_ in range(-(-warmup // (batch * max_tokens))):
                 timed_run(provider, batch, arm, max_tokens, 10_000 + round_)

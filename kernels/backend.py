@@ -15,6 +15,8 @@ tensor on a GPU, numpy otherwise.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import os
 from typing import Any, Sequence
 
@@ -59,25 +61,36 @@ def get_ops(backend: str | None = None, *arrays: Any) -> "Ops":
     return TorchOps(device)
 
 
-class Ops:
-    """Primitive array operations. ``u64`` arrays hold 64-bit hash words."""
+class Ops(ABC):
+    """Primitive array operations. ``u64`` arrays hold 64-bit hash words.
+
+    Abstract: a backend that misses an operation cannot be instantiated (it fails loudly
+    at construction, not with a None deep inside a kernel)."""
 
     name: str
 
     # --- conversion -------------------------------------------------------------------
+    @abstractmethod
     def u64(self, x: Any) -> Any: ...
+    @abstractmethod
     def i64(self, x: Any) -> Any: ...
+    @abstractmethod
     def f64(self, x: Any) -> Any: ...
+    @abstractmethod
     def const(self, c: int) -> Any: ...
+    @abstractmethod
     def to_numpy(self, x: Any) -> np.ndarray: ...
+    @abstractmethod
     def cast_like(self, x: Any, ref: Any) -> Any:
         """``x`` in the dtype of the float array ``ref`` (on its device)."""
         ...
+    @abstractmethod
     def copy(self, x: Any) -> Any:
         """An owned copy of ``x`` (not a view into a larger array)."""
         ...
 
     # --- 64-bit words -----------------------------------------------------------------
+    @abstractmethod
     def shr(self, x: Any, s: int, out: Any = None) -> Any:
         """Logical right shift of 64-bit words (into ``out`` when given)."""
         ...
@@ -86,44 +99,62 @@ class Ops:
         """``top53(h) < t`` for ``0 <= t <= 2**53``, as booleans."""
         return self.top53(h) < t
 
+    @abstractmethod
     def top53(self, h: Any) -> Any:
         """The top 53 bits of each word as a non-negative int64."""
         ...
 
+    @abstractmethod
     def umin(self, x: Any, axis: int) -> Any:
         """Unsigned minimum of 64-bit words along ``axis``."""
         ...
 
+    @abstractmethod
     def word_order_key(self, h: Any) -> Any:
         """A signed int64 key that sorts like the unsigned words (for unique/sort)."""
         ...
 
     # --- generic ----------------------------------------------------------------------
+    @abstractmethod
     def arange(self, n: int) -> Any: ...
+    @abstractmethod
     def zeros(self, shape: Sequence[int], kind: str = "f64") -> Any: ...
+    @abstractmethod
     def full(self, shape: Sequence[int], value: float) -> Any: ...
+    @abstractmethod
     def where(self, c: Any, a: Any, b: Any) -> Any: ...
+    @abstractmethod
     def log(self, x: Any) -> Any: ...
+    @abstractmethod
     def exp(self, x: Any) -> Any: ...
+    @abstractmethod
     def softmax(self, x: Any) -> Any:
         """Softmax over the last axis (fused where the backend has it)."""
         ...
+    @abstractmethod
     def frexp(self, x: Any) -> tuple[Any, Any]:
         """Mantissa in [0.5, 1) and integer exponent (exact)."""
         ...
+    @abstractmethod
     def abs(self, x: Any) -> Any: ...
+    @abstractmethod
     def maximum(self, a: Any, b: Any) -> Any: ...
+    @abstractmethod
     def cumsum(self, x: Any, axis: int, dtype: str | None = None, out: Any = None) -> Any:
         """Cumulative sum, accumulated in ``dtype`` ("f64") when given, into ``out`` when
         given (a reused buffer of the result's shape and dtype)."""
         ...
+    @abstractmethod
     def ordered_cumsum(self, x: Any, axis: int) -> Any:
         """Prefix sums along ``axis`` added strictly in order, ``s[i] = s[i-1] + x[i]`` (the
         order of ``numpy.cumsum``): the same bits on every backend and device. Detection sums
         float evidence with it; :meth:`cumsum` may use a faster parallel scan."""
         ...
+    @abstractmethod
     def cummax(self, x: Any, axis: int) -> Any: ...
+    @abstractmethod
     def amax(self, x: Any, axis: int) -> Any: ...
+    @abstractmethod
     def argmax(self, x: Any, axis: int) -> Any: ...
     def ordered_sum(self, x: Any) -> Any:
         """Float sum over the last axis, added strictly left to right: ``(x0 + x1) + x2 ...``.
@@ -141,26 +172,37 @@ class Ops:
             total += x[..., k]
         return total
 
+    @abstractmethod
     def take_along(self, x: Any, idx: Any, axis: int, out: Any = None) -> Any: ...
+    @abstractmethod
     def take(self, x: Any, idx: Any, out: Any = None) -> Any:
         """``x[idx]`` for a 1-D ``x`` and 1-D integer ``idx`` (into ``out`` when given).
         With ``out``, indices are not checked: the caller guarantees ``0 <= idx < len(x)``."""
         ...
+    @abstractmethod
     def put_along(self, x: Any, idx: Any, values: Any, axis: int) -> Any:
         """Copy of ``x`` with ``values`` scattered at ``idx`` along ``axis``."""
         ...
+    @abstractmethod
     def argsort_stable(self, x: Any, axis: int) -> Any: ...
+    @abstractmethod
     def searchsorted(self, rows: Any, values: Any) -> Any:
         """Per row of the sorted ``rows [B, N]``: how many entries lie strictly below each of
         ``values [B, K]`` (``[B, K]`` int64)."""
         ...
+    @abstractmethod
     def windows(self, x: Any, size: int) -> Any:
         """Sliding windows of ``size`` along the last axis (a view): ``[..., W - size + 1, size]``."""
         ...
+    @abstractmethod
     def stack(self, xs: Sequence[Any], axis: int) -> Any: ...
+    @abstractmethod
     def concat(self, xs: Sequence[Any], axis: int) -> Any: ...
+    @abstractmethod
     def any(self, x: Any) -> bool: ...
+    @abstractmethod
     def nonzero(self, x: Any) -> Any: ...
+    @abstractmethod
     def count_true(self, x: Any, axis: int) -> Any: ...
 
     def to_unit(self, h: Any) -> Any:

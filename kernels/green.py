@@ -1,7 +1,7 @@
 """Green lists of the distribution-shift scheme (Kirchenbauer et al.; seed 000 Fig. 10 C4).
 
 A token ``v`` is green for a context seed ``s`` iff ``pair(s, v)`` falls below ``gamma`` (see
-:func:`evalrun.kernels.hashing.below`): membership of one token costs one hash, so detection
+:func:`evalrun.kernels.keyed_hash.below`): membership of one token costs one hash, so detection
 never builds a vocabulary permutation, and the green list has ``gamma * V`` tokens on average.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalrun.kernels.backend import Ops
-from evalrun.kernels.hashing import below, code, pair, range_codes
+from evalrun.kernels.keyed_hash import below, code, pair, range_codes
 
 
 def is_green(ops: Ops, seeds: Any, tokens: Any, gamma: float) -> Any:

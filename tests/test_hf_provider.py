@@ -25,7 +25,7 @@ from evalrun.plugins.providers.hf import (  # noqa: E402
 )
 from evalrun.providers import parse_model  # noqa: E402
 from evalrun.plugins.providers.local_model import render_plain  # noqa: E402
-from evalrun.specs import Spec, parse_spec  # noqa: E402
+from evalrun.specs import Spec  # noqa: E402
 from evalrun.watermark.base import Detection, WatermarkScheme  # noqa: E402
 
 SECRET = "s3cret-key-for-tests"

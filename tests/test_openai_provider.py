@@ -19,7 +19,6 @@ from evalrun.plugins.providers.openai_chat import (
     OpenAIProvider,
     parse_retry_after,
 )
-from evalrun.specs import Spec, parse_spec
 from evalrun.testing import ChatServer, Fault, FaultPlan, FaultRule
 
 CANARY = "sk-test-canary-key-123"

@@ -74,6 +74,18 @@ class WatermarkScheme(ABC):
     #: True for green-list schemes (their detections carry num_green_tokens and z_score)
     green_list: bool = False
 
+    @property
+    def shared_context(self) -> int | None:
+        """How many trailing tokens of ``input_ids`` the processor reads, when one processor
+        may serve several generations at once (same key and temperature); None when it may not.
+
+        A shared processor is called with the left-padded ``[G, T]`` histories of its rows,
+        built with the first row's ``seed``, and its batch shrinks as rows finish. That is
+        only exact for processors that ignore ``seed``, keep no per-generation state, and read
+        no further back than this (providers check prompt lengths against it). The default is
+        not to share."""
+        return None
+
     def check_key(self, key: str) -> None:
         """Validate the secret ``key`` before any generation or detection, so a key this
         scheme cannot use fails at option checking instead of mid-run. Raises

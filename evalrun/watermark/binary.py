@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 
 from evalrun.kernels.backend import Ops
-from evalrun.kernels.stats import bit_stat, bit_uniforms, first_occurrence, node_words
+from evalrun.kernels.token_stats import bit_stat, bit_uniforms, first_occurrence, node_words
 from evalrun.specs import Spec
-from evalrun.watermark.engine import NativeScheme, Sampler, build_native, sampling_probs
+from evalrun.watermark.engine import NativeScheme, Sampler, build_native
+from evalrun.watermark.processing import sampling_probs
 
 WHAT = "--watermark"
 
@@ -115,6 +116,7 @@ def huffman_tree(vocab_size: int) -> HuffmanTree:
 
 class Binary(Sampler):
     name = "binary"
+    unit_name = "bits"
     exact_null = "erlang"
     chooses = True
     table_kind = "host"

@@ -4,7 +4,7 @@ reference-compatible kgw): which scored units count, and their running totals.
 ``repeats=ignore`` scores only the first occurrence of each unit (a token for unigram, a
 (context, token) n-gram for reference kgw); ``repeats=count`` scores every unit. The native
 engine applies the same rule inside its kernels (``Sampler.sum_terms`` masks with
-:func:`evalrun.kernels.stats.first_occurrence`); :func:`first_occurrences` reuses that kernel.
+:func:`evalrun.kernels.token_stats.first_occurrence`); :func:`first_occurrences` reuses that kernel.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from evalrun.kernels.backend import NUMPY
-from evalrun.kernels.stats import first_occurrence
+from evalrun.kernels.token_stats import first_occurrence
 
 
 def first_occurrences(ids: np.ndarray) -> np.ndarray:

@@ -5,7 +5,7 @@ position's seed ``s``; the token ``argmax_v log(r_v) / p_v`` is chosen, where ``
 temperature-scaled model probabilities (equivalently ``argmax r_v ** (1 / p_v)``, which is a
 sample from ``p`` when the ``r_v`` are uniform). Generation takes the same argmax as
 ``argmax_v logit_v / T + G_v`` with per-seed Gumbel noise ``G_v = -log(-log r_v)``
-(:func:`evalrun.kernels.stats.exp_gumbel`, rounded to the scores' dtype). The per-token
+(:func:`evalrun.kernels.token_stats.exp_gumbel`, rounded to the scores' dtype). The per-token
 statistic is ``-log(1 - r_token)``; the sum over n scored tokens is Erlang(n, 1) under the
 null.
 
@@ -17,9 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from evalrun.kernels.backend import NUMPY, Ops
-from evalrun.kernels.stats import exp_gumbel, exp_stat
+from evalrun.kernels.token_stats import exp_gumbel, exp_stat
 from evalrun.specs import Spec
-from evalrun.watermark.engine import NativeScheme, Sampler, add_rows, build_native, host_view
+from evalrun.watermark.engine import NativeScheme, Sampler, build_native
+from evalrun.watermark.processing import add_rows, host_view
 
 WHAT = "--watermark"
 

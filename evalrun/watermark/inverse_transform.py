@@ -1,7 +1,7 @@
 """Inverse-transform watermark ``its`` (Kuditipudi et al. 2023; seed 000 Fig. 10 C2).
 
 Each position's seed ``s`` gives a uniform ``u`` and a keyed permutation ``pi_s`` of the
-vocabulary (a Feistel network, :func:`evalrun.kernels.hashing.feistel_rank`). The chosen token
+vocabulary (a Feistel network, :func:`evalrun.kernels.keyed_hash.feistel_rank`). The chosen token
 is the first one, in permuted order, at which the cumulative model probability reaches ``u``.
 The per-token statistic is ``1 - |u - eta(pi_s(token))|`` with ``eta(rank) = rank / (V - 1)``
 (Kuditipudi et al.'s distance ``|u - eta|``, negated so larger means watermarked).
@@ -17,12 +17,11 @@ from typing import Any
 import numpy as np
 
 from evalrun.kernels.backend import NUMPY, Ops
-from evalrun.kernels.hashing import feistel_rank
-from evalrun.kernels.stats import its_null_mean, its_stat, its_uniform
+from evalrun.kernels.keyed_hash import feistel_rank
+from evalrun.kernels.token_stats import its_null_mean, its_stat, its_uniform
 from evalrun.specs import Spec
-from evalrun.watermark.engine import (
-    MEMO_LIMIT, NativeScheme, Sampler, build_native, host_view, sampling_probs,
-)
+from evalrun.watermark.engine import NativeScheme, Sampler, build_native
+from evalrun.watermark.processing import MEMO_LIMIT, host_view, sampling_probs
 
 WHAT = "--watermark"
 

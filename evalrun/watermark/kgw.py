@@ -20,7 +20,9 @@ from typing import Any
 from evalrun.kernels.backend import Ops
 from evalrun.kernels.green import green_mask, is_green
 from evalrun.specs import Spec, spec_float
-from evalrun.watermark.engine import NativeScheme, Sampler, add_rows, build_native
+from evalrun.watermark.base import WatermarkScheme
+from evalrun.watermark.engine import Sampler, build_native
+from evalrun.watermark.processing import add_rows
 
 WHAT = "--watermark"
 
@@ -32,7 +34,7 @@ class DistributionShift(Sampler):
     keys = frozenset({"gamma", "delta"})
 
     def __init__(self, gamma: float, delta: float) -> None:
-        self.gamma = gamma
+        self.gamma = self.green_fraction = gamma
         self.delta = delta
 
     def params(self) -> dict[str, str]:
@@ -65,7 +67,13 @@ class DistributionShift(Sampler):
         return logits
 
 
-def build(spec: Spec) -> NativeScheme:
+def build(spec: Spec) -> WatermarkScheme:
+    """Native kgw; with ``seeding=lefthash|selfhash`` the reference-compatible scheme of
+    :mod:`evalrun.watermark.kgw_compat` (also registered by itself as ``kgw_compat``)."""
+    if "seeding" in spec.params:
+        from evalrun.watermark.kgw_compat import build as build_compat
+
+        return build_compat(spec)
     gamma = spec_float(spec, "gamma", 0.25, what=WHAT, lo=1e-6, hi=1 - 1e-6)
     delta = spec_float(spec, "delta", 2.0, what=WHAT, lo=0.0, hi=50.0)
     return build_native(spec, DistributionShift(gamma, delta), WHAT)

@@ -55,7 +55,7 @@ from evalrun.specs import Spec, check_keys, spec_float, spec_int
 from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_array
 from evalrun.watermark.counting import cumulative_counts
-from evalrun.watermark.engine import add_rows, host_view
+from evalrun.watermark.processing import add_rows, host_view
 from evalrun.watermark.mask_tables import add_packed, previous_tokens
 from evalrun.watermark.scores import REPEATS
 from evalrun.watermark.seed_tables import seed_tables
@@ -240,6 +240,12 @@ class KGWCompat(WatermarkScheme):
     """Kirchenbauer et al.'s reference KGW (``lefthash`` / ``selfhash``), bit for bit."""
 
     green_list = True
+
+    @property
+    def shared_context(self) -> int:
+        """``lefthash`` reads ``context`` tokens, ``selfhash`` ``context - 1`` (it seeds with
+        the candidate token itself)."""
+        return self.context - int(self.seeding == "selfhash")
 
     def __init__(self, *, seeding: str, gamma: float, delta: float, context: int,
                  repeats: str = "ignore", z_threshold: float = 4.0) -> None:
@@ -531,7 +537,9 @@ class KGWCompatLogitsProcessor:
 
 
 def build(spec: Spec) -> KGWCompat:
-    """Validate ``kgw:seeding=...`` and fill in the reference defaults."""
+    """Validate ``kgw:seeding=...`` (or ``kgw_compat:seeding=...``, the same scheme) and fill
+    in the reference defaults; the canonical spec is ``kgw:...,seeding=...`` either way, so
+    stored results keep their watermark text."""
     check_keys(spec, ALLOWED_KEYS, what=WHAT)
     seeding = spec.params.get("seeding")
     if seeding not in SEEDINGS:

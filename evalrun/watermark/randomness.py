@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from evalrun.errors import SpecError
-from evalrun.kernels import randomness as kr
+from evalrun.kernels import seed_words as kr
 from evalrun.kernels.backend import Ops
 from evalrun.specs import Spec, spec_float, spec_int
 

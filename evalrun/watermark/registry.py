@@ -24,8 +24,9 @@ SCHEMES.register_lazy("its", "evalrun.watermark.inverse_transform:build")
 SCHEMES.register_lazy("unigram", "evalrun.watermark.unigram:build")
 SCHEMES.register_lazy("waterfall", "evalrun.watermark.waterfall:build")
 SCHEMES.register_lazy("synthid", "evalrun.watermark.synthid:build")
-#: reference-compatible kgw (Kirchenbauer et al.'s green lists) lives apart from native kgw
-KGW_COMPAT_MODULE = "evalrun.watermark.kgw_compat"
+#: reference-compatible kgw (Kirchenbauer et al.'s green lists, ``seeding=lefthash|selfhash``);
+#: ``kgw:seeding=...`` reaches it too (native kgw's builder hands it over)
+SCHEMES.register_lazy("kgw_compat", "evalrun.watermark.kgw_compat:build")
 
 
 def parse_watermark(text: str) -> WatermarkScheme | None:
@@ -39,8 +40,4 @@ def parse_watermark(text: str) -> WatermarkScheme | None:
 def build_scheme(spec: Spec) -> WatermarkScheme:
     if spec.arg is not None:
         raise SpecError(f"--watermark {spec}: expected <scheme>:<key>=<value>,...")
-    if spec.name == "kgw" and "seeding" in spec.params:
-        import importlib
-
-        return importlib.import_module(KGW_COMPAT_MODULE).build(spec)
     return SCHEMES.get(spec.name)(spec)

@@ -72,6 +72,8 @@ class Unigram(WatermarkScheme):
     """Fixed-green-list watermark (Zhao et al.)."""
 
     green_list = True
+    #: one green list for every position: reads no context
+    shared_context = 0
 
     def __init__(self, *, gamma: float = 0.5, delta: float = 2.0, repeats: str = "ignore") -> None:
         if repeats not in REPEATS:

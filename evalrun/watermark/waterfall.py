@@ -90,7 +90,7 @@ from evalrun.errors import SpecError
 from evalrun.specs import Spec, check_keys, spec_float, spec_int
 from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_array
-from evalrun.watermark.engine import host_view
+from evalrun.watermark.processing import host_view
 from evalrun.watermark.seed_tables import seed_tables
 
 WHAT = "--watermark"
@@ -350,10 +350,9 @@ class Waterfall(WatermarkScheme):
             params["vocab"] = str(self.vocab)
         self.spec = Spec(name="waterfall", params=params)
 
-    #: trailing tokens of ``input_ids`` the processor reads (the hf provider shares one
-    #: processor between rows with this many prompt tokens or more)
     @property
     def shared_context(self) -> int:
+        """The processor reads the previous ``n_gram - 1`` tokens and keeps no state."""
         return self.n_gram - 1
 
     def __repr__(self) -> str:

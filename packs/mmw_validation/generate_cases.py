@@ -48,7 +48,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 PACK_DIR = Path(__file__).resolve().parent
 CASES_DIR = PACK_DIR / "cases"

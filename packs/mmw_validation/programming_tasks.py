@@ -13,7 +13,6 @@ import math
 import re
 from collections import Counter, deque
 from dataclasses import dataclass
-from functools import lru_cache
 from heapq import heappop, heappush
 from itertools import combinations, permutations
 from typing import Callable

@@ -51,29 +51,9 @@ class _Group:
 
 
 def shared_context(scheme: Any) -> int | None:
-    """How many trailing tokens of ``input_ids`` the scheme's processor reads, when one
-    processor may serve several generations at once (same key and temperature); None when
-    it may not.
-
-    A shared processor is called with the left-padded ``[G, T]`` histories of its rows, built
-    with the first row's ``seed``, and its batch shrinks as rows finish. That is only exact for
-    processors that ignore ``seed`` and keep no per-generation state, and whose context window
-    never reaches into the padding (the caller checks prompt lengths against the result):
-    native kgw/exp/binary/its with ``randomness=window|minhash`` (seeded by the previous
-    ``context`` tokens; only ``randomness=fixed`` uses ``seed`` and the step count, for its
-    key offset), reference-compatible kgw (``lefthash`` reads ``context`` tokens,
-    ``selfhash`` ``context - 1``) and unigram (reads none). Anything else is not shared."""
-    from evalrun.watermark.engine import NativeScheme
-    from evalrun.watermark.kgw_compat import KGWCompat
-    from evalrun.watermark.unigram import Unigram
-
-    if isinstance(scheme, NativeScheme):
-        return None if scheme.randomness.fixed else scheme.randomness.context
-    if isinstance(scheme, KGWCompat):
-        return scheme.context - int(scheme.seeding == "selfhash")
-    if isinstance(scheme, Unigram):
-        return 0
-    return getattr(scheme, "shared_context", None)  # declared by the scheme (waterfall: n_gram - 1)
+    """How far back a scheme's processor reads when one processor may serve several rows
+    (:attr:`evalrun.watermark.WatermarkScheme.shared_context`); None: one per row."""
+    return scheme.shared_context
 
 
 def sample_rows(scores: Any, generators: Sequence[Any]) -> Any:

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from evalrun.kernels.backend import NUMPY
-from evalrun.kernels.hashing import code, feistel_rank, pair, uniform
+from evalrun.kernels.keyed_hash import code, feistel_rank, pair, uniform
 from evalrun.kernels.green import is_green
-from evalrun.kernels.stats import bit_uniforms, its_uniform
+from evalrun.kernels.token_stats import bit_uniforms, its_uniform
 from evalrun.watermark.binary import huffman_tree
 from evalrun.watermark.randomness import derive_key
 from evalrun.watermark.registry import parse_watermark
@@ -207,14 +207,14 @@ def test_given_up_scores_give_the_same_result_and_kept_scores_are_never_written(
 def test_device_path_equals_the_host_path(spec: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Scores numpy cannot view (GPU tensors, bfloat16) keep their table rows on the device
     and work with torch row by row; forcing that path on CPU float32 gives the same result."""
-    from evalrun.watermark import engine, exponential, inverse_transform, kgw_compat
+    from evalrun.watermark import exponential, inverse_transform, kgw_compat, processing
 
     scheme = parse_watermark(spec)
     key = "15485863" if "seeding" in spec else KEY
     ids = torch.randint(0, V, (8, 3), generator=torch.Generator().manual_seed(8))
     logits = torch.randn(8, V + 4, generator=torch.Generator().manual_seed(9)) * 3
     want = scheme.logits_processor(key, V, temperature=0.8, seed=1).choose(ids, logits)
-    for module in (engine, exponential, inverse_transform, kgw_compat):  # where it is looked up
+    for module in (processing, exponential, inverse_transform, kgw_compat):  # where it is looked up
         monkeypatch.setattr(module, "host_view", lambda x: None)
     seed_tables().clear()
     got = scheme.logits_processor(key, V, temperature=0.8, seed=1).choose(ids, logits)

@@ -1,7 +1,7 @@
 """Golden values of the keyed functions (issue 18): a silent re-keying must fail here.
 
 Every green list, score and p-value evalrun has stored is a function of the keyed hashes in
-:mod:`evalrun.kernels.hashing` (SplitMix64's multipliers, ``GOLDEN``, the Feistel round tags,
+:mod:`evalrun.kernels.keyed_hash` (SplitMix64's multipliers, ``GOLDEN``, the Feistel round tags,
 the domain tags) and of :func:`~evalrun.watermark.randomness.derive_key`. A change to any of
 them keeps every property test green (a re-keyed hash is as random as the old one) while
 making every stored result irreproducible. These tests pin today's outputs, version
@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from evalrun.kernels import hashing as H
-from evalrun.kernels import randomness as kr
+from evalrun.kernels import keyed_hash as H
+from evalrun.kernels import seed_words as kr
 from evalrun.kernels.backend import NUMPY, Ops, TorchOps
 from evalrun.kernels.green import green_mask, is_green
 from evalrun.watermark.randomness import derive_key

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from evalrun.kernels import hashing as H
-from evalrun.kernels import randomness as kr
-from evalrun.kernels import stats as ks
+from evalrun.kernels import keyed_hash as H
+from evalrun.kernels import seed_words as kr
+from evalrun.kernels import token_stats as ks
 from evalrun.kernels.align import align_prefix, edit_prefix
 from evalrun.kernels.backend import NUMPY, TorchOps, get_ops, resolve_backend
 from evalrun.kernels.green import green_mask, is_green
@@ -225,3 +225,18 @@ def test_gpu_detection_matches_numpy(spec: str) -> None:
     assert scheme.detect(on_gpu, "k", 500) == scheme.detect(tokens.tolist(), "k", 500, backend="numpy")
     assert np.array_equal(scheme.prefix_p_values(on_gpu, "k", 500),
                           scheme.prefix_p_values(tokens.tolist(), "k", 500, backend="numpy"))
+
+
+def test_a_backend_missing_an_operation_fails_at_construction() -> None:
+    """Ops is abstract: a backend that forgets an override cannot be made (instead of
+    returning None from deep inside a kernel)."""
+    from evalrun.kernels.backend import NumpyOps, Ops
+
+    class Incomplete(NumpyOps):
+        pass
+
+    Incomplete()  # complete through its parent
+    partial = type("Partial", (Ops,), {"name": "partial", "u64": lambda self, x: x})
+    with pytest.raises(TypeError, match="abstract"):
+        partial()
+    assert {"u64", "cumsum", "take_along", "count_true"} <= set(Ops.__abstractmethods__)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalrun.kernels.backend import Ops
-from evalrun.kernels.hashing import (TAG_NODE, TAG_UNIFORM, code, complement, exact_log,
+from evalrun.kernels.keyed_hash import (TAG_NODE, TAG_UNIFORM, code, complement, exact_log,
                                      feistel_rank, neg_log_uniform, pair, range_codes, tag,
                                      uniform)
 

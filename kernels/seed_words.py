@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalrun.kernels.backend import Ops
-from evalrun.kernels.hashing import TAG_KEYSEQ, TAG_SKIP, below, code, mix64, pair, stream, tag
+from evalrun.kernels.keyed_hash import TAG_KEYSEQ, TAG_SKIP, below, code, mix64, pair, stream, tag
 
 
 def window_seeds(ops: Ops, key: Any, ctx: Any) -> Any:
