@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from evalrun.grading import Grade, GradeContext
+from evalrun.specs import is_none
 
 DETECTED = "DETECTED"
 NOT_DETECTED = "NOT_DETECTED"
@@ -51,7 +52,7 @@ def grade_detection(case: Mapping[str, Any], output: str, context: GradeContext)
         raise ValueError("the stored output does not record its model's vocab_size, which detection needs")
     if not context.key:
         raise ValueError("detection needs the watermark key (--key or EVALRUN_WATERMARK_KEY)")
-    marked = context.watermark.strip().lower() not in ("", "none")
+    marked = not is_none(context.watermark)
     specs = [context.watermark] if marked else list(context.run_watermarks)
     if not specs:
         return Grade(0.0, NOT_DETECTED, "no watermark in this pack and model to detect",

@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 from evalrun.generation import Generation, GenerationRequest, Provider
 from evalrun.hashing import canonical_json, sha256_hex
 from evalrun.judges import UNPARSED, Judge, Subject
+from evalrun.specs import is_none
 from evalrun.store import Store, utc_now
 
 ProviderFactory = Callable[[str], Provider]
@@ -43,7 +44,7 @@ def subjects(store: Store, run_id: str | None = None) -> list[Subject]:
             stored = store.transforms([row["transform_key"]]).get(row["transform_key"])
             text = stored["text"] if stored is not None else None
         if text is None:
-            if row["attack"] != "none":
+            if not is_none(row["attack"]):
                 continue  # its attack has no stored text (it failed): nothing to judge
             text = row["raw_output"]
         prompt = json.loads(row["prompt_json"])
