@@ -30,6 +30,7 @@ from evalrun.plugins.providers.local_model import (
 
 from evalrun.allocator import tune_allocator
 from evalrun.errors import EvalrunError, SpecError
+from evalrun.specs import is_none
 from evalrun.generation import Generation, GenerationRequest, Prompt, ResultSink
 from evalrun.providers import (
     ModelSpec,
@@ -148,7 +149,7 @@ class HFProvider:
 
     def _scheme(self, request: GenerationRequest) -> Any:
         """The watermark scheme of ``request`` (built once per spec text), or None."""
-        if request.watermark is None or request.watermark.strip().lower() in ("", "none"):
+        if is_none(request.watermark):
             return None
         if not request.key:
             raise EvalrunError(f"--watermark {request.watermark}: no watermark key given")

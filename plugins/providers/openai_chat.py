@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from evalrun.errors import EvalrunError
+from evalrun.specs import is_none
 from evalrun.generation import Generation, GenerationRequest, ResultSink
 from evalrun.providers import ModelSpec, ProviderKind, ProviderOption
 
@@ -241,7 +242,7 @@ class OpenAIProvider:
     def generate(self, requests: Sequence[GenerationRequest], sink: ResultSink) -> None:
         """Send every request, calling ``sink`` on the event-loop thread as each finishes."""
         for request in requests:
-            if request.watermark != "none":
+            if not is_none(request.watermark):
                 raise EvalrunError(
                     f"{self.spec} cannot apply watermark {request.watermark}: it needs a "
                     "provider with logits (hf:, vllm:, embedded)")

@@ -23,6 +23,7 @@ from evalrun.plugins.providers.local_model import (
 )
 
 from evalrun.errors import EvalrunError, SpecError
+from evalrun.specs import is_none
 from evalrun.generation import Generation, GenerationRequest, ResultSink
 from evalrun.providers import (
     ModelSpec,
@@ -138,7 +139,7 @@ class VLLMProvider:
 
 
 def _marked(request: GenerationRequest) -> bool:
-    return bool(request.watermark) and request.watermark.strip().lower() not in ("", "none")
+    return not is_none(request.watermark)
 
 
 _OPTIONS = {
