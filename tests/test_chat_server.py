@@ -70,20 +70,19 @@ def test_keep_alive_serves_several_requests_on_one_connection() -> None:
 
 
 def test_hundred_concurrent_requests_are_not_serialised() -> None:
-    async def burst(server: ChatServer) -> float:
-        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="local", max_retries=0)
-        t0 = time.monotonic()
+    """Seen as requests in flight together on the server, not by timing the burst (a loaded
+    machine makes wall-clock assertions flaky; the benchmarks measure speed)."""
+    async def burst(server: ChatServer) -> None:
+        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="local", max_retries=0, timeout=120)
         await asyncio.gather(*[
             client.chat.completions.create(model="m", messages=[{"role": "user", "content": str(i)}])
             for i in range(100)])
         await client.close()
-        return time.monotonic() - t0
 
-    with ChatServer(latency_s=0.1) as server:
-        wall = asyncio.run(burst(server))
+    with ChatServer(latency_s=0.5) as server:
+        asyncio.run(burst(server))
         assert server.max_in_flight >= 50
         assert server.requests_seen == 100
-    assert wall < 3.0  # serialised: 10 s
 
 
 def test_fault_plan_first_k_limit_and_match() -> None:

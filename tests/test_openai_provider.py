@@ -110,16 +110,14 @@ def test_max_tokens_truncates_and_reports_length() -> None:
     assert g.tokens_out == 2 and g.extra["finish_reason"] == "length"
 
 
-def test_requests_overlap_and_beat_sequential_time() -> None:
+def test_requests_overlap_up_to_the_concurrency_limit() -> None:
+    """Concurrency is seen on the server (requests in flight together), not timed: wall-clock
+    speed is the benchmarks' business (benchmarks/bench_api_concurrency.py)."""
     n, latency = 40, 0.2
     with ChatServer(latency_s=latency) as server:
-        t0 = time.monotonic()
         sink = run(provider_for(server, concurrency=16), [make_request(i) for i in range(n)])
-        wall = time.monotonic() - t0
-        assert server.max_in_flight > 1
-        assert server.max_in_flight <= 16
+        assert 8 <= server.max_in_flight <= 16
     assert all(g.error is None for g in sink.results.values())
-    assert wall < n * latency / 4  # sequential would take 8 s
 
 
 def test_generate_works_inside_a_running_event_loop() -> None:
