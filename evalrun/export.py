@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evalrun.errors import EvalrunError
+from evalrun.judge_phase import with_judgements
 from evalrun.metrics.aggregates import compute, metrics_path_beside, write_metrics_json
 from evalrun.pack import declared_group_field, discover_packs
 from evalrun.store import Store
@@ -74,6 +75,7 @@ def export_results(db: str | Path, fmt: str, out: str | Path, run_id: str | None
     try:
         rows, runs = select_rows(store, run_id)
         run_by_id = {r["run_id"]: dict(r) for r in store.runs()}
+        judged = with_judgements(store, rows)
     finally:
         store.close()
     packs = discover_packs()
@@ -104,5 +106,5 @@ def export_results(db: str | Path, fmt: str, out: str | Path, run_id: str | None
         else:
             for rec in records:
                 fh.write(json.dumps(rec, ensure_ascii=False, sort_keys=False) + "\n")
-    write_metrics_json(compute(rows), metrics_path_beside(out_path))
+    write_metrics_json(compute(judged), metrics_path_beside(out_path))
     return len(records)

@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from evalrun.grading import Grade, GradeContext, Judgement
+from evalrun.grading import Grade, GradeContext
+from evalrun.judge_phase import read_judgements
 from evalrun.pack import Pack
 from evalrun.specs import is_none
 from evalrun.store import ATTACK_ERROR, GRADER_ERROR, GradeRecord, Store
@@ -38,21 +39,6 @@ def grader_error(exc: BaseException, case_id: str, key: str | None) -> str:
     message = " ".join(str(exc).split()) or "(no message)"
     text = f"grader raised {type(exc).__name__}: {message} (case {case_id})"
     return text.replace(key, "***") if key else text
-
-
-def _judgements(rows: Sequence[Mapping[str, Any]]) -> tuple[Judgement, ...]:
-    from evalrun.errors import EvalrunError
-    from evalrun.judges import get_judge
-
-    out = []
-    for j in rows:
-        try:
-            parsed = dict(get_judge(j["method"]).parse(j["raw_answer"] or "")) if j["raw_answer"] is not None else {}
-        except EvalrunError:  # a method this install does not have: the raw answer still counts
-            parsed = {}
-        out.append(Judgement(judge=j["judge"], method=j["method"], raw=j["raw_answer"], position=j["position"],
-                             parsed=parsed, error=j["error"]))
-    return tuple(out)
 
 
 def _repeats(key: str, value: Any) -> bool:
@@ -101,7 +87,7 @@ def grade_row(pack: Pack, row: Mapping[str, Any], *, key: str | None, case: Mapp
         token_ids=tuple(json.loads(tokens)) if tokens else None, tokenizer_hash=tokenizer_hash,
         watermark=row["watermark"], key=key, attack=row["attack"], model=row["model"],
         extra=json.loads(row["extra_json"]) if row["extra_json"] else {}, token_note=note,
-        judgements=_judgements(judgements), run_watermarks=tuple(run_watermarks), settings=pack.meta,
+        judgements=read_judgements(judgements), run_watermarks=tuple(run_watermarks), settings=pack.meta,
     )
     attacked_output = text if attacked else None
     try:

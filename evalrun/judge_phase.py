@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from evalrun.generation import Generation, GenerationRequest, Provider
+from evalrun.grading import Judgement
 from evalrun.hashing import canonical_json, sha256_hex
 from evalrun.judges import UNPARSED, Judge, Subject
 from evalrun.specs import is_none
@@ -52,6 +53,32 @@ def subjects(store: Store, run_id: str | None = None) -> list[Subject]:
                            pack=row["pack"], model=row["model"], watermark=row["watermark"], attack=row["attack"],
                            repetition=row["repetition"]))
     return out
+
+
+def read_judgements(rows: Sequence[Any]) -> tuple[Judgement, ...]:
+    """Stored judge answers (rows of :meth:`Store.judgements_for`) parsed by their method's
+    judge, now: a fixed parser applies to old answers with no new call. An answer of a method
+    this install does not know keeps its raw text and an empty parse."""
+    from evalrun.errors import EvalrunError
+    from evalrun.judges import get_judge
+
+    out = []
+    for j in rows:
+        parsed: dict[str, Any] = {}
+        if j["raw_answer"] is not None:
+            try:
+                parsed = dict(get_judge(j["method"]).parse(j["raw_answer"]))
+            except EvalrunError:
+                pass
+        out.append(Judgement(judge=j["judge"], method=j["method"], raw=j["raw_answer"], position=j["position"],
+                             parsed=parsed, error=j["error"]))
+    return tuple(out)
+
+
+def with_judgements(store: Store, rows: Sequence[Any]) -> list[dict[str, Any]]:
+    """Result rows as dicts with their parsed judge answers under ``judgements`` (what
+    aggregates such as quality read)."""
+    return [{**dict(r), "judgements": read_judgements(store.judgements_for(r["item_key"]))} for r in rows]
 
 
 def judgement_key(judge_model: str, judge: Judge, prompt_json: str, item_keys: Sequence[str]) -> str:

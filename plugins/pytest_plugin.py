@@ -39,6 +39,7 @@ from evalrun.providers import check_model, check_watermark_support, make_provide
 from evalrun.specs import is_none
 from evalrun.store import ATTACK_ERROR, GRADER_ERROR, Store
 from evalrun.transform_phase import run_transforms
+from evalrun.judge_phase import with_judgements
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -446,7 +447,7 @@ def _closing_lines(state: EvalrunState, graded: int, cases: int, labels: dict[st
 
 
 def _run_rows(store: Store, run_id: str) -> list[Any]:
-    return [dict(r) for r in store.results(run_id=run_id)]
+    return with_judgements(store, store.results(run_id=run_id))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

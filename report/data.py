@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from evalrun.export import open_store, select_rows
+from evalrun.judge_phase import with_judgements
 from evalrun.store import ATTACK_ERROR, GRADER_ERROR
 
 
@@ -150,6 +151,7 @@ def load(db: str | Path, run_id: str | None) -> ReportData:
     store = open_store(db)
     try:
         rows, runs = select_rows(store, run_id)
+        rows = with_judgements(store, rows)
     finally:
         store.close()
     results = [Result(row=row, case=_decode_case(row.get("case_json"))) for row in rows]
