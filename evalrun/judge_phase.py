@@ -132,7 +132,12 @@ def run_judges(store: Store, judge: Judge, judge_model: str, make_provider: Prov
 
     provider = make_provider(judge_model)
     try:
-        provider.generate(requests, sink)
+        if judge.local:
+            groups = [pending[r.gen_key][0] for r in requests]
+            for request, answer in zip(requests, judge.answer_locally(provider, judge_model, groups)):
+                sink(request, Generation(text=answer, served_model=judge_model))
+        else:
+            provider.generate(requests, sink)
     finally:
         provider.close()
     summary.seconds = time.perf_counter() - start

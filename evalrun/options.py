@@ -93,6 +93,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("attack_suite", str, "a suite of attacks added to --attack, repeatable: a shipped name "
            "(mmw, quick) or a .toml file, with its placeholders as NAME:key=value (e.g. "
            "mmw:translator=openai:gpt-4o-mini)", many=True, metavar="NAME"),
+    Option("judges", str, "judge stage of the run, repeatable: <method>:<model-spec>, e.g. "
+           "rating:openai:gpt-4o-mini (seed 000's quality rating) or perplexity:embedded (an offline "
+           "quality proxy)", many=True, metavar="METHOD:MODEL", flag="--judge", toml_aliases=("judge",)),
     Option("key", str, f"secret watermark key (default: ${KEY_ENV}); never stored", toml=None),
     Option("n", int, "repetitions per case (default 1)", default=1, check=_at_least(1)),
     Option("temperature", float, "sampling temperature (default: the pack's)", check=_between(0.0, 5.0)),
@@ -138,6 +141,8 @@ class RunOptions:
     tokenizer: str | None = None
     #: provider name -> {option: value} applied to every model of that provider
     model_args: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: (judge method, judge model spec) pairs run after the transform stage
+    judges: tuple[tuple[str, str], ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         """The run's configuration as stored in ``runs.config_json`` (no key, no URL secrets)."""
@@ -145,7 +150,7 @@ class RunOptions:
             "models": list(self.models), "watermarks": list(self.watermarks),
             "attacks": list(self.attacks), "n": self.n, "temperature": self.temperature,
             "max_tokens": self.max_tokens, "seed": self.seed, "concurrency": self.concurrency,
-            "tokenizer": self.tokenizer,
+            "tokenizer": self.tokenizer, "judges": [f"{m}:{j}" for m, j in self.judges],
             "model_args": {k: dict(v) for k, v in sorted(self.model_args.items())},
         }
 
@@ -288,6 +293,18 @@ def expand_suites(suites: Iterable[str]) -> list[str]:
     return out
 
 
+def parse_judge(text: str) -> tuple[str, str]:
+    """``<method>:<model-spec>`` -> (method, model spec), both checked (nothing loaded)."""
+    from evalrun.judges import get_judge
+    from evalrun.providers import parse_model
+
+    method, sep, model = text.partition(":")
+    if not sep or not model:
+        raise EvalrunError(f"--judge {text}: expected <method>:<model-spec>, e.g. perplexity:embedded")
+    get_judge(method)
+    return method, parse_model(model).full()
+
+
 def run_options(values: Mapping[str, Any], *, default_models: Sequence[str]) -> RunOptions:
     """RunOptions from resolved option values: specs canonical and checked, suites expanded,
     provider options merged into each model's spec."""
@@ -310,6 +327,7 @@ def run_options(values: Mapping[str, Any], *, default_models: Sequence[str]) -> 
         max_tokens=values.get("max_tokens"), seed=values.get("seed", 0), key=values.get("key"),
         base_url=values.get("base_url"), concurrency=values.get("concurrency", 32),
         tokenizer=values.get("tokenizer"), model_args=model_args,
+        judges=tuple(dict.fromkeys(parse_judge(j) for j in values.get("judges") or ())),
     )
     check_options(options)
     return options

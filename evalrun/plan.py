@@ -106,21 +106,33 @@ def make_items(pack: Pack, options: RunOptions, *, models: Sequence[str] | None 
     key_fp = key_fingerprint(options.resolved_key())
     specs = {m: parse_model(m) for m in (models or options.models)}
     revisions = {m: model_revision(m, pack, options) for m in specs}
+    rewrites = {a: prompt_rewrite(a) for a in options.attacks}
     for case in pack.cases:
-        prompt = pack.render_prompt(case.data)
+        base = pack.render_prompt(case.data)
+        # a prompt attack (emoji) asks the model differently: its items get their own generation
+        prompts = {a: (rw(base) if rw else base) for a, rw in rewrites.items()}
         # the whole case, not just the prompt: solvers and graders read fields the prompt hides
-        prompt_json = canonical_json([prompt.as_json(), case.data])
+        prompt_jsons = {p: canonical_json([p.as_json(), case.data]) for p in set(prompts.values())}
         for model_spec, spec in specs.items():
             model = spec.identity()
             for watermark in options.watermarks:
                 wm_fp = key_fp if not is_none(watermark) else ""
                 for rep in range(options.n):
-                    gen_key = sha256_hex("gen", pack.name, case.id, model, revisions[model_spec], params_json,
-                                         watermark, wm_fp, rep, prompt_json)
                     for attack in options.attacks:
+                        prompt = prompts[attack]
+                        gen_key = sha256_hex("gen", pack.name, case.id, model, revisions[model_spec], params_json,
+                                             watermark, wm_fp, rep, prompt_jsons[prompt])
                         yield Item(pack=pack, case=case, model=model, model_spec=model_spec, watermark=watermark,
                                    attack=attack, repetition=rep, params=params, prompt=prompt,
                                    gen_key=gen_key, item_key=sha256_hex("item", gen_key, attack))
+
+
+def prompt_rewrite(attack: str) -> Any:
+    """The prompt rewrite of a prompt attack (``emoji``), else None."""
+    from evalrun.attacks import Attack, parse_attack
+
+    parsed = parse_attack(attack)
+    return parsed.definition.prompt if isinstance(parsed, Attack) else None
 
 
 def check_options(options: RunOptions) -> None:

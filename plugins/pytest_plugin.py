@@ -35,11 +35,12 @@ from evalrun.options import (
 from evalrun.pack import Pack, load_pack
 from evalrun.plan import Item, make_items
 from evalrun.provenance import collect as collect_provenance
-from evalrun.providers import check_model, check_watermark_support, make_provider
+from evalrun.providers import check_model, check_watermark_support, make_provider, model_identity
 from evalrun.specs import is_none
 from evalrun.store import ATTACK_ERROR, GRADER_ERROR, Store
 from evalrun.transform_phase import run_transforms
-from evalrun.judge_phase import with_judgements
+from evalrun.judge_phase import run_judges, subjects, with_judgements
+from evalrun.judges import get_judge
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -362,6 +363,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             if progress is not None and any(not is_none(it.attack) for it in items):
                 attacking = ProgressBar("evalrun: attacking", stream=sys.stderr)
             transforms = run_transforms(items, store, state.run_id, options, factory, progress=attacking)
+            judged = _run_judges(store, state, factory, progress is not None)
         except EvalrunError as exc:  # e.g. a provider refusing the run; stored results stay
             raise pytest.UsageError(str(exc)) from None
         finally:
@@ -372,6 +374,22 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if reporter is not None and not state.is_worker and (transforms.applied or transforms.errors):
         reporter.write_line(f"evalrun: {transforms.applied} attacked texts stored, {transforms.cached} cached,"
                             f" {transforms.errors} failed")
+    for line in judged if reporter is not None and not state.is_worker else ():
+        reporter.write_line(line)
+
+
+def _run_judges(store: Store, state: EvalrunState, factory: Any, show: bool) -> list[str]:
+    """The run's judge stage: every --judge over the run's stored results, before grading."""
+    lines = []
+    for method, model in state.options.judges:
+        judge = get_judge(method)
+        progress = ProgressBar(f"evalrun: judging ({method})", stream=sys.stderr) if show else None
+        summary = run_judges(store, judge, model_identity(model), lambda _m, _model=model: factory(_model),
+                             run_id=state.run_id, selection=subjects(store, state.run_id), progress=progress)
+        if summary.asked or summary.errors:
+            lines.append(f"evalrun: {summary.asked} {method} answers stored ({model}), {summary.cached} cached, "
+                         f"{summary.errors} failed, {summary.unparsed} unparsed")
+    return lines
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -53,7 +53,7 @@ def test_a_third_party_attack_registered_by_entry_point_runs(tmp_path: Path, mak
     assert rows == [("shout", f"W{i}", "BAD") for i in range(1, 5)]
     # without the package the name is unknown, and the error lists what is registered
     proc = evalrun("attack", "--attack", "shout", cwd=tmp_path, stdin="x")
-    assert proc.returncode == 2 and "unknown attack 'shout'; known: contraction, expansion" in proc.stderr
+    assert proc.returncode == 2 and "unknown attack 'shout'; known: contraction, emoji, expansion" in proc.stderr
 
 
 def test_evalrun_attack_shows_a_seeded_attack_on_stdin(tmp_path: Path) -> None:
@@ -100,3 +100,20 @@ def test_imports_run_one_direction() -> None:
         bad = {n for n in names if n.startswith("evalrun") and n not in (
             "evalrun", "evalrun.grading", "evalrun.detection_grading")}
         assert not bad, f"{path} imports {bad}"
+
+
+def test_the_emoji_attack_asks_for_emojis_and_removes_them(tmp_path: Path, make_pack) -> None:
+    """A prompt attack: its items have their own prompt and generation; the stored text has
+    no emoji left."""
+    from evalrun.options import RunOptions
+    from evalrun.pack import load_pack
+    from evalrun.plan import make_items
+
+    pack = load_pack(make_pack())
+    items = list(make_items(pack, RunOptions(models=("reference",), attacks=("none", "lowercase", "emoji"))))
+    by_attack = {it.attack: it for it in items if it.case.id == "c1"}
+    assert by_attack["none"].gen_key == by_attack["lowercase"].gen_key != by_attack["emoji"].gen_key
+    assert by_attack["emoji"].prompt.user == "Say w1\n\nWrite your answer with an emoji between every two words."
+    from evalrun.attacks import parse_attack
+
+    assert parse_attack("emoji").apply("The 🐈 cat 👍🏽 sat\non 🇫🇷 the mat ❤️", 0) == "The cat sat\non the mat"

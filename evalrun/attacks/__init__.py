@@ -14,6 +14,7 @@ In-tree text attacks (seed 000, Table II), one module per concept: :mod:`.swap` 
 from __future__ import annotations
 
 from evalrun.attacks import contraction as _contraction  # noqa: F401  (each import registers its attacks)
+from evalrun.attacks import emoji as _emoji  # noqa: F401
 from evalrun.attacks import misspelling as _misspelling  # noqa: F401
 from evalrun.attacks import model as _model  # noqa: F401
 from evalrun.attacks import swap as _swap  # noqa: F401

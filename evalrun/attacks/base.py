@@ -13,6 +13,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
+from evalrun.generation import Prompt
 from evalrun.registry import Registry
 from evalrun.specs import Spec
 
@@ -30,13 +31,17 @@ class AttackDef:
     #: whether the output depends on the seed (false for ``lowercase``)
     random: bool = True
     description: str = ""
+    #: a prompt attack also rewrites the prompt before generation (the ``emoji`` attack asks
+    #: for emojis that ``fn`` then removes): its items get a generation of their own
+    prompt: Callable[[Prompt], Prompt] | None = None
 
 
 ATTACKS: Registry[AttackDef] = Registry("attack", "evalrun.attacks", option="--attack")
 
 
 def text_attack(name: str, *, keys: tuple[str, ...] | frozenset[str] = (), random: bool = True,
-                registry: Registry[AttackDef] | None = ATTACKS) -> Callable[[TextFn], AttackDef]:
+                registry: Registry[AttackDef] | None = ATTACKS,
+                prompt: Callable[[Prompt], Prompt] | None = None) -> Callable[[TextFn], AttackDef]:
     """Register ``fn(text, spec, rng) -> text`` as the attack ``name`` (its docstring's first
     line becomes the description). ``registry=None`` only builds the definition, for a
     third-party entry point."""
@@ -44,7 +49,7 @@ def text_attack(name: str, *, keys: tuple[str, ...] | frozenset[str] = (), rando
     def wrap(fn: TextFn) -> AttackDef:
         doc = (fn.__doc__ or "").strip().splitlines()
         definition = AttackDef(name=name, keys=frozenset(keys), fn=fn, random=random,
-                               description=doc[0] if doc else "")
+                               description=doc[0] if doc else "", prompt=prompt)
         if registry is not None:
             registry.register(name, definition)
         return definition

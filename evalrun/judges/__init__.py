@@ -44,6 +44,13 @@ class Judge(ABC):
     description: str = ""
     #: sampling of the judge model: greedy, short answers by default
     params: GenParams = GenParams(temperature=0.0, max_tokens=16, seed=0)
+    #: True when the answer is computed by the judge model (scored) rather than generated:
+    #: the judge stage calls :meth:`answer_locally` instead of the provider's generate
+    local: bool = False
+
+    def answer_locally(self, provider: Any, scorer: str, groups: Sequence[Sequence[Subject]]) -> list[str]:
+        """Raw answers of a :attr:`local` judge, one per group (only local judges have it)."""
+        raise TypeError(f"judge {self.method} asks its model; it computes no answers itself")
 
     def groups(self, subjects: Sequence[Subject]) -> list[tuple[Subject, ...]]:
         """The questions to ask: by default one per result."""
@@ -60,6 +67,7 @@ class Judge(ABC):
 
 JUDGES: Registry[Judge] = Registry("judge method", "evalrun.judges", option="--method")
 JUDGES.register_lazy("rating", "evalrun.judges.rating:RATING")
+JUDGES.register_lazy("perplexity", "evalrun.judges.perplexity:PERPLEXITY")
 
 
 def get_judge(method: str) -> Judge:

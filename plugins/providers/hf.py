@@ -263,6 +263,43 @@ class HFProvider:
             ))
         return results
 
+    # ------------------------------------------------------------------ scoring
+    def perplexities(self, items: Sequence[tuple[Prompt, str]]) -> list[tuple[float, int]]:
+        """``(mean negative log-likelihood per token, tokens)`` of each text given its prompt
+        (the prompt rendered as for generation, the text's tokens after it), in batches: the
+        model as a scorer, for the offline quality proxy. Deterministic: no sampling."""
+        import torch
+
+        out: list[tuple[float, int]] = []
+        for start in range(0, len(items), self.batch_size):
+            chunk = items[start:start + self.batch_size]
+            seqs = []
+            for prompt, text in chunk:
+                ids = self.tokenizer.encode(text, add_special_tokens=False)
+                seqs.append((self._encode(prompt), ids))
+            width = max(len(p) + len(t) for p, t in seqs)
+            pad = int(self.tokenizer.pad_token_id)
+            input_ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(seqs), width), dtype=torch.long)
+            for i, (p, t) in enumerate(seqs):
+                row = p + t
+                input_ids[i, width - len(row):] = torch.tensor(row, dtype=torch.long)
+                mask[i, width - len(row):] = 1
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)
+            with torch.inference_mode():
+                logits = self.model(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
+                                    position_ids=positions.to(self.device)).logits.float()
+            logp = torch.log_softmax(logits[:, :-1], dim=-1)
+            nll = -logp.gather(-1, input_ids[:, 1:].to(self.device).unsqueeze(-1)).squeeze(-1)
+            for i, (p, t) in enumerate(seqs):
+                if not t:
+                    out.append((float("nan"), 0))
+                    continue
+                # the text's tokens are the last len(t) columns; their predictions sit one left
+                part = nll[i, width - 1 - len(t):width - 1]
+                out.append((float(part.double().mean()), len(t)))
+        return out
+
     def _pick(self, logits: Any, groups: list[_Group], done: list[bool], history: Any,
               prompts: list[list[int]], outputs: list[list[int]],
               generators: list[Any]) -> dict[int, int]:
