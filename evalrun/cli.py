@@ -147,6 +147,9 @@ def _run_values(args: argparse.Namespace, models: list[str] | None) -> dict:
     for m in options.models:
         check_model(m)
         check_watermark_support(m, options.watermarks)
+    report = values["report"]
+    if report and Path(report).exists() and not Path(report).is_dir():
+        raise EvalrunError(f"--report {report}: exists and is not a directory")
     check_store_path(values["db"], what="--out", write=True)
     return values
 
@@ -165,6 +168,11 @@ def cmd_run(args: argparse.Namespace, user_argv: list[str], models: list[str] | 
     code = int(pytest.main(_pytest_args(args, values, run_id, user_argv), plugins=[sink]))
     for line in sink.lines:  # after everything pytest printed
         print(line)
+    if values["report"] and code in (0, 1):
+        from evalrun.report import build_report
+
+        path = build_report(values["db"], values["report"], run_id=run_id)
+        print(f"evalrun: report: {path} (and report.html, metrics.json, charts in {Path(values['report'])})")
     # 0: all passed, 1: some items below the pass score -- both are a completed run.
     if code not in (0, 1):
         if code == 4:  # pytest usage error: the plugin already printed the one-line reason

@@ -115,6 +115,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("select", str, "pytest -k expression selecting items", metavar="EXPR", pytest=False, toml=None),
     Option("workers", int, "pytest-xdist worker processes for grading", default=0, pytest=False, toml=None,
            check=_at_least(0)),
+    Option("report", str, "also write the run's report (Markdown, HTML, charts, metrics.json) into DIR",
+           metavar="DIR", pytest=False, toml=None),
     Option("fail_under", float, "exit 1 when the run's mean score is below SCORE (default: exit 0 "
            "whatever the scores)", metavar="SCORE", pytest=False, toml=None, check=_fail_under),
     # plumbing from evalrun run to its pytest
