@@ -86,6 +86,14 @@ class FakeLLM:
             token_ids=[p.seed % 7, 5, 99], finish_reason="stop")]) for p in params]
 
 
+@pytest.fixture(autouse=True)
+def no_pending_import_output(monkeypatch):
+    """What an earlier real ``import vllm`` printed is not this test's (tests run in any order)."""
+    import evalrun.plugins.providers.vllm as provider_module
+
+    monkeypatch.setattr(provider_module, "_import_output", [])
+
+
 @pytest.fixture
 def fake_vllm(monkeypatch):
     module = types.ModuleType("vllm")
