@@ -486,11 +486,11 @@ def failing_llm(fake_vllm, exc: BaseException, log: str = "", *, child: bool = F
 @pytest.mark.parametrize("exc, log, parts", [
     (RuntimeError(WRAPPER), worker_log(NODE_MEMORY), [
         "vLLM could not start: ValueError: Available memory on node 0 (12.18/15.71 GiB) on startup "
-        "is less than desired CPU memory utilization (0.92, 14.46 GiB).; fix: ",
+        "is less than desired CPU memory utilization (0.92, 14.46 GiB); fix: ",
         "give the model option kv_cache_space=<GiB>", "e.g. gpu_memory_utilization=0.5"]),
     (RuntimeError(WRAPPER), worker_log(KV_TOO_BIG), [
         "ValueError: Available memory on node 0 (12.97/15.71 GiB) on kv cache allocation is less "
-        "than requested memory for kv (40.0 GiB).", "fix: lower the model option kv_cache_space "
+        "than requested memory for kv (40.0 GiB); fix: lower the model option kv_cache_space "
         "(now 40 GiB), e.g. kv_cache_space=1"]),
     (RuntimeError(WRAPPER), worker_log(KV_TOO_SMALL), [
         "ValueError: To serve at least one request with the model's max seq len (1024)",
@@ -500,15 +500,15 @@ def failing_llm(fake_vllm, exc: BaseException, log: str = "", *, child: bool = F
     (RuntimeError(WRAPPER), worker_log("something new", "KeyError"), [
         "vLLM could not start: KeyError: something new; fix: see vLLM's log"]),
     (RuntimeError(WRAPPER), "", ["vLLM could not start: RuntimeError: Engine core initialization "
-                                 "failed.; fix: see vLLM's log"]),
+                                 "failed; fix: see vLLM's log"]),
     (ValidationError(MAX_LEN), "", [
         "ValidationError: User-specified max_model_len (4096) is greater than the derived "
         "max_model_len (max_position_embeddings=1024.0 or model_max_length=None in model's "
-        "config.json).; fix: give max_model_len at most 1024"]),
+        "config.json); fix: give max_model_len at most 1024"]),
     (ValidationError(DTYPE), "", [
         "ValidationError: dtype: Input should be 'auto', 'half', 'float16', 'bfloat16', 'float' "
         "or 'float32'; fix: correct the engine setting"]),
-    (ValidationError(NOT_A_MODEL), "", ["ValidationError: Unrecognized model in /tmp/m.",
+    (ValidationError(NOT_A_MODEL), "", ["ValidationError: Unrecognized model in /tmp/m; fix:",
                                         "fix: give a Hugging Face model directory"]),
     (RuntimeError(BOOTSTRAP), "", ["RuntimeError: An attempt has been made to start a new process",
                                    "`if __name__ == \"__main__\":`"]),

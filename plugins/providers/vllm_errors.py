@@ -50,10 +50,9 @@ _SENTENCE_END = re.compile(r"(?<=[\w)\]'`\"])\.\s+(?=[A-Z])")
 
 
 def first_sentence(text: str) -> str:
-    """``text`` up to the end of its first sentence (vLLM's messages go on with advice in
+    """``text``'s first sentence, without its full stop (vLLM's messages go on with advice in
     terms of its own command line flags)."""
-    return _SENTENCE_END.split(text, maxsplit=1)[0].rstrip(".") + "." if _SENTENCE_END.search(text) \
-        else text
+    return _SENTENCE_END.split(text, maxsplit=1)[0].rstrip(".")
 
 
 def first_line(exc: BaseException) -> str:
