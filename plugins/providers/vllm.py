@@ -31,7 +31,6 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from evalrun.embedded import EMBEDDED_NAME
 from evalrun.errors import EvalrunError, SpecError
-from evalrun.specs import is_none
 from evalrun.generation import Generation, GenerationRequest, ResultSink
 from evalrun.plugins.providers.local_model import (encode_prompt, generate_in_batches, resolve_model_path,
                                                    tokenizer_fingerprint)
@@ -41,6 +40,7 @@ from evalrun.plugins.providers.vllm_options import (VLLM_OPTIONS, EngineSettings
                                                     engine_settings, parse_vllm_options,
                                                     read_model_config)
 from evalrun.providers import ModelSpec, ProviderKind, ProviderOption, local_model_digest
+from evalrun.specs import is_none
 
 __all__ = ["KIND", "VLLM_OPTIONS", "VLLMProvider", "make_vllm_provider", "vllm_platform_is_cpu"]
 
