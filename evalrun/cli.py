@@ -104,6 +104,39 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_argument("--retry-unparsed", action="store_true", help="ask again where the answer did not parse")
     judge.add_argument("--base-url", help="OpenAI-compatible server of the judge (default: $OPENAI_BASE_URL)")
     judge.add_argument("--concurrency", type=int, default=32, help="concurrent judge requests (default 32)")
+    judge.add_argument("--baseline", metavar="SPEC",
+                       help="pairwise/simple: the watermark each result is compared with (default none: "
+                            "the unwatermarked result of the same case, model, attack and repetition)")
+    judge.add_argument("--both-orders", action="store_true",
+                       help="pairwise/simple: ask every pair in both orders (measures position bias) "
+                            "instead of the one a seeded coin picks")
+
+    dist = sub.add_parser("distinguish", allow_abbrev=False,
+                          help="classify watermarked vs unwatermarked outputs from their embeddings (seed 001)")
+    dist.add_argument("--db", required=True)
+    dist.add_argument("--embedder", default="embedded", metavar="SPEC",
+                      help="embedded (default: the embedded model's mean-pooled hidden states), hf:<path> "
+                           "(a local transformers model) or openai:<name> (an embeddings endpoint)")
+    dist.add_argument("--base-url", help="OpenAI-compatible server of an openai: embedder (default: $OPENAI_BASE_URL)")
+    dist.add_argument("--run", help="only the results this run covered")
+    dist.add_argument("--pack", action="append", default=[], metavar="PACK", help="only these packs (repeatable)")
+    dist.add_argument("--model", action="append", default=[], metavar="SPEC", help="only these models (repeatable)")
+    dist.add_argument("--watermark", action="append", default=[], metavar="SPEC",
+                      help="only these watermarks (repeatable; default every one in the selection)")
+    dist.add_argument("--attack", default="none", metavar="SPEC",
+                      help="classify the texts after this attack (default none: the generated texts)")
+    dist.add_argument("--classifier", action="append", choices=("logreg", "mlp"), metavar="NAME",
+                      help="logreg and/or mlp (default both)")
+    dist.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
+    dist.add_argument("--seed", type=int, default=0, help="seed of the folds and the MLP (default 0)")
+    dist.add_argument("--epochs", type=int, default=150, help="MLP epochs (default 150, as in seed 001)")
+    dist.add_argument("--lr", type=float, default=2e-3, help="MLP learning rate (default 2e-3)")
+    dist.add_argument("--weight-decay", type=float, default=2e-3, help="MLP Adam weight decay (default 2e-3)")
+    dist.add_argument("--batch-size", type=int, default=50, help="MLP batch size (default 50)")
+    dist.add_argument("--mlp-search", action="store_true",
+                      help="pick the MLP's learning rate, weight decay and batch size per fold from seed 001's grid "
+                           "by an inner 3-fold cross-validation (slow)")
+    dist.add_argument("--json", metavar="FILE", help="also write the results to FILE")
     return parser
 
 
@@ -276,7 +309,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
     from evalrun.providers import check_model, make_provider, model_identity
     from evalrun.store import Store
 
-    judge = get_judge(args.method)
+    judge = get_judge(args.method).configured(baseline=args.baseline, both_orders=args.both_orders)
     check_model(args.judge)
     if args.concurrency < 1:
         raise EvalrunError(f"--concurrency {args.concurrency}: must be at least 1")
@@ -293,6 +326,47 @@ def cmd_judge(args: argparse.Namespace) -> int:
             progress=ProgressBar("evalrun: judging", stream=sys.stderr))
     print(f"judged {len(selection)} results with {args.method} by {args.judge}: {summary.asked} asked, "
           f"{summary.cached} already answered, {summary.errors} failed calls, {summary.unparsed} unparsed answers")
+    return 0
+
+
+def cmd_distinguish(args: argparse.Namespace) -> int:
+    from tabulate import tabulate
+
+    from evalrun.distinguish import CVSettings, MLPSettings, run_distinguish
+    from evalrun.providers import check_model
+    from evalrun.store import Store
+
+    check_model(args.embedder)
+    if args.folds < 2:
+        raise EvalrunError(f"--folds {args.folds}: must be at least 2")
+    for name, value in (("--epochs", args.epochs), ("--batch-size", args.batch_size)):
+        if value < 1:
+            raise EvalrunError(f"{name} {value}: must be at least 1")
+    if not Path(args.db).exists():
+        raise EvalrunError(f"--db {args.db}: no such database")
+    settings = CVSettings(folds=args.folds, seed=args.seed, classifiers=tuple(args.classifier or ("logreg", "mlp")),
+                          mlp=MLPSettings(lr=args.lr, weight_decay=args.weight_decay, batch_size=args.batch_size,
+                                          epochs=args.epochs), mlp_search=args.mlp_search)
+    table = []
+    with Store(args.db, what="--db") as store:
+        if args.run is not None and args.run not in store.run_ids():
+            raise EvalrunError(f"--run {args.run}: not in {args.db}; runs: {', '.join(store.run_ids())}")
+        results = run_distinguish(store, store.results(run_id=args.run), embedder=args.embedder, settings=settings,
+                                  base_url=args.base_url, attack=args.attack, watermarks=args.watermark,
+                                  packs=args.pack, models=args.model, run_id=args.run)
+    for r in results:
+        for name, m in r["classifiers"].items():
+            table.append([r["model"], r["watermark"], r["attack"], f"{r['n_watermarked']}+{r['n_unwatermarked']}",
+                          name, f"{m['accuracy']['mean']:.3f} ± {m['accuracy']['std']:.3f}",
+                          f"{m['roc_auc']['mean']:.3f} ± {m['roc_auc']['std']:.3f}",
+                          f"{m['roc_auc']['min']:.3f}-{m['roc_auc']['max']:.3f}"])
+    print(tabulate(table, headers=["model", "watermark", "attack", "texts (wm+unwm)", "classifier",
+                                   f"accuracy ({args.folds}-fold mean ± sd)", "ROC AUC (mean ± sd)", "AUC range"]))
+    seconds = sum(r["embed_seconds"] + r["cv_seconds"] for r in results)
+    print(f"distinguish: {len(results)} comparison(s), embedder {args.embedder} "
+          f"({sum(r['newly_embedded'] for r in results)} texts newly embedded), {seconds:.1f} s; stored in {args.db}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return 0
 
 
@@ -334,6 +408,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_attack(args)
         if args.command == "judge":
             return cmd_judge(args)
+        if args.command == "distinguish":
+            return cmd_distinguish(args)
     except EvalrunError as exc:
         print(f"evalrun: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
