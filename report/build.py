@@ -7,7 +7,7 @@ from typing import Callable
 
 from evalrun.errors import EvalrunError
 from evalrun.metrics.aggregates import compute, write_metrics_json
-from evalrun.report import charts, tables
+from evalrun.report import charts, quality, tables
 from evalrun.report.data import EXTRACTION, WATERMARK, PackView, ReportData, Result, load, view_for
 from evalrun.report.document import (Document, Figure, Paragraph, Section, render_html,
                                      render_markdown)
@@ -27,7 +27,7 @@ def build_report(db: str | Path, out_dir: str | Path, run_id: str | None = None)
     for stale in CHART_NAMES:  # a chart from an earlier report must not outlive its data
         (out / stale).unlink(missing_ok=True)
     doc = compose(data, out)
-    write_metrics_json(compute(r.row for r in data.results), out / "metrics.json")
+    write_metrics_json([*compute(r.row for r in data.results), *data.quality], out / "metrics.json")
     md_path = out / "report.md"
     md_path.write_text(render_markdown(doc), encoding="utf-8")
     (out / "report.html").write_text(render_html(doc, out), encoding="utf-8")
@@ -59,6 +59,7 @@ def compose(data: ReportData, out: Path) -> Document:
         appendix.append(Section(
             f"Per-case results: {view.title}", f"appendix-{tables.slug(pack)}", 3,
             [tables.per_case(view, items)]))
+    sections += quality.sections(data)
     sections.append(Section("Failure analysis", "failures", 2, [Paragraph(
         "For each pack, the most informative failures: cases other models solved come "
         "first, and each failure label is shown before any repeats.")]))

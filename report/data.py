@@ -10,6 +10,7 @@ from typing import Any, Iterable
 
 from evalrun.export import open_store, select_rows
 from evalrun.judge_phase import with_judgements
+from evalrun.quality_records import distinguish_analyses, quality_records
 from evalrun.store import ATTACK_ERROR, GRADER_ERROR
 
 
@@ -140,6 +141,10 @@ class ReportData:
     runs: list[dict[str, Any]]
     results: list[Result]
     packs: dict[str, list[Result]] = field(default_factory=dict)
+    #: metrics.json records of the quality analyses (pairwise judges, distinguishability)
+    quality: list[Any] = field(default_factory=list)
+    #: stored ``evalrun distinguish`` results about this selection
+    distinguish: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def models(self) -> list[str]:
@@ -152,10 +157,13 @@ def load(db: str | Path, run_id: str | None) -> ReportData:
     try:
         rows, runs = select_rows(store, run_id)
         rows = with_judgements(store, rows)
+        quality = quality_records(store, rows)
+        distinguish = distinguish_analyses(store, rows)
     finally:
         store.close()
     results = [Result(row=row, case=_decode_case(row.get("case_json"))) for row in rows]
-    data = ReportData(db=Path(db), run_id=run_id, runs=runs, results=results)
+    data = ReportData(db=Path(db), run_id=run_id, runs=runs, results=results, quality=quality,
+                      distinguish=distinguish)
     by_pack: dict[str, list[Result]] = defaultdict(list)
     for res in results:
         by_pack[res.pack].append(res)

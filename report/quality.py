@@ -1,0 +1,124 @@
+"""The report's quality sections (seed 001): pairwise judge preferences, per-criterion scores,
+agreement between judges, and the distinguishability classifiers. The preference tables are
+rendered from the same :class:`~evalrun.metrics.aggregates.MetricRecord` list that goes to
+``metrics.json``, so the two cannot disagree."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Sequence
+
+from evalrun.report.data import ReportData
+from evalrun.report.document import Paragraph, Section, Table
+
+NA = "n/a"
+
+
+def _share(rec: Any) -> str:
+    if rec is None or rec.value is None:
+        return NA
+    ci = f" ({100 * rec.ci_low:.1f}–{100 * rec.ci_high:.1f}%)" if rec.ci_low is not None else ""
+    return f"{100 * rec.value:.1f}%{ci}"
+
+
+def _mean(rec: Any) -> str:
+    if rec is None or rec.value is None:
+        return NA
+    ci = f" ({rec.ci_low:.2f}, {rec.ci_high:.2f})" if rec.ci_low is not None else ""
+    return f"{rec.value:.2f}{ci}"
+
+
+def _group(records: Sequence[Any]) -> dict[tuple[str, str, str, str, str], dict[str, Any]]:
+    """(pack, model, watermark, attack, judge) -> {metric kind: record}."""
+    out: dict[tuple[str, str, str, str, str], dict[str, Any]] = defaultdict(dict)
+    for r in records:
+        kind, _, rest = r.metric.partition(":")
+        if kind.startswith("prefer_") or kind in ("first_position_rate", "position_consistency", "unparsed_rate"):
+            out[(r.pack, r.model, r.watermark, r.attack, rest)][kind] = r
+        elif kind == "judge_score":
+            criterion, side, judge = rest.split(":", 2)
+            out[(r.pack, r.model, r.watermark, r.attack, judge)][f"score:{criterion}:{side}"] = r
+    return out
+
+
+def preference_table(records: Sequence[Any]) -> Table | None:
+    groups = _group(records)
+    rows = []
+    for (pack, model, watermark, attack, judge), recs in sorted(groups.items()):
+        base = next((k for k in recs if k in ("prefer_unwatermarked", "prefer_baseline")), None)
+        if base is None:
+            continue
+        rows.append([pack, model, watermark, attack, judge, str(recs[base].n), _share(recs[base]),
+                     _share(recs.get("prefer_watermarked")), _share(recs.get("prefer_tie")),
+                     _share(recs.get("first_position_rate")), _share(recs.get("position_consistency")),
+                     _share(recs.get("unparsed_rate"))])
+    if not rows:
+        return None
+    return Table("pairwise-preference",
+                 ["pack", "model", "watermark", "attack", "judge", "pairs", "prefer unwatermarked (baseline)",
+                  "prefer watermarked", "tie", "first position picked", "position consistency", "unparsed"],
+                 rows, caption="Share of pairs whose judge preferred each text (95% interval: Wilson with one answer "
+                               "per pair, a bootstrap over pairs when pairs were asked in both orders; such a pair "
+                               "counts once, each answer with weight 1/2). A judge without position bias picks the "
+                               "first position 50% of the time.")
+
+
+def criteria_table(records: Sequence[Any]) -> Table | None:
+    rows = []
+    for (pack, model, watermark, attack, judge), recs in sorted(_group(records).items()):
+        criteria = list(dict.fromkeys(k.split(":")[1] for k in recs if k.startswith("score:")))
+        for criterion in criteria:
+            sides = {k.split(":")[2]: r for k, r in recs.items() if k.startswith(f"score:{criterion}:")}
+            base = sides.get("unwatermarked") or sides.get("baseline")
+            rows.append([pack, model, watermark, judge, criterion, _mean(base), _mean(sides.get("watermarked")),
+                         str(max((r.n for r in sides.values()), default=0))])
+    if not rows:
+        return None
+    return Table("pairwise-criteria", ["pack", "model", "watermark", "judge", "criterion",
+                                       "unwatermarked (baseline) mean", "watermarked mean", "answers"], rows,
+                 caption="Mean 1–5 score per criterion and side (seed 001 Fig. 2b), with 95% bootstrap intervals.")
+
+
+def agreement_table(records: Sequence[Any]) -> Table | None:
+    rows = [[r.pack, r.model, r.watermark, r.attack, r.metric.partition(":")[2].replace("|", " vs "), str(r.n),
+             _share(r)] for r in records if r.metric.startswith("judge_agreement:")]
+    if not rows:
+        return None
+    return Table("pairwise-agreement", ["pack", "model", "watermark", "attack", "judges", "common pairs",
+                                        "decided alike"], rows,
+                 caption="Agreement between two judges (or two prompts) over the same pairs (seed 001 Fig. 3b).")
+
+
+def distinguish_table(results: Sequence[dict[str, Any]]) -> Table | None:
+    rows = []
+    for res in results:
+        for name, m in sorted(res["classifiers"].items()):
+            acc, auc = m["accuracy"], m["roc_auc"]
+            rows.append([res["model"], res["watermark"], res["attack"], res["embedder"],
+                         f"{res['n_watermarked']}+{res['n_unwatermarked']}", name,
+                         f"{acc['mean']:.3f} ± {acc['std']:.3f} ({acc['min']:.3f}–{acc['max']:.3f})",
+                         f"{auc['mean']:.3f} ± {auc['std']:.3f} ({auc['min']:.3f}–{auc['max']:.3f})",
+                         str(len(acc["folds"]))])
+    if not rows:
+        return None
+    return Table("distinguishability", ["model", "watermark", "attack", "embedder", "texts (wm+unwm)", "classifier",
+                                        "accuracy: mean ± sd (range)", "ROC AUC: mean ± sd (range)", "folds"], rows,
+                 caption="Classifiers telling watermarked from unwatermarked outputs by their embeddings "
+                         "(seed 001 appendix B): shuffled k-fold cross-validation with each case's texts in one fold; "
+                         "mean, standard deviation and range over the folds. 0.5 means indistinguishable.")
+
+
+def sections(data: ReportData) -> list[Section]:
+    """The quality sections, when the store holds pairwise answers or distinguish analyses."""
+    out = []
+    blocks = [t for t in (preference_table(data.quality), criteria_table(data.quality),
+                          agreement_table(data.quality)) if t is not None]
+    if blocks:
+        out.append(Section("Quality: pairwise judges", "quality-pairwise", 2, [
+            Paragraph("Seed 001's pairwise judges: every watermarked result against the unwatermarked result of "
+                      "the same case, model, attack and repetition, in an order chosen by a seeded coin per pair."),
+            *blocks]))
+    table = distinguish_table(data.distinguish)
+    if table is not None:
+        out.append(Section("Quality: distinguishability", "quality-distinguish", 2, [table]))
+    return out
