@@ -137,7 +137,34 @@ def build_parser() -> argparse.ArgumentParser:
                       help="pick the MLP's learning rate, weight decay and batch size per fold from seed 001's grid "
                            "by an inner 3-fold cross-validation (slow)")
     dist.add_argument("--json", metavar="FILE", help="also write the results to FILE")
+
+    tune = sub.add_parser("tune", allow_abbrev=False,
+                          help="search a scheme's strength grid for a target true-positive rate (WaterBench, seed 002)")
+    tune.add_argument("--pack", required=True, metavar="PACK", help="a detection pack (name or directory)")
+    tune.add_argument("--scheme", required=True, metavar="SPEC",
+                      help="the scheme, with any fixed parameters (e.g. kgw or kgw:context=2); the search sets the rest")
+    tune.add_argument("--target-tpr", required=True, type=float, metavar="T", help="the strength to reach, e.g. 0.7")
+    tune.add_argument("--z", type=float, metavar="Z",
+                      help="z-score threshold of detection (default: the pack's z_threshold, else 4 as in seed 002)")
+    tune.add_argument("--grid", action="append", default=[], metavar="PARAM=VALUES",
+                      help="override the grid, repeatable: gamma=0.25,0.5 (values tried) or delta=0:8 (bisected range)")
+    tune.add_argument("--steps", type=int, default=6, help="bisection steps per outer value (default 6)")
+    tune.add_argument("--tolerance", type=float, default=0.02,
+                      help="stop bisecting once a TPR is this close to the target (default 0.02)")
+    tune.add_argument("--json", metavar="FILE", help="write {\"watermark\": spec, \"tpr\": ..., \"tried\": [...]} to FILE")
+    _add_some_run_options(tune, TUNE_RUN_OPTIONS)
     return parser
+
+
+#: the run options `evalrun tune` shares with `evalrun run` (declared in evalrun.options)
+TUNE_RUN_OPTIONS = ("models", "key", "n", "temperature", "max_tokens", "seed", "db", "base_url", "concurrency",
+                    "packs_dirs")
+
+
+def _add_some_run_options(p: argparse.ArgumentParser, names: Sequence[str]) -> None:
+    from evalrun.options import OPTIONS, add_cli_options
+
+    add_cli_options(p, skip=tuple(o.name for o in OPTIONS if o.name not in names))
 
 
 def _pytest_args(args: argparse.Namespace, values: dict, run_id: str, user_argv: list[str]) -> list[str]:
@@ -370,6 +397,43 @@ def cmd_distinguish(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tune(args: argparse.Namespace, user_argv: list[str]) -> int:
+    from evalrun.options import BY_NAME, resolve, run_options
+    from evalrun.pack import load_pack, resolve_pack
+    from evalrun.providers import check_model, check_watermark_support
+    from evalrun.store import Store, check_store_path
+    from evalrun.tune import Trial, plan_search, tune
+
+    values = resolve({name: getattr(args, name, None) for name in BY_NAME if name in TUNE_RUN_OPTIONS}, {})
+    if len(values["models"] or ()) > 1:
+        raise EvalrunError(f"--model: tune searches one model at a time, got {len(values['models'])}")
+    options = run_options(values, default_models=("embedded",))
+    model = options.models[0]
+    check_model(model)
+    check_watermark_support(model, [args.scheme])
+    if not options.resolved_key():
+        raise EvalrunError("tune needs the watermark key: --key or $EVALRUN_WATERMARK_KEY")
+    pack = load_pack(resolve_pack(args.pack, values["packs_dirs"] or []))
+    z = args.z if args.z is not None else float(pack.meta.get("z_threshold", 4.0))
+    plan_search(args.scheme, args.grid, target=args.target_tpr, z_threshold=z, steps=args.steps,
+                tolerance=args.tolerance)
+    check_store_path(values["db"], what="--out", write=True)
+
+    def show(t: Trial) -> None:
+        print(f"tune: {t.watermark}: TPR {t.tpr:.3f} ({t.detected}/{t.n}; 95% {t.ci_low:.2f}-{t.ci_high:.2f}), "
+              f"{t.generated} generated, {t.cached} cached, {t.seconds:.1f} s", file=sys.stderr)
+
+    with Store(values["db"], what="--out") as store:
+        result = tune(store, pack, options, scheme=args.scheme, target=args.target_tpr, z_threshold=z,
+                      grid_overrides=args.grid, steps=args.steps, tolerance=args.tolerance, argv=user_argv,
+                      progress=show)
+    print(f"tune: chose {result['watermark']}: TPR {result['tpr']:.3f} at z >= {z:g} (target {args.target_tpr:g}; "
+          f"{len(result['tried'])} configurations tried in {result['seconds']:.1f} s) -> {values['db']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     tune_allocator()
@@ -410,6 +474,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_judge(args)
         if args.command == "distinguish":
             return cmd_distinguish(args)
+        if args.command == "tune":
+            return cmd_tune(args, ["evalrun", *argv])
     except EvalrunError as exc:
         print(f"evalrun: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

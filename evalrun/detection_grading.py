@@ -40,6 +40,14 @@ def z_tail(z: float) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2.0))
 
 
+def is_detected(z_score: float | None, p_value: float, *, threshold: float, z_threshold: float | None = None) -> bool:
+    """The one detection rule: ``z_score >= z_threshold`` when both exist, else ``p_value <=
+    threshold`` (the grader and ``evalrun tune`` both decide with it)."""
+    if z_threshold is not None and z_score is not None:
+        return math.isfinite(z_score) and z_score >= z_threshold
+    return p_value <= threshold
+
+
 def _detect(spec: str, token_ids: tuple[int, ...], key: str, vocab_size: int, threshold: float,
             z_threshold: float | None = None) -> dict[str, Any]:
     """One detection with its evidence (``threshold`` is the p-value rule; with
@@ -51,10 +59,7 @@ def _detect(spec: str, token_ids: tuple[int, ...], key: str, vocab_size: int, th
     assert scheme is not None
     detection = scheme.detect(token_ids, key, vocab_size)
     size = first_detected_prefix(scheme.prefix_p_values(token_ids, key, vocab_size), threshold) if token_ids else None
-    if z_threshold is not None and detection.z_score is not None:
-        detected = math.isfinite(detection.z_score) and detection.z_score >= z_threshold
-    else:
-        detected = detection.p_value <= threshold
+    detected = is_detected(detection.z_score, detection.p_value, threshold=threshold, z_threshold=z_threshold)
     z = detection.z_score
     return {"p_value": float(detection.p_value), "z_score": None if z is None or not math.isfinite(z) else float(z),
             "score": float(detection.score), "num_tokens_scored": int(detection.num_tokens_scored),
@@ -107,3 +112,18 @@ def grade_detection(case: Mapping[str, Any], output: str, context: GradeContext)
               else f"not detected under {len(found)} watermark(s)")
     return Grade(1.0 if fired else 0.0, DETECTED if fired else NOT_DETECTED, reason,
                  {**rule, "detections": found})
+
+
+def grade_with_generation_metric(case: Mapping[str, Any], output: str, context: GradeContext) -> Grade:
+    """:func:`grade_detection`, with the output's generation metric (WaterBench's GM, seed 002)
+    against ``case["reference"]`` in the metadata: ``gm`` (None when the case's ``gm_metric``
+    is ``none``) and ``gm_metric``."""
+    from evalrun.metrics.overlap import GENERATION_METRICS
+
+    grade = grade_detection(case, output, context)
+    name = case.get("gm_metric", "none")
+    if name != "none" and name not in GENERATION_METRICS:
+        raise ValueError(f"case {case.get('id')}: gm_metric {name!r} is unknown; known: "
+                         f"{', '.join(['none', *GENERATION_METRICS])}")
+    gm = None if name == "none" else GENERATION_METRICS[name](output, str(case.get("reference", "")))
+    return Grade(grade.score, grade.label, grade.reason, {**grade.metadata, "gm": gm, "gm_metric": name})

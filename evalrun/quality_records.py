@@ -58,8 +58,18 @@ def distinguish_records(results: Sequence[Mapping[str, Any]]) -> list[MetricReco
     return out
 
 
-def quality_records(store: Any, rows: Sequence[Mapping[str, Any]]) -> list[MetricRecord]:
-    """Every quality record for the selection ``rows`` (see the module docstring)."""
-    from evalrun.pairwise_results import pair_answers, preference_records
+def tune_analyses(store: Any, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The stored ``evalrun tune`` searches on packs and models the selection holds."""
+    present = {(r["pack"], r["model"]) for r in rows}
+    return [result for a in store.analyses("tune") if a["result_json"] is not None
+            for result in [json.loads(a["result_json"])] if (result.get("pack"), result.get("model")) in present]
 
-    return [*preference_records(pair_answers(store, rows)), *distinguish_records(distinguish_analyses(store, rows))]
+
+def quality_records(store: Any, rows: Sequence[Mapping[str, Any]]) -> list[MetricRecord]:
+    """Every quality record for the selection ``rows`` (see the module docstring; the tuning
+    records are :func:`evalrun.tune.tune_records`)."""
+    from evalrun.pairwise_results import pair_answers, preference_records
+    from evalrun.tune import tune_records
+
+    return [*preference_records(pair_answers(store, rows)), *distinguish_records(distinguish_analyses(store, rows)),
+            *tune_records(tune_analyses(store, rows))]

@@ -10,7 +10,7 @@ from typing import Any, Iterable
 
 from evalrun.export import open_store, select_rows
 from evalrun.judge_phase import with_judgements
-from evalrun.quality_records import distinguish_analyses, quality_records
+from evalrun.quality_records import distinguish_analyses, quality_records, tune_analyses
 from evalrun.store import ATTACK_ERROR, GRADER_ERROR
 
 
@@ -145,6 +145,8 @@ class ReportData:
     quality: list[Any] = field(default_factory=list)
     #: stored ``evalrun distinguish`` results about this selection
     distinguish: list[dict[str, Any]] = field(default_factory=list)
+    #: stored ``evalrun tune`` searches on this selection's packs and models
+    tune: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def models(self) -> list[str]:
@@ -159,11 +161,12 @@ def load(db: str | Path, run_id: str | None) -> ReportData:
         rows = with_judgements(store, rows)
         quality = quality_records(store, rows)
         distinguish = distinguish_analyses(store, rows)
+        tune = tune_analyses(store, rows)
     finally:
         store.close()
     results = [Result(row=row, case=_decode_case(row.get("case_json"))) for row in rows]
     data = ReportData(db=Path(db), run_id=run_id, runs=runs, results=results, quality=quality,
-                      distinguish=distinguish)
+                      distinguish=distinguish, tune=tune)
     by_pack: dict[str, list[Result]] = defaultdict(list)
     for res in results:
         by_pack[res.pack].append(res)

@@ -108,6 +108,22 @@ def distinguish_table(results: Sequence[dict[str, Any]]) -> Table | None:
                          "mean, standard deviation and range over the folds. 0.5 means indistinguishable.")
 
 
+def tune_table(results: Sequence[dict[str, Any]]) -> Table | None:
+    rows = []
+    for res in results:
+        for t in res["tried"]:
+            rows.append([res["pack"], res["model"], f"{res['target_tpr']:g}", f"{res['z_threshold']:g}",
+                         t["watermark"], f"{t['tpr']:.3f} ({t['ci_low']:.2f}–{t['ci_high']:.2f})",
+                         f"{t['detected']}/{t['n']}", "chosen" if t["watermark"] == res["watermark"] else "",
+                         f"{t['seconds']:.1f}"])
+    if not rows:
+        return None
+    return Table("strength-tuning", ["pack", "model", "target TPR", "z threshold", "configuration tried",
+                                     "TPR (95% Wilson)", "detected", "", "seconds"], rows,
+                 caption="WaterBench's hyper-parameter search (seed 002 section 3.2): each configuration tried, in "
+                         "order; the chosen one has the TPR closest to the target.")
+
+
 def sections(data: ReportData) -> list[Section]:
     """The quality sections, when the store holds pairwise answers or distinguish analyses."""
     out = []
@@ -121,4 +137,7 @@ def sections(data: ReportData) -> list[Section]:
     table = distinguish_table(data.distinguish)
     if table is not None:
         out.append(Section("Quality: distinguishability", "quality-distinguish", 2, [table]))
+    table = tune_table(data.tune)
+    if table is not None:
+        out.append(Section("Strength tuning (WaterBench)", "strength-tuning", 2, [table]))
     return out

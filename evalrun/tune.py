@@ -1,0 +1,305 @@
+"""``evalrun tune``: WaterBench's strength search (Tu et al., seed 002 section 3.2 and Fig. 3).
+
+WaterBench compares watermarks *at equal strength*: the strength of a configuration is its
+true-positive rate (TPR), the share of watermarked outputs detected at z >= 4, and each
+scheme's hyper-parameters are searched until its TPR is as close as possible to a target (0.7
+or 0.95 in the seed) before quality is compared.
+
+**Search.** A scheme's strength grid is registered in :data:`STRENGTH_GRIDS` (a scheme without
+one cannot be tuned): an *outer* parameter tried at each listed value and an *inner* one whose
+TPR grows with it, searched by bisection. For ``kgw`` and ``unigram`` these are gamma (seed
+002 Fig. 3: 0.1, 0.25, 0.5, 0.75, 0.9) and delta (0 to 15). Per gamma, the top of the delta
+range is measured first (if even that misses the target, the gamma cannot reach it and the
+search moves on); then delta is bisected ``steps`` times, stopping early once a TPR lies within
+``tolerance`` of the target. The chosen configuration is the measured one whose TPR is closest
+to the target; ties go to the smaller inner value, then to the outer value nearest the
+scheme's default (the seed's "minimize the changes to hyper-parameters").
+
+**Measuring** one configuration generates the pack's cases under it (:func:`run_generation`,
+so a configuration measured before -- by this search or by ``evalrun run`` into the same store
+-- is read from the store, not generated again), grades them with the pack's grader, and counts
+those detected by :func:`evalrun.detection_grading.is_detected` at the chosen z (schemes without
+a z-score: the normal-tail p-value of that z). Every measurement is a run in the store; the
+search itself is stored as an analysis (kind ``tune``). The key is used, never stored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Callable, Mapping, Sequence
+
+from evalrun.errors import EvalrunError
+from evalrun.registry import Registry
+from evalrun.specs import Spec, parse_spec
+from evalrun.stats import wilson_interval
+
+
+@dataclass(frozen=True)
+class StrengthGrid:
+    """How a scheme's strength is searched: ``outer`` at each of ``outer_values``, ``inner``
+    bisected over ``inner_range`` (the TPR must grow with it)."""
+
+    outer: str
+    outer_values: tuple[float, ...]
+    inner: str
+    inner_range: tuple[float, float]
+    #: the scheme's default outer value (ties go to the nearest)
+    outer_default: float
+    #: decimals the inner value is rounded to: short specs, exact cache hits
+    decimals: int = 2
+
+
+STRENGTH_GRIDS: Registry[StrengthGrid] = Registry("strength grid", "evalrun.strength_grids", option="--scheme")
+#: seed 002 Fig. 3: gamma in {0.1, 0.25, 0.5, 0.75, 0.9}, delta from 0 to 15
+_GREEN_LIST = StrengthGrid("gamma", (0.1, 0.25, 0.5, 0.75, 0.9), "delta", (0.0, 15.0), outer_default=0.25)
+STRENGTH_GRIDS.register("kgw", _GREEN_LIST)
+STRENGTH_GRIDS.register("unigram", replace(_GREEN_LIST, outer_default=0.5))
+
+
+def _number(text: str, where: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise EvalrunError(f"{where}: {text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise EvalrunError(f"{where}: {text!r} is not a finite number")
+    return value
+
+
+def apply_grid(grid: StrengthGrid, overrides: Sequence[str]) -> StrengthGrid:
+    """``grid`` with ``--grid`` overrides: ``<outer>=v1,v2,...`` (values to try) and
+    ``<inner>=lo:hi`` (the bisection range)."""
+    for text in overrides:
+        name, sep, body = text.partition("=")
+        where = f"--grid {text}"
+        if not sep or not body:
+            raise EvalrunError(f"{where}: expected {grid.outer}=v1,v2,... or {grid.inner}=lo:hi")
+        if name == grid.outer:
+            values = tuple(_number(v, where) for v in body.split(","))
+            grid = replace(grid, outer_values=tuple(dict.fromkeys(values)))
+        elif name == grid.inner:
+            lo, colon, hi = body.partition(":")
+            if not colon:
+                raise EvalrunError(f"{where}: expected {grid.inner}=lo:hi, a range to bisect")
+            bounds = (_number(lo, where), _number(hi, where))
+            if not bounds[0] < bounds[1]:
+                raise EvalrunError(f"{where}: the range must have lo < hi")
+            grid = replace(grid, inner_range=bounds)
+        else:
+            raise EvalrunError(f"{where}: this scheme's grid has {grid.outer} (values) and {grid.inner} (a range)")
+    return grid
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One measured configuration."""
+
+    watermark: str
+    outer: float
+    inner: float
+    tpr: float
+    ci_low: float
+    ci_high: float
+    #: watermarked outputs graded, and detected among them
+    n: int
+    detected: int
+    #: outputs that could not be graded (failed calls or graders): left out of the TPR
+    errors: int = 0
+    generated: int = 0
+    cached: int = 0
+    seconds: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+Measure = Callable[[str], Trial]
+
+
+def candidate_spec(base: Spec, grid: StrengthGrid, outer: float, inner: float) -> str:
+    """The canonical spec of one grid point (``base``'s other parameters kept)."""
+    from evalrun.watermark import parse_watermark
+
+    params = {**base.params, grid.outer: f"{outer:g}", grid.inner: f"{round(inner, grid.decimals):g}"}
+    scheme = parse_watermark(Spec(name=base.name, params=params).canonical())
+    assert scheme is not None
+    return scheme.spec.canonical()
+
+
+def search(measure: Measure, base: Spec, grid: StrengthGrid, *, target: float, steps: int = 6,
+           tolerance: float = 0.02, progress: Callable[[Trial], None] | None = None) -> tuple[Trial, list[Trial]]:
+    """``(chosen, tried)``: the search of the module docstring, measuring with ``measure``.
+    Pure apart from ``measure``."""
+    tried: list[Trial] = []
+    seen: dict[str, Trial] = {}
+
+    def at(outer: float, inner: float) -> Trial:
+        spec = candidate_spec(base, grid, outer, inner)
+        if spec not in seen:
+            trial = measure(spec)
+            trial = replace(trial, outer=outer, inner=round(inner, grid.decimals))
+            seen[spec] = trial
+            tried.append(trial)
+            if progress:
+                progress(trial)
+        return seen[spec]
+
+    for outer in grid.outer_values:
+        lo, hi = grid.inner_range
+        top = at(outer, hi)
+        if top.n == 0 or top.tpr < target - tolerance:
+            continue  # even the strongest setting of this outer value misses the target
+        if abs(top.tpr - target) <= tolerance:
+            continue
+        for _ in range(steps):
+            mid = round((lo + hi) / 2, grid.decimals)
+            if mid in (round(lo, grid.decimals), round(hi, grid.decimals)):
+                break
+            trial = at(outer, mid)
+            if abs(trial.tpr - target) <= tolerance:
+                break
+            if trial.tpr < target:
+                lo = mid
+            else:
+                hi = mid
+    usable = [t for t in tried if t.n > 0]
+    if not usable:
+        raise EvalrunError("no configuration could be measured: every output failed (see the store's errors)")
+    chosen = min(usable, key=lambda t: (abs(t.tpr - target), t.inner, abs(t.outer - grid.outer_default)))
+    return chosen, tried
+
+
+# -- measuring in a store ---------------------------------------------------------------------
+@dataclass
+class StoreMeasure:
+    """Measures a configuration's TPR on ``pack`` x ``options.models[0]`` in ``store``."""
+
+    store: Any
+    pack: Any
+    options: Any
+    z_threshold: float
+    argv: Sequence[str] = ()
+    make_provider: Callable[[str], Any] | None = None
+    run_ids: list[str] = field(default_factory=list)
+
+    def __call__(self, spec: str) -> Trial:
+        from evalrun.detection_grading import is_detected, z_tail
+        from evalrun.generation_phase import run_generation
+        from evalrun.grading_phase import grade_stored
+        from evalrun.plan import make_items
+        from evalrun.provenance import collect
+        from evalrun.providers import make_provider
+        from evalrun.store import ATTACK_ERROR, GRADER_ERROR
+
+        options = replace(self.options, watermarks=(spec,), attacks=("none",), judges=())
+        key = options.resolved_key()
+        items = list(make_items(self.pack, options))
+        run_id = uuid.uuid4().hex
+        self.run_ids.append(run_id)
+        start = time.perf_counter()
+        self.store.start_run(run_id, collect(list(self.argv)), options.as_json())
+        factory = self.make_provider or (lambda m: make_provider(m, base_url=options.base_url,
+                                                                 concurrency=options.concurrency))
+        try:
+            summary = run_generation(items, self.store, run_id, factory, key=key)
+            detected = graded = errors = 0
+            for item in items:
+                row = self.store.result_by_key(item.item_key)
+                if row is None or row["raw_output"] is None or (
+                        row["error"] and row["label"] not in (GRADER_ERROR, ATTACK_ERROR)):
+                    errors += 1
+                    continue
+                result = grade_stored(self.pack, self.store, row, key=key, case=item.case.data)
+                self.store.record_grade(result.record)
+                if result.grade is None:
+                    errors += 1
+                    continue
+                evidence = result.grade.metadata
+                graded += 1
+                detected += is_detected(evidence.get("z_score"), float(evidence["p_value"]),
+                                        threshold=z_tail(self.z_threshold), z_threshold=self.z_threshold)
+        finally:
+            self.store.finish_run(run_id)
+        est = wilson_interval(detected, graded)
+        return Trial(watermark=spec, outer=math.nan, inner=math.nan, tpr=est.value if graded else 0.0,
+                     ci_low=est.low, ci_high=est.high, n=graded, detected=detected, errors=errors,
+                     generated=summary.generated, cached=summary.cached,
+                     seconds=round(time.perf_counter() - start, 3))
+
+
+def plan_search(scheme: str, grid_overrides: Sequence[str], *, target: float, z_threshold: float, steps: int,
+                tolerance: float) -> tuple[Spec, StrengthGrid]:
+    """The scheme's base spec and grid, every argument checked (before anything is opened)."""
+    if not 0.0 < target < 1.0:
+        raise EvalrunError(f"--target-tpr {target}: must lie strictly between 0 and 1")
+    if not math.isfinite(z_threshold):
+        raise EvalrunError(f"--z {z_threshold}: must be a finite number")
+    if steps < 1:
+        raise EvalrunError(f"--steps {steps}: must be at least 1")
+    if not 0.0 <= tolerance < 1.0:
+        raise EvalrunError(f"--tolerance {tolerance}: must lie in [0, 1)")
+    base = parse_spec(scheme, what="--scheme")
+    grid = apply_grid(STRENGTH_GRIDS.get(base.name), grid_overrides)
+    fixed = sorted(set(base.params) & {grid.outer, grid.inner})
+    if fixed:
+        raise EvalrunError(f"--scheme {scheme}: {', '.join(fixed)} is what the search sets; use --grid for its range")
+    candidate_spec(base, grid, grid.outer_values[0], grid.inner_range[1])  # a bad base spec fails here
+    return base, grid
+
+
+def tune(store: Any, pack: Any, options: Any, *, scheme: str, target: float, z_threshold: float,
+         grid_overrides: Sequence[str] = (), steps: int = 6, tolerance: float = 0.02, argv: Sequence[str] = (),
+         progress: Callable[[Trial], None] | None = None) -> dict[str, Any]:
+    """Run the search on ``pack`` with the one model of ``options``; store it as an analysis
+    and return what ``--json`` writes: ``{"watermark", "tpr", "tried", ...}``."""
+    from evalrun.hashing import canonical_json, sha256_hex
+    from evalrun.provenance import collect
+    from evalrun.store import utc_now
+
+    base, grid = plan_search(scheme, grid_overrides, target=target, z_threshold=z_threshold, steps=steps,
+                             tolerance=tolerance)
+    start = time.perf_counter()
+    measure = StoreMeasure(store, pack, options, z_threshold, argv=argv)
+    chosen, tried = search(measure, base, grid, target=target, steps=steps, tolerance=tolerance, progress=progress)
+    model = options.models[0]
+    result = {"watermark": chosen.watermark, "tpr": chosen.tpr, "tpr_ci": [chosen.ci_low, chosen.ci_high],
+              "n": chosen.n, "target_tpr": target, "z_threshold": z_threshold, "pack": pack.name, "model": model,
+              "scheme": base.canonical(), "grid": {grid.outer: list(grid.outer_values),
+                                                   grid.inner: list(grid.inner_range)},
+              "steps": steps, "tolerance": tolerance, "max_tokens": _max_tokens(pack, options),
+              "seed": options.seed, "tried": [t.as_json() for t in tried],
+              "seconds": round(time.perf_counter() - start, 3)}
+    provenance = collect(list(argv))
+    config = {k: result[k] for k in ("pack", "model", "scheme", "target_tpr", "z_threshold", "grid", "steps",
+                                     "tolerance", "seed", "max_tokens")}
+    store.store_analysis({
+        "analysis_key": sha256_hex("tune", canonical_json(config), canonical_json(measure.run_ids)),
+        "kind": "tune", "config_json": canonical_json(config), "result_json": json.dumps(result, sort_keys=True),
+        "error": None, "seconds": result["seconds"], "run_ids_json": json.dumps(measure.run_ids),
+        "git_sha": provenance.get("git_sha"), "evalrun_version": provenance.get("evalrun_version"),
+        "created_at": utc_now()})
+    return result
+
+
+def _max_tokens(pack: Any, options: Any) -> int:
+    from evalrun.plan import params_for
+
+    return params_for(options, pack).max_tokens
+
+
+def tune_records(analyses: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """metrics.json records of stored searches: ``tuned_tpr:<target>`` for the chosen
+    configuration (Wilson interval over its graded outputs)."""
+    from evalrun.pairwise_results import _record
+    from evalrun.stats import Estimate
+
+    out = []
+    for result in analyses:
+        est = Estimate(result["tpr"], *result["tpr_ci"])
+        out.append(_record(result["pack"], f"tuned_tpr:{result['target_tpr']:g}", est, result["n"], result["model"],
+                           result["watermark"], "none"))
+    return out
