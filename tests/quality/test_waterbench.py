@@ -1,0 +1,99 @@
+"""The ``waterbench`` pack (seed 002's five length categories, our own cases) and its
+generation metrics: token F1 and ROUGE-L F1 against hand-computed values, and the grader
+that adds them to the detection grade."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from evalrun.metrics.overlap import lcs_length, normalise_tokens, rouge_l, token_f1
+
+CATEGORIES = ("short_input_short_answer", "short_input_long_answer", "long_input_short_answer",
+              "long_input_long_answer", "open_ended")
+
+
+def test_the_pack_has_five_categories_with_several_tasks_each() -> None:
+    from evalrun.pack import load_pack, resolve_pack
+
+    pack = load_pack(resolve_pack("waterbench", []))
+    assert not pack.case_errors and pack.meta["z_threshold"] == 4.0 and pack.group_field == "category"
+    tasks: dict[str, set[str]] = defaultdict(set)
+    for case in pack.cases:
+        tasks[case.data["category"]].add(case.data["task"])
+        assert (case.data["gm_metric"] == "none") == (case.data["category"] == "open_ended")
+        assert ("reference" in case.data) == (case.data["gm_metric"] != "none")
+    assert set(tasks) == set(CATEGORIES) and all(len(t) >= 2 for t in tasks.values())
+    assert len(pack.cases) >= 30
+
+
+def test_a_case_without_its_reference_is_refused_by_the_schema(tmp_path) -> None:
+    import json
+    import shutil
+
+    from evalrun.pack import load_pack, resolve_pack
+
+    src = resolve_pack("waterbench", [])
+    dst = tmp_path / "waterbench"
+    shutil.copytree(src, dst)
+    bad = {"id": "c1-bad", "category": "short_input_short_answer", "task": "1-1 knowledge probing",
+           "input": "What colour is the sky?", "gm_metric": "f1"}
+    (dst / "cases" / "extra.jsonl").write_text(json.dumps(bad) + "\n")
+    errors = load_pack(dst).case_errors
+    assert len(errors) == 1 and "reference" in str(errors[0]) and "extra.jsonl" in str(errors[0])
+
+
+def test_token_f1_by_hand() -> None:
+    assert token_f1("The answer is Jane Austen.", "Jane Austen") == pytest.approx(2 * (2 / 4) * 1 / (2 / 4 + 1))
+    assert token_f1("Mercury", "mercury!") == 1.0
+    assert token_f1("", "x") == 0.0 and token_f1("a the an", "the") == 0.0  # articles only: empty
+    assert token_f1("eight eight legs", "eight legs") == pytest.approx(0.8)  # counts clipped: 2 of 3, 2 of 2
+
+
+def test_rouge_l_by_hand() -> None:
+    # LCS "one three four": precision 3/4, recall 3/4
+    assert lcs_length("one two three four".split(), "one three four five".split()) == 3
+    assert rouge_l("one two three four", "one three four five") == pytest.approx(0.75)
+    assert rouge_l("four three two one", "one two three four") == pytest.approx(0.25)
+    assert rouge_l("same words here", "Same words, here.") == 1.0
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from("abcde"), max_size=12), st.lists(st.sampled_from("abcde"), max_size=12))
+def test_lcs_matches_a_brute_force_definition(a: list[str], b: list[str]) -> None:
+    from functools import lru_cache
+
+    @lru_cache(maxsize=None)
+    def lcs(i: int, j: int) -> int:
+        if i == len(a) or j == len(b):
+            return 0
+        return lcs(i + 1, j + 1) + 1 if a[i] == b[j] else max(lcs(i + 1, j), lcs(i, j + 1))
+
+    assert lcs_length(a, b) == lcs(0, 0)
+    f = rouge_l(" ".join(a), " ".join(b))
+    assert 0.0 <= f <= 1.0 and f == rouge_l(" ".join(b), " ".join(a))
+    assert token_f1(" ".join(a), " ".join(b)) >= f - 1e-12  # a subsequence is a sub-bag
+
+
+def test_normalisation() -> None:
+    assert normalise_tokens("The “Quick”, brown — fox!") == ["quick", "brown", "fox"]
+
+
+def test_the_grader_adds_the_generation_metric() -> None:
+    from evalrun.detection_grading import grade_with_generation_metric
+    from evalrun.grading import GradeContext
+    from evalrun.watermark import parse_watermark
+
+    spec = parse_watermark("kgw:gamma=0.25").spec.canonical()
+    ctx = GradeContext(token_ids=tuple(range(5, 40)), watermark=spec, key="k", extra={"vocab_size": 100},
+                       settings={"z_threshold": 4.0})
+    case = {"id": "c1-x", "gm_metric": "f1", "reference": "Jane Austen"}
+    g = grade_with_generation_metric(case, "It was Jane Austen.", ctx)
+    assert g.metadata["gm"] == pytest.approx(token_f1("It was Jane Austen.", "Jane Austen"))
+    assert g.metadata["gm_metric"] == "f1" and g.label in ("DETECTED", "NOT_DETECTED") and "z_score" in g.metadata
+    assert grade_with_generation_metric({"id": "c5", "gm_metric": "none"}, "x", ctx).metadata["gm"] is None
+    with pytest.raises(ValueError, match="gm_metric 'bleu' is unknown"):
+        grade_with_generation_metric({"id": "c", "gm_metric": "bleu", "reference": "x"}, "x", ctx)
