@@ -67,9 +67,11 @@ def tune_analyses(store: Any, rows: Sequence[Mapping[str, Any]]) -> list[dict[st
 
 def quality_records(store: Any, rows: Sequence[Mapping[str, Any]]) -> list[MetricRecord]:
     """Every quality record for the selection ``rows`` (see the module docstring; the tuning
-    records are :func:`evalrun.tune.tune_records`)."""
+    records are :func:`evalrun.tune.tune_records`, WaterBench's TP/TN/GM
+    :func:`evalrun.waterbench.waterbench_records`)."""
     from evalrun.pairwise_results import pair_answers, preference_records
     from evalrun.tune import tune_records
+    from evalrun.waterbench import waterbench_records
 
     return [*preference_records(pair_answers(store, rows)), *distinguish_records(distinguish_analyses(store, rows)),
-            *tune_records(tune_analyses(store, rows))]
+            *tune_records(tune_analyses(store, rows)), *waterbench_records(rows)]

@@ -124,6 +124,20 @@ def tune_table(results: Sequence[dict[str, Any]]) -> Table | None:
                          "order; the chosen one has the TPR closest to the target.")
 
 
+def waterbench_table(records: Sequence[Any]) -> Table | None:
+    from evalrun.waterbench import table_rows
+
+    rows = table_rows(records)
+    if not rows:
+        return None
+    return Table("waterbench", ["pack", "model", "watermark", "attack", "level", "TP % (95%) [n]", "TN % (95%) [n]",
+                                "GM", "GM unwatermarked", "GM drop"], rows,
+                 caption="WaterBench's joint evaluation (seed 002 Tables 3-5): true-positive rate of the watermarked "
+                         "outputs at the pack's z threshold, true-negative rate of the unwatermarked outputs under "
+                         "the same watermark, generation metric (token F1 or ROUGE-L F1 x 100) and its relative drop, "
+                         "over all cases, per length category and per task.")
+
+
 def sections(data: ReportData) -> list[Section]:
     """The quality sections, when the store holds pairwise answers or distinguish analyses."""
     out = []
@@ -137,6 +151,9 @@ def sections(data: ReportData) -> list[Section]:
     table = distinguish_table(data.distinguish)
     if table is not None:
         out.append(Section("Quality: distinguishability", "quality-distinguish", 2, [table]))
+    table = waterbench_table(data.quality)
+    if table is not None:
+        out.append(Section("WaterBench: TP, TN and GM per task and category", "waterbench", 2, [table]))
     table = tune_table(data.tune)
     if table is not None:
         out.append(Section("Strength tuning (WaterBench)", "strength-tuning", 2, [table]))

@@ -97,3 +97,42 @@ def test_the_grader_adds_the_generation_metric() -> None:
     assert grade_with_generation_metric({"id": "c5", "gm_metric": "none"}, "x", ctx).metadata["gm"] is None
     with pytest.raises(ValueError, match="gm_metric 'bleu' is unknown"):
         grade_with_generation_metric({"id": "c", "gm_metric": "bleu", "reference": "x"}, "x", ctx)
+
+
+def _row(watermark: str, case_id: str, category: str, task: str, meta: dict, error: str | None = None) -> dict:
+    import json
+
+    return {"pack": "waterbench", "model": "m", "watermark": watermark, "attack": "none", "error": error,
+            "label": None if error else ("DETECTED" if meta.get("detected") else "NOT_DETECTED"),
+            "case_json": json.dumps({"id": case_id, "category": category, "task": task}),
+            "metadata_json": json.dumps(meta)}
+
+
+def test_tp_tn_gm_and_drop_per_task_and_category_by_hand() -> None:
+    from evalrun.waterbench import table_rows, waterbench_records
+
+    W = "kgw:delta=2"
+    rows = [
+        _row(W, "a1", "cat_a", "1-1 t", {"detected": True, "gm": 0.5, "gm_metric": "f1"}),
+        _row(W, "a2", "cat_a", "1-2 u", {"detected": False, "gm": 0.3, "gm_metric": "f1"}),
+        _row(W, "b1", "cat_b", "2-1 v", {"detected": True, "gm": None, "gm_metric": "none"}),
+        _row(W, "b2", "cat_b", "2-1 v", {}, error="call failed"),
+        _row("none", "a1", "cat_a", "1-1 t", {"gm": 1.0, "gm_metric": "f1", "detections": {W: {"detected": False}}}),
+        _row("none", "a2", "cat_a", "1-2 u", {"gm": 0.6, "gm_metric": "f1", "detections": {W: {"detected": True}}}),
+        _row("none", "b1", "cat_b", "2-1 v", {"gm": None, "gm_metric": "none", "detections": {}}),
+        # another pack's grades (no gm_metric) are not WaterBench's
+        {**_row(W, "x", "cat_a", "1-1 t", {"detected": True}), "pack": "other"},
+    ]
+    records = {(r.metric): r for r in waterbench_records(rows)}
+    assert records["wb_tp:all"].value == pytest.approx(2 / 3) and records["wb_tp:all"].n == 3
+    assert records["wb_tp:category=cat_a"].value == 0.5 and records["wb_tp:category=cat_b"].value == 1.0
+    # TN: a1 not detected, a2 detected; b1 has no verdict under W and is left out
+    assert records["wb_tn:all"].value == 0.5 and records["wb_tn:all"].n == 2
+    assert records["wb_gm:all"].value == pytest.approx(0.4) and records["wb_gm_unwatermarked:all"].value == 0.8
+    assert records["wb_gm_drop:all"].value == pytest.approx(0.5)
+    assert records["wb_gm_drop:task=1-1 t"].value == pytest.approx(0.5)
+    assert "wb_gm:category=cat_b" not in records  # open-ended: no GM
+    assert all(r.pack == "waterbench" for r in records.values())
+    table = table_rows(list(records.values()))
+    assert [row[4] for row in table][:3] == ["all", "category=cat_a", "category=cat_b"]
+    assert table[0][9] == "50.0%" and table[0][5].startswith("66.7")
