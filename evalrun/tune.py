@@ -36,6 +36,7 @@ from evalrun.errors import EvalrunError
 from evalrun.registry import Registry
 from evalrun.specs import Spec, parse_spec
 from evalrun.stats import wilson_interval
+from evalrun.store import ATTACK_ERROR, GRADER_ERROR
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,65 @@ def search(measure: Measure, base: Spec, grid: StrengthGrid, *, target: float, s
     return chosen, tried
 
 
-# -- measuring in a store ---------------------------------------------------------------------
+# -- running in a store ---------------------------------------------------------------------
+@dataclass
+class StoredRun:
+    """What :func:`execute_run` did: the run's id and its results, graded, with judgements."""
+
+    run_id: str
+    rows: list[dict[str, Any]]
+    generated: int
+    cached: int
+    #: items without a grade (failed calls, attacks or graders)
+    errors: int
+    seconds: float
+
+
+def execute_run(store: Any, pack: Any, options: Any, *, argv: Sequence[str] = (),
+                make_provider: Callable[[str], Any] | None = None) -> StoredRun:
+    """One run of ``pack`` under ``options`` in this process, the stages of ``evalrun run`` in
+    order -- generate, transform, judge, grade -- each reading what the store already holds
+    (what ``tune`` and ``sweep`` measure a configuration with)."""
+    from evalrun.generation_phase import run_generation
+    from evalrun.grading_phase import grade_stored
+    from evalrun.judge_phase import run_judges, subjects, with_judgements
+    from evalrun.judges import get_judge
+    from evalrun.plan import make_items
+    from evalrun.provenance import collect
+    from evalrun.providers import make_provider as default_factory
+    from evalrun.providers import model_identity
+    from evalrun.transform_phase import run_transforms
+
+    key = options.resolved_key()
+    items = list(make_items(pack, options))
+    run_id = uuid.uuid4().hex
+    start = time.perf_counter()
+    store.start_run(run_id, collect(list(argv)), options.as_json())
+    factory = make_provider or (lambda m: default_factory(m, base_url=options.base_url,
+                                                          concurrency=options.concurrency))
+    errors = 0
+    try:
+        summary = run_generation(items, store, run_id, factory, key=key)
+        run_transforms(items, store, run_id, options, factory)
+        for method, judge_model in options.judges:
+            run_judges(store, get_judge(method), model_identity(judge_model), lambda _m, _j=judge_model: factory(_j),
+                       run_id=run_id, selection=subjects(store, run_id))
+        for item in items:
+            row = store.result_by_key(item.item_key)
+            if row is None or row["raw_output"] is None or (row["error"] and row["label"] not in (GRADER_ERROR,
+                                                                                                ATTACK_ERROR)):
+                errors += 1
+                continue
+            graded = grade_stored(pack, store, row, key=key, case=item.case.data)
+            store.record_grade(graded.record)
+            errors += graded.grade is None
+        rows = with_judgements(store, [r for r in (store.result_by_key(it.item_key) for it in items) if r is not None])
+    finally:
+        store.finish_run(run_id)
+    return StoredRun(run_id=run_id, rows=rows, generated=summary.generated, cached=summary.cached, errors=errors,
+                     seconds=round(time.perf_counter() - start, 3))
+
+
 @dataclass
 class StoreMeasure:
     """Measures a configuration's TPR on ``pack`` x ``options.models[0]`` in ``store``."""
@@ -187,48 +246,24 @@ class StoreMeasure:
     run_ids: list[str] = field(default_factory=list)
 
     def __call__(self, spec: str) -> Trial:
-        from evalrun.detection_grading import is_detected, z_tail
-        from evalrun.generation_phase import run_generation
-        from evalrun.grading_phase import grade_stored
-        from evalrun.plan import make_items
-        from evalrun.provenance import collect
-        from evalrun.providers import make_provider
-        from evalrun.store import ATTACK_ERROR, GRADER_ERROR
-
         options = replace(self.options, watermarks=(spec,), attacks=("none",), judges=())
-        key = options.resolved_key()
-        items = list(make_items(self.pack, options))
-        run_id = uuid.uuid4().hex
-        self.run_ids.append(run_id)
-        start = time.perf_counter()
-        self.store.start_run(run_id, collect(list(self.argv)), options.as_json())
-        factory = self.make_provider or (lambda m: make_provider(m, base_url=options.base_url,
-                                                                 concurrency=options.concurrency))
-        try:
-            summary = run_generation(items, self.store, run_id, factory, key=key)
-            detected = graded = errors = 0
-            for item in items:
-                row = self.store.result_by_key(item.item_key)
-                if row is None or row["raw_output"] is None or (
-                        row["error"] and row["label"] not in (GRADER_ERROR, ATTACK_ERROR)):
-                    errors += 1
-                    continue
-                result = grade_stored(self.pack, self.store, row, key=key, case=item.case.data)
-                self.store.record_grade(result.record)
-                if result.grade is None:
-                    errors += 1
-                    continue
-                evidence = result.grade.metadata
-                graded += 1
-                detected += is_detected(evidence.get("z_score"), float(evidence["p_value"]),
-                                        threshold=z_tail(self.z_threshold), z_threshold=self.z_threshold)
-        finally:
-            self.store.finish_run(run_id)
-        est = wilson_interval(detected, graded)
-        return Trial(watermark=spec, outer=math.nan, inner=math.nan, tpr=est.value if graded else 0.0,
-                     ci_low=est.low, ci_high=est.high, n=graded, detected=detected, errors=errors,
-                     generated=summary.generated, cached=summary.cached,
-                     seconds=round(time.perf_counter() - start, 3))
+        run = execute_run(self.store, self.pack, options, argv=self.argv, make_provider=self.make_provider)
+        self.run_ids.append(run.run_id)
+        evidence = [json.loads(r["metadata_json"]) for r in run.rows
+                    if r["error"] is None and r["label"] is not None and r["metadata_json"]]
+        detected = sum(detected_at(e, self.z_threshold) for e in evidence)
+        est = wilson_interval(detected, len(evidence))
+        return Trial(watermark=spec, outer=math.nan, inner=math.nan, tpr=est.value if evidence else 0.0,
+                     ci_low=est.low, ci_high=est.high, n=len(evidence), detected=detected, errors=run.errors,
+                     generated=run.generated, cached=run.cached, seconds=run.seconds)
+
+
+def detected_at(evidence: Mapping[str, Any], z_threshold: float) -> bool:
+    """Whether a watermarked result's stored evidence is a detection at ``z_threshold``."""
+    from evalrun.detection_grading import is_detected, z_tail
+
+    return is_detected(evidence.get("z_score"), float(evidence["p_value"]), threshold=z_tail(z_threshold),
+                       z_threshold=z_threshold)
 
 
 def plan_search(scheme: str, grid_overrides: Sequence[str], *, target: float, z_threshold: float, steps: int,
