@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import uuid
@@ -153,6 +154,22 @@ def build_parser() -> argparse.ArgumentParser:
                       help="stop bisecting once a TPR is this close to the target (default 0.02)")
     tune.add_argument("--json", metavar="FILE", help="write {\"watermark\": spec, \"tpr\": ..., \"tried\": [...]} to FILE")
     _add_some_run_options(tune, TUNE_RUN_OPTIONS)
+
+    sweep = sub.add_parser("sweep", allow_abbrev=False,
+                           help="MarkMyWords' aggregate metric: smallest watermark size within quality and tamper "
+                                "bounds, re-measured with other keys (seed 000 IV-D)")
+    sweep.add_argument("--pack", required=True, metavar="PACK", help="a detection pack (name or directory)")
+    sweep.add_argument("--scheme", required=True, metavar="SPEC", help="the scheme, with any fixed parameters")
+    sweep.add_argument("--grid", action="append", default=[], metavar="PARAM=V1,V2",
+                       help="values to try, repeatable (default: the scheme's gamma values x delta 1,2,4)")
+    sweep.add_argument("--max-degradation", type=float, default=0.01, metavar="D",
+                       help="quality degradation bound (default 0.01; seed 000 also uses 0.1)")
+    sweep.add_argument("--min-tamper", type=float, default=0.2, metavar="R",
+                       help="tamper resistance must exceed this (default 0.2; seed 000 also uses 0)")
+    sweep.add_argument("--remeasure", type=int, default=2, metavar="K",
+                       help="other keys and seeds the chosen configuration is measured again with (default 2)")
+    sweep.add_argument("--json", metavar="FILE", help="write the sweep's result to FILE")
+    _add_some_run_options(sweep, (*TUNE_RUN_OPTIONS, "attacks", "attack_suite", "judges"))
     return parser
 
 
@@ -434,6 +451,58 @@ def cmd_tune(args: argparse.Namespace, user_argv: list[str]) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace, user_argv: list[str]) -> int:
+    from evalrun.options import BY_NAME, resolve, run_options
+    from evalrun.pack import load_pack, resolve_pack
+    from evalrun.providers import check_model, check_watermark_support
+    from evalrun.store import Store, check_store_path
+    from evalrun.sweep import grid_points, sweep
+
+    names = (*TUNE_RUN_OPTIONS, "attacks", "attack_suite", "judges")
+    values = resolve({name: getattr(args, name, None) for name in BY_NAME if name in names}, {})
+    if len(values["models"] or ()) > 1:
+        raise EvalrunError(f"--model: sweep measures one model at a time, got {len(values['models'])}")
+    if not values["judges"]:
+        values["judges"] = ("perplexity:embedded",)
+    options = run_options(values, default_models=("embedded",))
+    check_model(options.models[0])
+    check_watermark_support(options.models[0], [args.scheme])
+    grid_points(args.scheme, args.grid)
+    if not options.resolved_key():
+        raise EvalrunError("sweep needs the watermark key: --key or $EVALRUN_WATERMARK_KEY")
+    for name, value in (("--max-degradation", args.max_degradation), ("--min-tamper", args.min_tamper)):
+        if not math.isfinite(value):
+            raise EvalrunError(f"{name} {value}: must be a finite number")
+    pack = load_pack(resolve_pack(args.pack, values["packs_dirs"] or []))
+    check_store_path(values["db"], what="--out", write=True)
+
+    def show(kind: str, entry: dict) -> None:
+        if kind == "config":
+            print(f"sweep: {entry['watermark']}: size {entry['size']}, quality degradation "
+                  f"{entry['quality_degradation']:.4f}, tamper resistance {entry['tamper_resistance']}, "
+                  f"{entry['generated']} generated, {entry['seconds']:.1f} s", file=sys.stderr)
+        else:
+            print(f"sweep: re-measured with key #{entry['index'] + 1}: size {entry['size']} over {entry['n']} texts, "
+                  f"{entry['seconds']:.1f} s", file=sys.stderr)
+
+    with Store(values["db"], what="--out") as store:
+        result = sweep(store, pack, options, scheme=args.scheme, grid_overrides=args.grid,
+                       max_degradation=args.max_degradation, min_tamper=args.min_tamper, remeasure=args.remeasure,
+                       argv=user_argv, progress=show)
+    if result["watermark"] is None:
+        print(f"sweep: no configuration has quality degradation <= {args.max_degradation:g} and tamper resistance > "
+              f"{args.min_tamper:g} ({len(result['configs'])} tried)")
+    else:
+        low, high = result["aggregate_size_ci"]
+        print(f"sweep: chose {result['watermark']}: aggregate size {result['aggregate_size']} tokens (95% {low}-{high}; "
+              f"{result['aggregate_n']} texts under {args.remeasure} other keys), {result['seconds']:.1f} s")
+    if args.json:
+        from evalrun.sweep import _finite
+
+        Path(args.json).write_text(json.dumps(_finite(result), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     tune_allocator()
@@ -476,6 +545,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_distinguish(args)
         if args.command == "tune":
             return cmd_tune(args, ["evalrun", *argv])
+        if args.command == "sweep":
+            return cmd_sweep(args, ["evalrun", *argv])
     except EvalrunError as exc:
         print(f"evalrun: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -65,13 +65,22 @@ def tune_analyses(store: Any, rows: Sequence[Mapping[str, Any]]) -> list[dict[st
             for result in [json.loads(a["result_json"])] if (result.get("pack"), result.get("model")) in present]
 
 
+def sweep_analyses(store: Any, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The stored ``evalrun sweep`` results on packs and models the selection holds."""
+    present = {(r["pack"], r["model"]) for r in rows}
+    return [result for a in store.analyses("sweep") if a["result_json"] is not None
+            for result in [json.loads(a["result_json"])] if (result.get("pack"), result.get("model")) in present]
+
+
 def quality_records(store: Any, rows: Sequence[Mapping[str, Any]]) -> list[MetricRecord]:
     """Every quality record for the selection ``rows`` (see the module docstring; the tuning
     records are :func:`evalrun.tune.tune_records`, WaterBench's TP/TN/GM
     :func:`evalrun.waterbench.waterbench_records`)."""
     from evalrun.pairwise_results import pair_answers, preference_records
+    from evalrun.sweep import sweep_records
     from evalrun.tune import tune_records
     from evalrun.waterbench import waterbench_records
 
     return [*preference_records(pair_answers(store, rows)), *distinguish_records(distinguish_analyses(store, rows)),
-            *tune_records(tune_analyses(store, rows)), *waterbench_records(rows)]
+            *tune_records(tune_analyses(store, rows)), *waterbench_records(rows),
+            *sweep_records(sweep_analyses(store, rows))]
