@@ -152,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--steps", type=int, default=6, help="bisection steps per outer value (default 6)")
     tune.add_argument("--tolerance", type=float, default=0.02,
                       help="stop bisecting once a TPR is this close to the target (default 0.02)")
+    tune.add_argument("--no-refine", dest="refine", action="store_false",
+                      help="choose the measured configuration closest to the target (the seed's rule) instead of the "
+                           "point where a logistic fit over all measurements reaches it")
     tune.add_argument("--json", metavar="FILE", help="write {\"watermark\": spec, \"tpr\": ..., \"tried\": [...]} to FILE")
     _add_some_run_options(tune, TUNE_RUN_OPTIONS)
 
@@ -442,7 +445,8 @@ def cmd_tune(args: argparse.Namespace, user_argv: list[str]) -> int:
 
     with Store(values["db"], what="--out") as store:
         result = tune(store, pack, options, scheme=args.scheme, target=args.target_tpr, z_threshold=z,
-                      grid_overrides=args.grid, steps=args.steps, tolerance=args.tolerance, argv=user_argv,
+                      grid_overrides=args.grid, steps=args.steps, tolerance=args.tolerance, refine=args.refine,
+                      argv=user_argv,
                       progress=show)
     print(f"tune: chose {result['watermark']}: TPR {result['tpr']:.3f} at z >= {z:g} (target {args.target_tpr:g}; "
           f"{len(result['tried'])} configurations tried in {result['seconds']:.1f} s) -> {values['db']}")

@@ -41,7 +41,7 @@ def logistic(gamma: float, delta: float) -> float:
 def test_bisection_finds_the_delta_of_the_target_per_gamma() -> None:
     measure, asked = surface(logistic)
     grid = apply_grid(KGW, ["gamma=0.25,0.5"])
-    chosen, tried = search(measure, parse_spec("kgw"), grid, target=0.7, steps=8, tolerance=0.02)
+    chosen, tried = search(measure, parse_spec("kgw"), grid, target=0.7, steps=8, tolerance=0.02, refine=False)
     assert abs(chosen.tpr - 0.7) <= 0.02
     # the exact delta of TPR 0.7 at gamma 0.25 is 4 + ln(0.7/0.3)/2 = 4.42; at gamma 0.5, 6.42
     best = {g: min((t for t in tried if t.outer == g), key=lambda t: abs(t.tpr - 0.7)) for g in (0.25, 0.5)}
@@ -52,9 +52,28 @@ def test_bisection_finds_the_delta_of_the_target_per_gamma() -> None:
     assert tried[0].inner == 15.0  # the top of the range first
 
 
+def test_refinement_fits_the_delta_of_the_target_from_all_measurements() -> None:
+    from evalrun.tune import fit_inner
+
+    measure, _ = surface(logistic)
+    # coarse bisection (2 steps) stays far from the target; the fit over its points finds delta
+    chosen, tried = search(measure, parse_spec("kgw"), apply_grid(KGW, ["gamma=0.25,0.5"]), target=0.7, steps=2)
+    assert chosen.outer == 0.25 and chosen.inner == pytest.approx(4.42, abs=0.02)  # 4 + ln(7/3)/2
+    assert chosen.tpr == pytest.approx(0.7, abs=0.01) and chosen is tried[-2]  # gamma 0.5's refined point is last
+    assert tried[-1].outer == 0.5 and tried[-1].inner == pytest.approx(6.42, abs=0.02)
+    coarse = [t for t in tried if t.outer == 0.25][:-1]
+    assert min(abs(t.tpr - 0.7) for t in coarse) > 0.1  # what the plain rule would have had to choose from
+    # noisy measurements: the fit pools them instead of trusting the luckiest one
+    noisy = [Trial("s", 0.25, d, tpr=k / 64, ci_low=0, ci_high=1, n=64, detected=k)
+             for d, k in [(1.0, 5), (1.5, 35), (1.62, 42), (1.66, 49), (1.69, 56), (1.75, 51), (2.0, 60)]]
+    assert 1.5 < fit_inner(noisy, 0.7) < 1.69
+    assert fit_inner(noisy[:2], 0.7) is None  # no bracket: both below 0.7
+
+
 def test_ties_go_to_the_smaller_delta_then_the_default_gamma() -> None:
     measure, _ = surface(lambda g, d: logistic(0.25, d))  # gamma makes no difference
-    chosen, tried = search(measure, parse_spec("kgw"), apply_grid(KGW, ["gamma=0.5,0.1,0.25"]), target=0.7)
+    chosen, tried = search(measure, parse_spec("kgw"), apply_grid(KGW, ["gamma=0.5,0.1,0.25"]), target=0.7,
+                           refine=False)
     assert {t.inner for t in tried if t.outer == 0.5} == {t.inner for t in tried if t.outer == 0.25}
     assert chosen.outer == 0.25 and chosen.inner == min(t.inner for t in tried if t.tpr == chosen.tpr)
 
@@ -69,7 +88,7 @@ def test_the_closest_configuration_is_chosen_when_none_is_within_tolerance() -> 
     # a step function: TPR 0 below delta 3, 1 from 3 on -- nothing near 0.7
     measure, _ = surface(lambda g, d: 1.0 if d >= 3 else 0.0)
     chosen, tried = search(measure, parse_spec("kgw"), apply_grid(KGW, ["gamma=0.25", "delta=0:8"]), target=0.7,
-                           steps=6)
+                           steps=6, refine=False)
     assert chosen.tpr == 1.0 and chosen.inner == min(t.inner for t in tried if t.tpr == 1.0)
     assert 3.0 <= chosen.inner < 3.25
 
@@ -123,8 +142,10 @@ def test_tune_end_to_end_on_the_embedded_model(tmp_path: Path, capsys, monkeypat
     result = json.loads(out.read_text())
     assert set(result) >= {"watermark", "tpr", "tried"} and result["z_threshold"] == 2.0  # the pack's
     assert result["watermark"] in [t["watermark"] for t in result["tried"]]
-    assert abs(result["tpr"] - 0.7) == min(abs(t["tpr"] - 0.7) for t in result["tried"])
-    assert [t["inner"] for t in result["tried"]][:1] == [8.0] and 2 <= len(result["tried"]) <= 3
+    chosen = next(t for t in result["tried"] if t["watermark"] == result["watermark"])
+    assert chosen["tpr"] == result["tpr"] and result["refine"] is True
+    # top of the range, two bisection steps, and at most one refined point
+    assert [t["inner"] for t in result["tried"]][:1] == [8.0] and 2 <= len(result["tried"]) <= 4
     assert all(t["n"] == 10 and t["generated"] == 10 for t in result["tried"])
     assert f"tune: chose {result['watermark']}" in captured.out
     conn = sqlite3.connect(db)
