@@ -237,10 +237,14 @@ class GreenLists:
         bounds = np.searchsorted(inverse.reshape(-1)[order], np.arange(len(uniq) + 1))
         valid = (targets >= 0) & (targets < self.vocab_size)
         if cache and self.size > 0:
+            # targets grouped by seed; one gather of packed bytes per distinct seed
+            t = np.where(valid, targets, 0)[order]
+            byte = np.empty(len(t), dtype=np.uint8)
             for i, row in enumerate(self.packed_rows(uniq.tolist())):
-                rows = order[bounds[i]: bounds[i + 1]]
-                t = targets[rows[valid[rows]]]
-                flags[rows[valid[rows]]] = (row[t >> 3] >> (7 - (t & 7))) & 1
+                lo, hi = bounds[i], bounds[i + 1]
+                byte[lo:hi] = row[t[lo:hi] >> 3]
+            flags[order] = ((byte >> (7 - (t & 7)).astype(np.uint8)) & 1).astype(bool)
+            flags &= valid
             return flags
         traced: list[tuple[int, np.ndarray]] = []
         for i, seed in enumerate(uniq.tolist()):
