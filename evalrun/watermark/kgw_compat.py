@@ -36,6 +36,13 @@ shorter than the context is left unbiased instead of raising; the generator is a
 one (the reference uses the device of ``input_ids``). ``extra`` adds the exact binomial
 p-value (green probability ``int(V*gamma)/V``) next to the reference's normal one.
 
+Speed, with results unchanged: detection draws each distinct green list once per call. Lefthash
+green lists (one per context, whatever the candidate) are kept as packed bits in the bounded
+process-wide seed-table cache, so a file of many texts draws each at most once; selfhash seeds
+rarely recur, so their membership is traced through torch's shuffle without building the
+permutation (:func:`fisher_yates_members`: ``int(V*gamma)`` mt19937 draws instead of ``V``
+draws and swaps). ``benchmarks/bench_detect_tokens.py`` measures both against MarkLLM.
+
 The watermark key is the reference's hash key (15485863 in all published runs): a decimal
 integer string in the int64 range; nothing else is accepted.
 """
