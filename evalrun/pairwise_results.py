@@ -152,10 +152,10 @@ def _seed(*parts: Any) -> int:
 
 
 def _record(pack: str, metric: str, est: Estimate, n: int, model: str, watermark: str, attack: str) -> MetricRecord:
-    from evalrun.metrics.aggregates import _number
+    """One record (the one definition: :func:`evalrun.metrics.aggregates.record`)."""
+    from evalrun.metrics.aggregates import record
 
-    return MetricRecord(pack=pack, metric=metric, value=_number(est.value), n=n, ci_low=_number(est.low),
-                        ci_high=_number(est.high), model=model, watermark=watermark, attack=attack)
+    return record(pack, metric, est, n, model, watermark, attack)
 
 
 def preference_records(answers: Sequence[PairAnswer]) -> list[MetricRecord]:

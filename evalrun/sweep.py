@@ -15,7 +15,8 @@ From the stored results (:func:`summarise`, pure):
 
 * size: :func:`evalrun.metrics.watermark_size` of the unattacked watermarked texts (the grade's
   ``size``: the shortest detected prefix at the pack's threshold);
-* quality degradation: ``1 - mean quality(watermarked) / mean quality(unwatermarked)``, quality
+* quality degradation: :func:`evalrun.metrics.quality.quality_degradation` of the mean quality
+  of the watermarked and the unwatermarked texts, quality
   being the judge's parsed ``quality`` (``perplexity``: 1 / perplexity, an offline proxy;
   ``rating``: seed 000's grade);
 * tamper resistance: :func:`evalrun.metrics.tamper_resistance` of the attacks' points
@@ -90,6 +91,7 @@ def summarise(rows: Sequence[Mapping[str, Any]], spec: str, method: str, *, seed
     """Size, quality degradation and tamper resistance of ``spec`` from stored results (see
     the module docstring). Pure."""
     from evalrun.metrics import quality_retention, tamper_resistance, watermark_size_ci
+    from evalrun.metrics.quality import quality_degradation
 
     plain = [r for r in rows if r["watermark"] == spec and is_none(r["attack"]) and _graded(r)]
     base = [r for r in rows if is_none(r["watermark"]) and is_none(r["attack"]) and _graded(r)]
@@ -97,7 +99,7 @@ def summarise(rows: Sequence[Mapping[str, Any]], spec: str, method: str, *, seed
     size = watermark_size_ci(sizes, seed=seed) if sizes else None
     q_mark = [q for q in (_quality(r, method) for r in plain) if q is not None]
     q_base = [q for q in (_quality(r, method) for r in base) if q is not None]
-    degradation = (1.0 - statistics.fmean(q_mark) / statistics.fmean(q_base)
+    degradation = (quality_degradation(statistics.fmean(q_mark), statistics.fmean(q_base))
                    if q_mark and q_base and statistics.fmean(q_base) > 0 else math.nan)
     points: dict[str, tuple[float, float]] = {}
     attacks = sorted({r["attack"] for r in rows if r["watermark"] == spec and not is_none(r["attack"])})
