@@ -136,3 +136,34 @@ def test_tp_tn_gm_and_drop_per_task_and_category_by_hand() -> None:
     table = table_rows(list(records.values()))
     assert [row[4] for row in table][:3] == ["all", "category=cat_a", "category=cat_b"]
     assert table[0][9] == "50.0%" and table[0][5].startswith("66.7")
+
+
+def test_main_benchmark_aggregates_count_a_z_threshold_pack_by_the_graders_rule() -> None:
+    """detection_rate and false_positive_rate agree with the grader's labels at z >= 4, where
+    ``p <= 1 - Phi(4)`` (binomial p) would count other texts."""
+    import json
+
+    from evalrun.detection_grading import z_tail
+    from evalrun.metrics.aggregates import compute
+
+    W = "kgw:delta=2"
+    t = z_tail(4.0)
+    # z >= 4 but the exact p above the normal tail, and the other way round
+    marked = [{"p_value": 2 * t, "z_score": 4.2, "detected": True}, {"p_value": t / 2, "z_score": 3.9, "detected": False},
+              {"p_value": 0.5, "z_score": 0.1, "detected": False}, {"p_value": 3 * t, "z_score": 4.5, "detected": True}]
+    plain = [{"p_value": t / 3, "z_score": 3.5, "detected": False}, {"p_value": 0.9, "z_score": -1.0, "detected": False}]
+    rows = []
+    for i, e in enumerate(marked):
+        rows.append({"pack": "waterbench", "model": "m", "watermark": W, "attack": "none", "case_id": f"c{i}",
+                     "error": None, "label": "DETECTED" if e["detected"] else "NOT_DETECTED", "score": 1.0,
+                     "params_json": "{}", "metadata_json": json.dumps({**e, "threshold": t, "z_threshold": 4.0,
+                                                                       "num_tokens_scored": 40, "size": None})})
+    for i, e in enumerate(plain):
+        rows.append({"pack": "waterbench", "model": "m", "watermark": "none", "attack": "none", "case_id": f"c{i}",
+                     "error": None, "label": "NOT_DETECTED", "score": 0.0, "params_json": "{}",
+                     "metadata_json": json.dumps({"threshold": t, "z_threshold": 4.0,
+                                                  "detections": {W: {**e, "num_tokens_scored": 40}}})})
+    records = {(r.metric, r.watermark): r for r in compute(rows)}
+    assert records[("detection_rate", W)].value == 0.5  # p <= t would say 1/4
+    assert records[("detection_rate", W)].n == 4
+    assert records[("false_positive_rate", W)].value == 0.0  # p <= t would count the first: 0.5
