@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import uuid
@@ -104,7 +105,86 @@ def build_parser() -> argparse.ArgumentParser:
     judge.add_argument("--retry-unparsed", action="store_true", help="ask again where the answer did not parse")
     judge.add_argument("--base-url", help="OpenAI-compatible server of the judge (default: $OPENAI_BASE_URL)")
     judge.add_argument("--concurrency", type=int, default=32, help="concurrent judge requests (default 32)")
+    judge.add_argument("--baseline", metavar="SPEC",
+                       help="pairwise/simple: the watermark each result is compared with (default none: "
+                            "the unwatermarked result of the same case, model, attack and repetition)")
+    judge.add_argument("--both-orders", action="store_true",
+                       help="pairwise/simple: ask every pair in both orders (measures position bias) "
+                            "instead of the one a seeded coin picks")
+
+    dist = sub.add_parser("distinguish", allow_abbrev=False,
+                          help="classify watermarked vs unwatermarked outputs from their embeddings (seed 001)")
+    dist.add_argument("--db", required=True)
+    dist.add_argument("--embedder", default="embedded", metavar="SPEC",
+                      help="embedded (default: the embedded model's mean-pooled hidden states), hf:<path> "
+                           "(a local transformers model) or openai:<name> (an embeddings endpoint)")
+    dist.add_argument("--base-url", help="OpenAI-compatible server of an openai: embedder (default: $OPENAI_BASE_URL)")
+    dist.add_argument("--run", help="only the results this run covered")
+    dist.add_argument("--pack", action="append", default=[], metavar="PACK", help="only these packs (repeatable)")
+    dist.add_argument("--model", action="append", default=[], metavar="SPEC", help="only these models (repeatable)")
+    dist.add_argument("--watermark", action="append", default=[], metavar="SPEC",
+                      help="only these watermarks (repeatable; default every one in the selection)")
+    dist.add_argument("--attack", default="none", metavar="SPEC",
+                      help="classify the texts after this attack (default none: the generated texts)")
+    dist.add_argument("--classifier", action="append", choices=("logreg", "mlp"), metavar="NAME",
+                      help="logreg and/or mlp (default both)")
+    dist.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
+    dist.add_argument("--seed", type=int, default=0, help="seed of the folds and the MLP (default 0)")
+    dist.add_argument("--epochs", type=int, default=150, help="MLP epochs (default 150, as in seed 001)")
+    dist.add_argument("--lr", type=float, default=2e-3, help="MLP learning rate (default 2e-3)")
+    dist.add_argument("--weight-decay", type=float, default=2e-3, help="MLP Adam weight decay (default 2e-3)")
+    dist.add_argument("--batch-size", type=int, default=50, help="MLP batch size (default 50)")
+    dist.add_argument("--mlp-search", action="store_true",
+                      help="pick the MLP's learning rate, weight decay and batch size per fold from seed 001's grid "
+                           "by an inner 3-fold cross-validation (slow)")
+    dist.add_argument("--json", metavar="FILE", help="also write the results to FILE")
+
+    tune = sub.add_parser("tune", allow_abbrev=False,
+                          help="search a scheme's strength grid for a target true-positive rate (WaterBench, seed 002)")
+    tune.add_argument("--pack", required=True, metavar="PACK", help="a detection pack (name or directory)")
+    tune.add_argument("--scheme", required=True, metavar="SPEC",
+                      help="the scheme, with any fixed parameters (e.g. kgw or kgw:context=2); the search sets the rest")
+    tune.add_argument("--target-tpr", required=True, type=float, metavar="T", help="the strength to reach, e.g. 0.7")
+    tune.add_argument("--z", type=float, metavar="Z",
+                      help="z-score threshold of detection (default: the pack's z_threshold, else 4 as in seed 002)")
+    tune.add_argument("--grid", action="append", default=[], metavar="PARAM=VALUES",
+                      help="override the grid, repeatable: gamma=0.25,0.5 (values tried) or delta=0:8 (bisected range)")
+    tune.add_argument("--steps", type=int, default=6, help="bisection steps per outer value (default 6)")
+    tune.add_argument("--tolerance", type=float, default=0.02,
+                      help="stop bisecting once a TPR is this close to the target (default 0.02)")
+    tune.add_argument("--no-refine", dest="refine", action="store_false",
+                      help="choose the measured configuration closest to the target (the seed's rule) instead of the "
+                           "point where a logistic fit over all measurements reaches it")
+    tune.add_argument("--json", metavar="FILE", help="write {\"watermark\": spec, \"tpr\": ..., \"tried\": [...]} to FILE")
+    _add_some_run_options(tune, TUNE_RUN_OPTIONS)
+
+    sweep = sub.add_parser("sweep", allow_abbrev=False,
+                           help="MarkMyWords' aggregate metric: smallest watermark size within quality and tamper "
+                                "bounds, re-measured with other keys (seed 000 IV-D)")
+    sweep.add_argument("--pack", required=True, metavar="PACK", help="a detection pack (name or directory)")
+    sweep.add_argument("--scheme", required=True, metavar="SPEC", help="the scheme, with any fixed parameters")
+    sweep.add_argument("--grid", action="append", default=[], metavar="PARAM=V1,V2",
+                       help="values to try, repeatable (default: the scheme's gamma values x delta 1,2,4)")
+    sweep.add_argument("--max-degradation", type=float, default=0.01, metavar="D",
+                       help="quality degradation bound (default 0.01; seed 000 also uses 0.1)")
+    sweep.add_argument("--min-tamper", type=float, default=0.2, metavar="R",
+                       help="tamper resistance must exceed this (default 0.2; seed 000 also uses 0)")
+    sweep.add_argument("--remeasure", type=int, default=2, metavar="K",
+                       help="other keys and seeds the chosen configuration is measured again with (default 2)")
+    sweep.add_argument("--json", metavar="FILE", help="write the sweep's result to FILE")
+    _add_some_run_options(sweep, (*TUNE_RUN_OPTIONS, "attacks", "attack_suite", "judges"))
     return parser
+
+
+#: the run options `evalrun tune` shares with `evalrun run` (declared in evalrun.options)
+TUNE_RUN_OPTIONS = ("models", "key", "n", "temperature", "max_tokens", "seed", "db", "base_url", "concurrency",
+                    "packs_dirs")
+
+
+def _add_some_run_options(p: argparse.ArgumentParser, names: Sequence[str]) -> None:
+    from evalrun.options import OPTIONS, add_cli_options
+
+    add_cli_options(p, skip=tuple(o.name for o in OPTIONS if o.name not in names))
 
 
 def _pytest_args(args: argparse.Namespace, values: dict, run_id: str, user_argv: list[str]) -> list[str]:
@@ -276,7 +356,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
     from evalrun.providers import check_model, make_provider, model_identity
     from evalrun.store import Store
 
-    judge = get_judge(args.method)
+    judge = get_judge(args.method).configured(baseline=args.baseline, both_orders=args.both_orders)
     check_model(args.judge)
     if args.concurrency < 1:
         raise EvalrunError(f"--concurrency {args.concurrency}: must be at least 1")
@@ -293,6 +373,137 @@ def cmd_judge(args: argparse.Namespace) -> int:
             progress=ProgressBar("evalrun: judging", stream=sys.stderr))
     print(f"judged {len(selection)} results with {args.method} by {args.judge}: {summary.asked} asked, "
           f"{summary.cached} already answered, {summary.errors} failed calls, {summary.unparsed} unparsed answers")
+    return 0
+
+
+def cmd_distinguish(args: argparse.Namespace) -> int:
+    from tabulate import tabulate
+
+    from evalrun.distinguish import CVSettings, MLPSettings, run_distinguish
+    from evalrun.providers import check_model
+    from evalrun.store import Store
+
+    check_model(args.embedder)
+    if args.folds < 2:
+        raise EvalrunError(f"--folds {args.folds}: must be at least 2")
+    for name, value in (("--epochs", args.epochs), ("--batch-size", args.batch_size)):
+        if value < 1:
+            raise EvalrunError(f"{name} {value}: must be at least 1")
+    if not Path(args.db).exists():
+        raise EvalrunError(f"--db {args.db}: no such database")
+    settings = CVSettings(folds=args.folds, seed=args.seed, classifiers=tuple(args.classifier or ("logreg", "mlp")),
+                          mlp=MLPSettings(lr=args.lr, weight_decay=args.weight_decay, batch_size=args.batch_size,
+                                          epochs=args.epochs), mlp_search=args.mlp_search)
+    table = []
+    with Store(args.db, what="--db") as store:
+        if args.run is not None and args.run not in store.run_ids():
+            raise EvalrunError(f"--run {args.run}: not in {args.db}; runs: {', '.join(store.run_ids())}")
+        results = run_distinguish(store, store.results(run_id=args.run), embedder=args.embedder, settings=settings,
+                                  base_url=args.base_url, attack=args.attack, watermarks=args.watermark,
+                                  packs=args.pack, models=args.model, run_id=args.run)
+    for r in results:
+        for name, m in r["classifiers"].items():
+            table.append([r["model"], r["watermark"], r["attack"], f"{r['n_watermarked']}+{r['n_unwatermarked']}",
+                          name, f"{m['accuracy']['mean']:.3f} ± {m['accuracy']['std']:.3f}",
+                          f"{m['roc_auc']['mean']:.3f} ± {m['roc_auc']['std']:.3f}",
+                          f"{m['roc_auc']['min']:.3f}-{m['roc_auc']['max']:.3f}"])
+    print(tabulate(table, headers=["model", "watermark", "attack", "texts (wm+unwm)", "classifier",
+                                   f"accuracy ({args.folds}-fold mean ± sd)", "ROC AUC (mean ± sd)", "AUC range"]))
+    seconds = sum(r["embed_seconds"] + r["cv_seconds"] for r in results)
+    print(f"distinguish: {len(results)} comparison(s), embedder {args.embedder} "
+          f"({sum(r['newly_embedded'] for r in results)} texts newly embedded), {seconds:.1f} s; stored in {args.db}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return 0
+
+
+def cmd_tune(args: argparse.Namespace, user_argv: list[str]) -> int:
+    from evalrun.options import BY_NAME, resolve, run_options
+    from evalrun.pack import load_pack, resolve_pack
+    from evalrun.providers import check_model, check_watermark_support
+    from evalrun.store import Store, check_store_path
+    from evalrun.tune import Trial, plan_search, tune
+
+    values = resolve({name: getattr(args, name, None) for name in BY_NAME if name in TUNE_RUN_OPTIONS}, {})
+    if len(values["models"] or ()) > 1:
+        raise EvalrunError(f"--model: tune searches one model at a time, got {len(values['models'])}")
+    options = run_options(values, default_models=("embedded",))
+    model = options.models[0]
+    check_model(model)
+    check_watermark_support(model, [args.scheme])
+    if not options.resolved_key():
+        raise EvalrunError("tune needs the watermark key: --key or $EVALRUN_WATERMARK_KEY")
+    pack = load_pack(resolve_pack(args.pack, values["packs_dirs"] or []))
+    z = args.z if args.z is not None else float(pack.meta.get("z_threshold", 4.0))
+    plan_search(args.scheme, args.grid, target=args.target_tpr, z_threshold=z, steps=args.steps,
+                tolerance=args.tolerance)
+    check_store_path(values["db"], what="--out", write=True)
+
+    def show(t: Trial) -> None:
+        print(f"tune: {t.watermark}: TPR {t.tpr:.3f} ({t.detected}/{t.n}; 95% {t.ci_low:.2f}-{t.ci_high:.2f}), "
+              f"{t.generated} generated, {t.cached} cached, {t.seconds:.1f} s", file=sys.stderr)
+
+    with Store(values["db"], what="--out") as store:
+        result = tune(store, pack, options, scheme=args.scheme, target=args.target_tpr, z_threshold=z,
+                      grid_overrides=args.grid, steps=args.steps, tolerance=args.tolerance, refine=args.refine,
+                      argv=user_argv,
+                      progress=show)
+    print(f"tune: chose {result['watermark']}: TPR {result['tpr']:.3f} at z >= {z:g} (target {args.target_tpr:g}; "
+          f"{len(result['tried'])} configurations tried in {result['seconds']:.1f} s) -> {values['db']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace, user_argv: list[str]) -> int:
+    from evalrun.options import BY_NAME, resolve, run_options
+    from evalrun.pack import load_pack, resolve_pack
+    from evalrun.providers import check_model, check_watermark_support
+    from evalrun.store import Store, check_store_path
+    from evalrun.sweep import grid_points, sweep
+
+    names = (*TUNE_RUN_OPTIONS, "attacks", "attack_suite", "judges")
+    values = resolve({name: getattr(args, name, None) for name in BY_NAME if name in names}, {})
+    if len(values["models"] or ()) > 1:
+        raise EvalrunError(f"--model: sweep measures one model at a time, got {len(values['models'])}")
+    if not values["judges"]:
+        values["judges"] = ("perplexity:embedded",)
+    options = run_options(values, default_models=("embedded",))
+    check_model(options.models[0])
+    check_watermark_support(options.models[0], [args.scheme])
+    grid_points(args.scheme, args.grid)
+    if not options.resolved_key():
+        raise EvalrunError("sweep needs the watermark key: --key or $EVALRUN_WATERMARK_KEY")
+    for name, value in (("--max-degradation", args.max_degradation), ("--min-tamper", args.min_tamper)):
+        if not math.isfinite(value):
+            raise EvalrunError(f"{name} {value}: must be a finite number")
+    pack = load_pack(resolve_pack(args.pack, values["packs_dirs"] or []))
+    check_store_path(values["db"], what="--out", write=True)
+
+    def show(kind: str, entry: dict) -> None:
+        if kind == "config":
+            print(f"sweep: {entry['watermark']}: size {entry['size']}, quality degradation "
+                  f"{entry['quality_degradation']:.4f}, tamper resistance {entry['tamper_resistance']}, "
+                  f"{entry['generated']} generated, {entry['seconds']:.1f} s", file=sys.stderr)
+        else:
+            print(f"sweep: re-measured with key #{entry['index'] + 1}: size {entry['size']} over {entry['n']} texts, "
+                  f"{entry['seconds']:.1f} s", file=sys.stderr)
+
+    with Store(values["db"], what="--out") as store:
+        result = sweep(store, pack, options, scheme=args.scheme, grid_overrides=args.grid,
+                       max_degradation=args.max_degradation, min_tamper=args.min_tamper, remeasure=args.remeasure,
+                       argv=user_argv, progress=show)
+    if result["watermark"] is None:
+        print(f"sweep: no configuration has quality degradation <= {args.max_degradation:g} and tamper resistance > "
+              f"{args.min_tamper:g} ({len(result['configs'])} tried)")
+    else:
+        low, high = result["aggregate_size_ci"]
+        print(f"sweep: chose {result['watermark']}: aggregate size {result['aggregate_size']} tokens (95% {low}-{high}; "
+              f"{result['aggregate_n']} texts under {args.remeasure} other keys), {result['seconds']:.1f} s")
+    if args.json:
+        from evalrun.sweep import _finite
+
+        Path(args.json).write_text(json.dumps(_finite(result), indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return 0
 
 
@@ -334,6 +545,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_attack(args)
         if args.command == "judge":
             return cmd_judge(args)
+        if args.command == "distinguish":
+            return cmd_distinguish(args)
+        if args.command == "tune":
+            return cmd_tune(args, ["evalrun", *argv])
+        if args.command == "sweep":
+            return cmd_sweep(args, ["evalrun", *argv])
     except EvalrunError as exc:
         print(f"evalrun: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -18,6 +18,7 @@ from evalrun.errors import EvalrunError
 from evalrun.judge_phase import with_judgements
 from evalrun.metrics.aggregates import compute, metrics_path_beside, write_metrics_json
 from evalrun.pack import declared_group_field, discover_packs
+from evalrun.quality_records import quality_records
 from evalrun.store import Store
 
 #: run columns joined onto each result (``run_id`` is already a results column)
@@ -76,6 +77,7 @@ def export_results(db: str | Path, fmt: str, out: str | Path, run_id: str | None
         rows, runs = select_rows(store, run_id)
         run_by_id = {r["run_id"]: dict(r) for r in store.runs()}
         judged = with_judgements(store, rows)
+        extra_metrics = quality_records(store, rows)
     finally:
         store.close()
     packs = discover_packs()
@@ -106,5 +108,5 @@ def export_results(db: str | Path, fmt: str, out: str | Path, run_id: str | None
         else:
             for rec in records:
                 fh.write(json.dumps(rec, ensure_ascii=False, sort_keys=False) + "\n")
-    write_metrics_json(compute(judged), metrics_path_beside(out_path))
+    write_metrics_json([*compute(judged), *extra_metrics], metrics_path_beside(out_path))
     return len(records)

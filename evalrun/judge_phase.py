@@ -115,12 +115,13 @@ def run_judges(store: Store, judge: Judge, judge_model: str, make_provider: Prov
         nonlocal done
         group, _, prompt_json = pending[request.gen_key]
         error = gen.error if gen.error else (None if gen.text is not None else "judge returned no text")
+        extra = {**gen.extra, **judge.annotate(group)}
         store.store_judgement({
             "judgement_key": request.gen_key, "judge": judge_model, "method": judge.method,
             "subjects_json": json.dumps([s.item_key for s in group]), "prompt_json": prompt_json,
             "raw_answer": gen.text, "error": error, "latency_ms": gen.latency_ms,
             "served_model": gen.served_model,
-            "extra_json": json.dumps(gen.extra, sort_keys=True) if gen.extra else None,
+            "extra_json": json.dumps(extra, sort_keys=True) if extra else None,
             "run_id": run_id, "created_at": utc_now()}, [s.item_key for s in group])
         summary.asked += 1
         summary.errors += bool(error)

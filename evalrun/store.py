@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from evalrun.errors import EvalrunError
 
 #: the schema this evalrun writes; stores from earlier releases are upgraded by MIGRATIONS
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: first 16 bytes of every SQLite database file
 SQLITE_MAGIC = b"SQLite format 3\x00"
 READ_ONLY = "read-only: report and export open it read-only, run and regrade need write access"
@@ -135,6 +135,34 @@ CREATE INDEX IF NOT EXISTS judged_item ON judged(item_key);
 """
 
 
+#: tables of the quality analyses (schema version 4): the embeddings cache of
+#: ``evalrun distinguish`` and the stored outcomes of analyses that read many results at once
+#: (the distinguishability classifier, ``evalrun tune``, ``evalrun sweep``)
+_ANALYSIS_TABLES = """
+CREATE TABLE IF NOT EXISTS embeddings (
+    text_sha256 TEXT NOT NULL,
+    embedder TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    vector BLOB NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (text_sha256, embedder)
+);
+CREATE TABLE IF NOT EXISTS analyses (
+    analysis_key TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    config_json TEXT NOT NULL,
+    result_json TEXT,
+    error TEXT,
+    seconds REAL,
+    run_ids_json TEXT,
+    git_sha TEXT,
+    evalrun_version TEXT,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS analyses_kind ON analyses(kind);
+"""
+
+
 def _v1_to_v2(conn: sqlite3.Connection) -> None:
     """Release 1 -> 2: a run's status (running / finished / interrupted) and who ran it.
 
@@ -182,6 +210,12 @@ def _v2_to_v3(conn: sqlite3.Connection) -> None:
                      (new, sha256_hex("item", gen_key, new), key if attacked is not None else None, result_id))
 
 
+def _v3_to_v4(conn: sqlite3.Connection) -> None:
+    """-> 4: the embeddings cache and the analyses table (nothing earlier changes)."""
+    for stmt in filter(str.strip, _ANALYSIS_TABLES.split(";")):
+        conn.execute(stmt)
+
+
 def transform_key(gen_key: str, attack: str, revision: str = "") -> str:
     """Key of one attack applied to one generation: everything that decides its output
     (``revision``: the attack model's, for model attacks)."""
@@ -191,7 +225,7 @@ def transform_key(gen_key: str, attack: str, revision: str = "") -> str:
 
 
 #: from-version -> the step that upgrades a store to the next version, in place
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 #: the columns a generation writes (grades are written later by the grading phase)
 GENERATION_COLUMNS = (
@@ -409,7 +443,7 @@ class Store:
             # executescript commits first, so the transaction is spelled out in the script;
             # IF NOT EXISTS makes a concurrent creator harmless.
             self.conn.executescript(
-                f"BEGIN IMMEDIATE;{_SCHEMA}{_STAGE_TABLES}PRAGMA user_version = {SCHEMA_VERSION};COMMIT;"
+                f"BEGIN IMMEDIATE;{_SCHEMA}{_STAGE_TABLES}{_ANALYSIS_TABLES}PRAGMA user_version = {SCHEMA_VERSION};COMMIT;"
             )
         elif self.version < SCHEMA_VERSION:
             self._migrate()
@@ -585,6 +619,48 @@ class Store:
         return self.conn.execute(
             "SELECT j.*, d.position FROM judged d JOIN judgements j USING (judgement_key)"
             " WHERE d.item_key = ? ORDER BY j.judge, j.method, j.judgement_key", (item_key,)).fetchall()
+
+    # -- embeddings cache and analyses (schema version 4) ---------------------------------
+    def embeddings(self, embedder: str, digests: Iterable[str]) -> dict[str, bytes]:
+        """text_sha256 -> stored vector (float32 bytes) for ``embedder``; an older store has
+        no cache and returns nothing."""
+        if not self.has_table("embeddings"):
+            return {}
+        keys = list(dict.fromkeys(digests))
+        out: dict[str, bytes] = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            for digest, vector in self.conn.execute(
+                    f"SELECT text_sha256, vector FROM embeddings WHERE embedder = ? AND text_sha256 IN ({marks})",
+                    [embedder, *chunk]):
+                out[digest] = vector
+        return out
+
+    def store_embeddings(self, embedder: str, rows: Sequence[tuple[str, int, bytes]]) -> None:
+        """``(text_sha256, dim, float32 bytes)`` rows for ``embedder``, in one transaction."""
+        now = utc_now()
+        with self.transaction():
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO embeddings (text_sha256, embedder, dim, vector, created_at)"
+                " VALUES (?,?,?,?,?)", [(d, embedder, dim, blob, now) for d, dim, blob in rows])
+
+    def store_analysis(self, row: Mapping[str, Any]) -> None:
+        """One analysis outcome (``analyses`` columns), replacing an earlier one with its key."""
+        cols = list(row)
+        with self.transaction():
+            self.conn.execute(
+                f"INSERT OR REPLACE INTO analyses ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                [row[c] for c in cols])
+
+    def analyses(self, kind: str | None = None) -> list[sqlite3.Row]:
+        """Stored analyses (of one kind), oldest first; none in a store older than version 4."""
+        if not self.has_table("analyses"):
+            return []
+        if kind is None:
+            return self.conn.execute("SELECT * FROM analyses ORDER BY created_at, analysis_key").fetchall()
+        return self.conn.execute("SELECT * FROM analyses WHERE kind = ? ORDER BY created_at, analysis_key",
+                                 (kind,)).fetchall()
 
     def watermarks_of(self, pack: str, model: str) -> tuple[str, ...]:
         """The watermark specs the store holds for a pack and model: unwatermarked outputs are

@@ -7,7 +7,7 @@ from typing import Callable, Sequence
 
 from evalrun.errors import EvalrunError
 from evalrun.metrics.aggregates import MetricRecord, compute, write_metrics_json
-from evalrun.report import benchmark, charts, tables
+from evalrun.report import benchmark, charts, quality, tables
 from evalrun.report.data import (EXTRACTION, WATERMARK, PackView, ReportData, Result, is_detection_view,
                                  load, view_for)
 from evalrun.report.document import (Document, Figure, Paragraph, Section, render_html,
@@ -29,7 +29,7 @@ def build_report(db: str | Path, out_dir: str | Path, run_id: str | None = None)
         (out / stale).unlink(missing_ok=True)
     records = compute(r.row for r in data.results)
     doc = compose(data, out, records)
-    write_metrics_json(records, out / "metrics.json")
+    write_metrics_json([*records, *data.quality], out / "metrics.json")
     md_path = out / "report.md"
     md_path.write_text(render_markdown(doc), encoding="utf-8")
     (out / "report.html").write_text(render_html(doc, out), encoding="utf-8")
@@ -69,6 +69,7 @@ def compose(data: ReportData, out: Path, records: Sequence[MetricRecord] | None 
         if records is None:
             records = compute(r.row for r in data.results)
         sections += benchmark.sections(detection, records, out)
+    sections += quality.sections(data)
     sections.append(Section("Failure analysis", "failures", 2, [Paragraph(
         "For each pack, the most informative failures: cases other models solved come "
         "first, and each failure label is shown before any repeats.")]))

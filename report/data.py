@@ -12,6 +12,7 @@ from evalrun.detection_grading import DETECTED, NOT_DETECTED
 from evalrun.export import open_store, select_rows
 from evalrun.judge_phase import with_judgements
 from evalrun.metrics.benchmark import is_detection
+from evalrun.quality_records import distinguish_analyses, quality_records, sweep_analyses, tune_analyses
 from evalrun.store import ATTACK_ERROR, GRADER_ERROR
 
 
@@ -144,6 +145,14 @@ class ReportData:
     runs: list[dict[str, Any]]
     results: list[Result]
     packs: dict[str, list[Result]] = field(default_factory=dict)
+    #: metrics.json records of the quality analyses (pairwise judges, distinguishability)
+    quality: list[Any] = field(default_factory=list)
+    #: stored ``evalrun distinguish`` results about this selection
+    distinguish: list[dict[str, Any]] = field(default_factory=list)
+    #: stored ``evalrun tune`` searches on this selection's packs and models
+    tune: list[dict[str, Any]] = field(default_factory=list)
+    #: stored ``evalrun sweep`` results (MarkMyWords' aggregate metric)
+    sweep: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def models(self) -> list[str]:
@@ -156,10 +165,15 @@ def load(db: str | Path, run_id: str | None) -> ReportData:
     try:
         rows, runs = select_rows(store, run_id)
         rows = with_judgements(store, rows)
+        quality = quality_records(store, rows)
+        distinguish = distinguish_analyses(store, rows)
+        tune = tune_analyses(store, rows)
+        sweep = sweep_analyses(store, rows)
     finally:
         store.close()
     results = [Result(row=row, case=_decode_case(row.get("case_json"))) for row in rows]
-    data = ReportData(db=Path(db), run_id=run_id, runs=runs, results=results)
+    data = ReportData(db=Path(db), run_id=run_id, runs=runs, results=results, quality=quality,
+                      distinguish=distinguish, tune=tune, sweep=sweep)
     by_pack: dict[str, list[Result]] = defaultdict(list)
     for res in results:
         by_pack[res.pack].append(res)

@@ -56,6 +56,20 @@ class Judge(ABC):
         """The questions to ask: by default one per result."""
         return [(s,) for s in subjects]
 
+    def configured(self, **options: Any) -> "Judge":
+        """This judge with the method's options (``evalrun judge --baseline``, ``--both-orders``);
+        options left at None are not given. A judge that takes none refuses any."""
+        given = sorted(k for k, v in options.items() if v not in (None, False))
+        if given:
+            from evalrun.errors import SpecError
+
+            raise SpecError(f"--method {self.method} takes no option {', '.join('--' + g.replace('_', '-') for g in given)}")
+        return self
+
+    def annotate(self, group: Sequence[Subject]) -> Mapping[str, Any]:
+        """Facts about a question stored beside its answer (``judgements.extra_json``)."""
+        return {}
+
     @abstractmethod
     def prompt(self, group: Sequence[Subject]) -> Prompt:
         """The question about ``group`` (deterministic)."""
@@ -68,6 +82,8 @@ class Judge(ABC):
 JUDGES: Registry[Judge] = Registry("judge method", "evalrun.judges", option="--method")
 JUDGES.register_lazy("rating", "evalrun.judges.rating:RATING")
 JUDGES.register_lazy("perplexity", "evalrun.judges.perplexity:PERPLEXITY")
+JUDGES.register_lazy("pairwise", "evalrun.judges.pairwise:PAIRWISE")
+JUDGES.register_lazy("simple", "evalrun.judges.pairwise:SIMPLE")
 
 
 def get_judge(method: str) -> Judge:

@@ -46,7 +46,10 @@ Across groups (:data:`~evalrun.metrics.aggregates.SELECTION_AGGREGATES`), per pa
   80%.
 
 All detection metrics need one p-value threshold per group (the pack's); a group graded at
-several thresholds gets null values (run ``evalrun regrade``).
+several thresholds gets null values (run ``evalrun regrade``). A pack graded at a z-score
+threshold (``z_threshold``, WaterBench's z >= 4) is counted by the grader's own rule
+(:func:`evalrun.detection_grading.is_detected`: z >= the threshold where the scheme gives a z),
+not by ``p <= threshold``: at 40 tokens the two disagree on about one text in nine.
 """
 
 from __future__ import annotations
@@ -118,6 +121,33 @@ def _threshold(rows: Iterable[Row]) -> float | None:
     found = {float(m["threshold"]) for m in map(_metadata, (r for r in rows if graded(r)))
              if isinstance(m.get("threshold"), (int, float))}
     return found.pop() if len(found) == 1 else None
+
+
+def _z_threshold(rows: Iterable[Row]) -> float | None:
+    """The z-score threshold the rows were graded at (a pack's ``z_threshold``, WaterBench's
+    z >= 4), None when they were graded by p-value alone or disagree."""
+    found = {float(m["z_threshold"]) for m in map(_metadata, (r for r in rows if graded(r)))
+             if isinstance(m.get("z_threshold"), (int, float))}
+    return found.pop() if len(found) == 1 else None
+
+
+def _detected(evidence: Mapping[str, Any], threshold: float, z_threshold: float | None) -> bool:
+    """The grader's one rule (:func:`evalrun.detection_grading.is_detected`) on stored evidence."""
+    from evalrun.detection_grading import is_detected
+
+    return is_detected(evidence.get("z_score"), float(evidence["p_value"]), threshold=threshold,
+                       z_threshold=z_threshold)
+
+
+def _rate(evidence: Sequence[Mapping[str, Any]], threshold: float | None,
+          z_threshold: float | None) -> stats.Estimate:
+    """Share detected: :func:`detection_rate` at the p-value threshold, or with a z threshold
+    the share the grader's rule detects (Wilson 95% either way)."""
+    if threshold is None:
+        return _NAN
+    if z_threshold is None:
+        return detection_rate([e["p_value"] for e in evidence], threshold)
+    return stats.wilson_interval(sum(_detected(e, threshold, z_threshold) for e in evidence), len(evidence))
 
 
 def temperature(row: Row) -> str | None:
@@ -208,8 +238,7 @@ def _detection_rate(rows: Sequence[Row], seed: int) -> list[Estimated]:
     ev = _marked(rows)
     if not ev:
         return []
-    t = _threshold(rows)
-    est = detection_rate([e["p_value"] for e in ev], t) if t is not None else _NAN
+    est = _rate(ev, _threshold(rows), _z_threshold(rows))
     return [("detection_rate", est, len(ev))]
 
 
@@ -248,11 +277,12 @@ def _false_positive_rate(rows: Sequence[Row], seed: int) -> list[Estimated]:
     if not rows or not is_none(rows[0]["watermark"]) or not is_detection(rows):
         return []
     specs = sorted({s for r in rows if graded(r) for s in (_metadata(r).get("detections") or {})})
-    t = _threshold(rows)
+    t, z = _threshold(rows), _z_threshold(rows)
     out: list[Estimated] = []
     for spec in specs:
         ev = [e for e in (_evidence(r, spec) for r in rows) if e is not None]
-        est = false_positive_rate([e["p_value"] for e in ev], t) if t is not None else _NAN
+        est = (_rate(ev, t, z) if z is not None else
+               false_positive_rate([e["p_value"] for e in ev], t) if t is not None else _NAN)
         out.append(("false_positive_rate", est, len(ev), spec))
     return out
 
@@ -414,11 +444,12 @@ def tamper_inputs(groups: Mapping[Key, Sequence[Row]], model: str, watermark: st
     baseline = _quality(groups[base], source)
     keys = [k for k in sorted(groups) if k[0] == model and k[1] == watermark and not is_none(k[2])]
     threshold = _threshold(r for k in [base, *keys] for r in groups[k])
+    z_threshold = _z_threshold(r for k in [base, *keys] for r in groups[k])
     if not baseline or not float(np.mean(baseline)) > 0.0 or threshold is None:
         return None
     out = TamperInputs(baseline=baseline, threshold=threshold)
     for key in keys:
-        pairs = [(q[source], e["p_value"] <= threshold) for r in groups[key]
+        pairs = [(q[source], _detected(e, threshold, z_threshold)) for r in groups[key]
                  if (e := _evidence(r)) is not None and source in (q := quality_by_source(r))]
         if not pairs:
             continue  # an attack without quality answers cannot be placed

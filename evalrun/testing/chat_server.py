@@ -1,7 +1,8 @@
 """A local OpenAI-compatible chat-completions server for tests, benchmarks and CI.
 
 It speaks just enough HTTP/1.1 (keep-alive, ``Content-Length`` bodies) over asyncio streams to
-serve ``POST /v1/chat/completions`` and ``GET /v1/models`` to the official ``openai`` client,
+serve ``POST /v1/chat/completions``, ``POST /v1/embeddings`` (a scripted ``embedder``, by
+default :func:`hash_embedding`) and ``GET /v1/models`` to the official ``openai`` client,
 with a scripted reply, a fixed latency and a seeded fault plan::
 
     plan = FaultPlan([FaultRule(Fault.status(429, retry_after="1"), first=1, match="case-3")])
@@ -39,11 +40,24 @@ __all__ = [
     "RequestRecord",
     "Responder",
     "echo_responder",
+    "hash_embedding",
     "main",
 ]
 
 Responder = Callable[[Mapping[str, Any]], str]
 """Maps the request's JSON body to the assistant's reply text."""
+
+Embedder = Callable[[str], Sequence[float]]
+"""Maps one input text of ``/v1/embeddings`` to its vector."""
+
+
+def hash_embedding(text: str, dim: int = 32) -> list[float]:
+    """Default embedding: a deterministic, L2-normalised bag of hashed lower-cased words."""
+    vec = [0.0] * dim
+    for word in text.lower().split():
+        vec[int.from_bytes(hashlib.sha256(word.encode("utf-8")).digest()[:4], "big") % dim] += 1.0
+    norm = sum(v * v for v in vec) ** 0.5
+    return [v / norm for v in vec] if norm else vec
 
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 _MAX_BODY = 32 * 1024 * 1024
@@ -251,12 +265,16 @@ class ChatServer:
         served_model: str | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        embedder: Embedder | None = None,
     ) -> None:
         if host not in LOOPBACK_HOSTS:
             raise ValueError(f"ChatServer binds loopback addresses only {LOOPBACK_HOSTS}, not {host!r}")
         if latency_s < 0:
             raise ValueError("latency_s must be >= 0")
         self.responder: Responder = responder or echo_responder
+        self.embedder: Embedder = embedder or hash_embedding
+        #: texts embedded so far (``/v1/embeddings``), over all requests
+        self.texts_embedded = 0
         self.latency_s = latency_s
         self.faults = faults
         self.served_model = served_model
@@ -454,12 +472,49 @@ class ChatServer:
                 return _Response(405, _error_payload(f"{method} not allowed; use POST",
                                                      "invalid_request_error"))
             return await self._chat(headers, body, reader)
+        if path in ("/v1/embeddings", "/embeddings"):
+            if method != "POST":
+                return _Response(405, _error_payload(f"{method} not allowed; use POST",
+                                                     "invalid_request_error"))
+            return self._embeddings(body)
         if path in ("/v1/models", "/models") and method == "GET":
             model = self.served_model or "evalrun-echo"
             return _Response(200, {"object": "list", "data": [
                 {"id": model, "object": "model", "created": 0, "owned_by": "evalrun"}]})
         return _Response(404, _error_payload(f"no route for {method} {path}",
                                              "invalid_request_error", code="unknown_url"))
+
+    def _embeddings(self, raw: bytes) -> _Response:
+        try:
+            body = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            return _Response(400, _error_payload(f"invalid JSON body: {exc}", "invalid_request_error"))
+        texts = body.get("input") if isinstance(body, dict) else None
+        if isinstance(texts, str):
+            texts = [texts]
+        if (not isinstance(body, dict) or not isinstance(body.get("model"), str) or not isinstance(texts, list)
+                or not texts or not all(isinstance(t, str) and t for t in texts)):
+            return _Response(400, _error_payload("need a model and input: a non-empty string or list of them",
+                                                 "invalid_request_error"))
+        try:
+            vectors = [[float(x) for x in self.embedder(t)] for t in texts]
+        except Exception as exc:  # a broken embedder is the test's bug: report it
+            return _Response(500, _error_payload(f"embedder raised {type(exc).__name__}: {exc}", "server_error"))
+        with self._lock:
+            self.texts_embedded += len(texts)
+        import base64
+        import struct
+
+        def encoded(v: list[float]) -> Any:
+            if body.get("encoding_format") == "base64":
+                return base64.b64encode(struct.pack(f"<{len(v)}f", *v)).decode("ascii")
+            return v
+
+        tokens = sum(_count_tokens(t) for t in texts)
+        return _Response(200, {
+            "object": "list", "model": self.served_model or body["model"],
+            "data": [{"object": "embedding", "index": i, "embedding": encoded(v)} for i, v in enumerate(vectors)],
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 
     def _validate(self, body: Any) -> str | None:
         if not isinstance(body, dict):

@@ -81,6 +81,80 @@ def sample_rows(scores: Any, generators: Sequence[Any]) -> Any:
     return tokens
 
 
+def mean_pooled(model: Any, tokenizer: Any, texts: Sequence[str], *, batch_size: int, device: str) -> Any:
+    """Embeddings of ``texts`` as a float32 numpy array ``[n, hidden]``: the mean over its
+    tokens of the base model's last hidden state (``model.base_model``: the decoder stack of a
+    causal LM after its final norm, or an encoder's output), texts tokenized as the tokenizer
+    does by default (its special tokens included), right-padded, truncated to the model's
+    ``max_position_embeddings``. Deterministic: eval mode, no dropout, no sampling; a text
+    with no tokens gets the zero vector."""
+    import numpy as np
+    import torch
+
+    base = getattr(model, "base_model", model)
+    hidden = int(getattr(model.config, "hidden_size", 0) or 0)
+    limit = int(getattr(model.config, "max_position_embeddings", 0) or 0) or 512
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    out: list[Any] = []
+    for start in range(0, len(texts), batch_size):
+        chunk = texts[start:start + batch_size]
+        ids = [list(tokenizer(t, truncation=True, max_length=limit)["input_ids"])[:limit] for t in chunk]
+        width = max(1, max(len(x) for x in ids))
+        input_ids = torch.full((len(ids), width), int(pad), dtype=torch.long)
+        mask = torch.zeros((len(ids), width), dtype=torch.long)
+        for i, row in enumerate(ids):
+            if row:
+                input_ids[i, :len(row)] = torch.tensor(row, dtype=torch.long)
+                mask[i, :len(row)] = 1
+        with torch.inference_mode():
+            states = base(input_ids=input_ids.to(device), attention_mask=mask.to(device)).last_hidden_state.float()
+        weights = mask.to(device).unsqueeze(-1).float()
+        summed = (states * weights).sum(dim=1, dtype=torch.float64)
+        counts = weights.sum(dim=1, dtype=torch.float64).clamp(min=1.0)
+        out.append((summed / counts).float().cpu().numpy())
+        hidden = out[-1].shape[1]
+    return np.concatenate(out, axis=0) if out else np.zeros((0, hidden), dtype=np.float32)
+
+
+class HFEncoder:
+    """A local transformers model loaded for embeddings only (``AutoModel``: encoders such as
+    BERT, or a causal LM's decoder stack), behind ``embed(texts)``. Built by
+    ``make_provider("hf:<path>", task="embed")``; nothing is downloaded."""
+
+    supports_watermark = False
+
+    def __init__(self, model_path: str, *, spec: str, batch_size: int = 16, device: str = "cpu",
+                 dtype: str | None = None) -> None:
+        try:
+            import torch
+            from transformers import AutoModel, AutoTokenizer
+        except ImportError as exc:
+            raise EvalrunError(f"--embedder {spec}: needs torch and transformers; install evalrun[hf] ({exc})") from exc
+        self.spec = spec
+        self.batch_size = batch_size
+        self.device = device
+        source = resolve_model_path(model_path, provider="hf")
+        torch_dtype: Any = (getattr(torch, dtype) if dtype and dtype != "auto" else dtype) or torch.float32
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
+            self.model = AutoModel.from_pretrained(source, local_files_only=True, dtype=torch_dtype)
+        except Exception as exc:  # OSError, ValueError, ... from transformers
+            raise EvalrunError(f"--embedder {spec}: cannot load {model_path!r} from local files "
+                               f"(evalrun never downloads): {exc}") from exc
+        self.model.to(device)
+        self.model.eval()
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        """Mean-pooled last hidden states (:func:`mean_pooled`), ``[len(texts), hidden]``."""
+        return mean_pooled(self.model, self.tokenizer, list(texts), batch_size=self.batch_size, device=self.device)
+
+    def generate(self, requests: Sequence[GenerationRequest], sink: ResultSink) -> None:
+        raise EvalrunError(f"{self.spec}: loaded for embeddings only")
+
+    def close(self) -> None:
+        self.model = None  # type: ignore[assignment]
+
+
 class HFProvider:
     """A transformers causal LM behind the :class:`evalrun.generation.Provider` protocol."""
 
@@ -300,6 +374,12 @@ class HFProvider:
                 out.append((float(part.double().mean()), len(t)))
         return out
 
+    def embed(self, texts: Sequence[str]) -> Any:
+        """Text embeddings from this model: the mean over each text's tokens of the last hidden
+        state of its decoder stack (:func:`mean_pooled`), in batches of ``batch_size``;
+        deterministic. The offline embedder of ``evalrun distinguish``."""
+        return mean_pooled(self.model, self.tokenizer, list(texts), batch_size=self.batch_size, device=self.device)
+
     def _pick(self, logits: Any, groups: list[_Group], done: list[bool], history: Any,
               prompts: list[list[int]], outputs: list[list[int]],
               generators: list[Any]) -> dict[int, int]:
@@ -376,6 +456,8 @@ class HFKind(ProviderKind):
     example = "hf:/path/to/model"
     logits = True
     options = _OPTIONS
+    #: ``task="embed"`` builds an :class:`HFEncoder` (``evalrun distinguish --embedder``)
+    run_options = frozenset({"task"})
 
     def _path(self, spec: ModelSpec) -> str:
         return resolve_model_path(str(spec.arg), provider=spec.name)
@@ -390,7 +472,9 @@ class HFKind(ProviderKind):
     def tokenizer_dir(self, spec: ModelSpec) -> str | None:
         return self._path(spec)
 
-    def make(self, spec: ModelSpec, **_: Any) -> HFProvider:
+    def make(self, spec: ModelSpec, *, task: str | None = None, **_: Any) -> Any:
+        if task == "embed":
+            return HFEncoder(self._path(spec), spec=spec.identity(), **spec.typed_options())
         return HFProvider(self._path(spec), spec=spec.identity(), **spec.typed_options())
 
 
@@ -408,9 +492,11 @@ class EmbeddedKind(HFKind):
                             f"(use `embedded` or `embedded:{EMBEDDED_NAME}`)")
         return str(embedded_model_path())
 
-    def make(self, spec: ModelSpec, **_: Any) -> HFProvider:
+    def make(self, spec: ModelSpec, *, task: str | None = None, **_: Any) -> Any:
         from evalrun.embedded import EMBEDDED_NAME
 
+        if task == "embed":
+            return HFEncoder(self._path(spec), spec=spec.identity(), **spec.typed_options())
         return HFProvider(self._path(spec), spec=spec.identity(), served_model=EMBEDDED_NAME,
                           **spec.typed_options())
 

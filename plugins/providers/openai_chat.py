@@ -268,6 +268,34 @@ class OpenAIProvider:
         if failure:
             raise failure[0]
 
+    # ---- embeddings
+
+    def embed(self, texts: Sequence[str], *, batch_size: int = 64) -> Any:
+        """Embeddings of ``texts`` from the endpoint's ``/embeddings`` (this spec's model), as a
+        float32 numpy array ``[n, dim]``, in requests of ``batch_size`` texts; the client
+        retries failed requests ``max_retries`` times. The embedder of ``evalrun distinguish
+        --embedder openai:<name>``."""
+        import numpy as np
+        import openai
+
+        client = openai.OpenAI(api_key=self._api_key, base_url=self.base_url, max_retries=self.max_retries,
+                               timeout=self.timeout_s)
+        rows: list[list[float]] = []
+        try:
+            for start in range(0, len(texts), batch_size):
+                chunk = [t if t else " " for t in texts[start:start + batch_size]]  # the API refuses ""
+                try:
+                    response = client.embeddings.create(model=self.model, input=chunk, encoding_format="float")
+                except Exception as exc:  # one line, key scrubbed
+                    raise EvalrunError(f"{self.spec}: embeddings request failed: {self._describe(exc)}") from None
+                data = sorted(response.data, key=lambda d: d.index)
+                if len(data) != len(chunk):
+                    raise EvalrunError(f"{self.spec}: asked {len(chunk)} embeddings, got {len(data)}")
+                rows.extend(list(map(float, d.embedding)) for d in data)
+        finally:
+            client.close()
+        return np.asarray(rows, dtype=np.float32).reshape(len(rows), -1)
+
     # ---- event loop side
 
     def _client(self) -> openai.AsyncOpenAI:

@@ -1,0 +1,8 @@
+"""WaterBench grader: the detection grade at the pack's z-score threshold, with the generation
+metric of the output against the case's reference in its metadata (``gm``, ``gm_metric``)."""
+
+from evalrun.detection_grading import grade_with_generation_metric
+
+
+def grade(case, output, context):
+    return grade_with_generation_metric(case, output, context)

@@ -1,0 +1,104 @@
+"""The quality analyses in ``evalrun report`` and ``metrics.json``: pairwise preferences with
+their intervals, per-criterion means, position consistency and agreement between two judges,
+and the distinguishability classifiers; and ``--retry-unparsed`` asking again only where an
+answer did not parse."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evalrun.judges.pairwise import PAIRWISE_INSTRUCTIONS
+from evalrun.testing.chat_server import ChatServer
+
+
+def _main(capsys, *args: str) -> str:
+    from evalrun.cli import main
+
+    capsys.readouterr()
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
+
+
+def first_always(body) -> str:
+    content = body["messages"][-1]["content"]
+    if content.startswith(PAIRWISE_INSTRUCTIONS):
+        return ("LLM A is superior.\n1. Relevance to the prompt:\n- LLM A: 4\n- LLM B: 2\n"
+                "7. Accuracy of information:\n- LLM A: 5\n- LLM B: 3\n[[A]]: 4, 5")
+    return "LLM A. [[A]]"
+
+
+def test_report_and_metrics_json_carry_the_quality_analyses(store_copy: Path, tmp_path: Path, capsys) -> None:
+    db = str(store_copy)
+    with ChatServer(first_always) as server:
+        for method in ("pairwise", "simple"):
+            _main(capsys, "judge", "--db", db, "--judge", "openai:judge", "--method", method, "--both-orders",
+                  "--base-url", server.base_url)
+    _main(capsys, "distinguish", "--db", db, "--classifier", "logreg")
+    out = tmp_path / "report"
+    _main(capsys, "report", "--db", db, "--out", str(out))
+    records = {r["metric"]: r for r in json.loads((out / "metrics.json").read_text())}
+    name = "pairwise:openai:judge"
+    prefer = records[f"prefer_watermarked:{name}"]
+    # always the first text, asked both ways: every pair half each, whatever the texts
+    assert prefer["value"] == pytest.approx(0.5) and prefer["n"] == 30
+    assert prefer["ci_low"] <= 0.5 <= prefer["ci_high"]
+    assert records[f"prefer_unwatermarked:{name}"]["value"] == pytest.approx(0.5)
+    assert records[f"prefer_tie:{name}"]["value"] == 0.0
+    assert records[f"position_consistency:{name}"]["value"] == 0.0
+    # criterion means: each side is shown first in one of its two answers, so 4 and 2 average to 3
+    relevance = records[f"judge_score:relevance:watermarked:{name}"]
+    assert relevance["value"] == pytest.approx(3.0) and relevance["n"] == 60
+    assert records[f"judge_score:accuracy:unwatermarked:{name}"]["value"] == pytest.approx(4.0)
+    assert f"judge_score:relevance:watermarked:simple:openai:judge" not in records
+    assert records[f"judge_agreement:{name}|simple:openai:judge"]["value"] == 1.0
+    acc = records["distinguish_accuracy:logreg:embedded"]
+    auc = records["distinguish_roc_auc:logreg:embedded"]
+    assert acc["n"] == auc["n"] == 60 and acc["ci_low"] <= acc["value"] <= acc["ci_high"]
+    assert 0.0 <= auc["value"] <= 1.0 and auc["ci_low"] is None
+    md = (out / "report.md").read_text()
+    html = (out / "report.html").read_text()
+    for heading in ("Quality: pairwise judges", "Quality: distinguishability"):
+        assert heading in md and heading in html
+    assert "50.0%" in md and "relevance" in md and "decided alike" in md and "logreg" in md
+    # evalrun export writes the same quality records beside its file
+    _main(capsys, "export", "--db", db, "--format", "jsonl", "--out", str(tmp_path / "x.jsonl"))
+    exported = {r["metric"]: r for r in json.loads((tmp_path / "x.metrics.json").read_text())}
+    assert exported[f"prefer_watermarked:{name}"] == prefer
+    assert exported["distinguish_accuracy:logreg:embedded"] == acc
+
+
+def test_retry_unparsed_asks_again_only_where_the_answer_did_not_parse(store_copy: Path, capsys) -> None:
+    from evalrun.pairwise_results import pair_answers, preference_records
+    from evalrun.store import Store
+
+    db = str(store_copy)
+    asked: list[str] = []
+
+    def flaky(body) -> str:
+        content = body["messages"][-1]["content"]
+        asked.append(content)
+        # the first time, answers for pairs whose watermarked text is shown first quote the format
+        if len(asked) <= 30 and content.count("[LLM A's Answer]") == 1 and len(content) % 3 == 0:
+            return 'I would answer "[[A]]" or "[[B]]".'
+        return "[[C]]"
+
+    with ChatServer(flaky) as server:
+        first = _main(capsys, "judge", "--db", db, "--judge", "openai:j", "--method", "simple", "--base-url",
+                      server.base_url)
+        unparsed = int(first.split(" unparsed answers")[0].rsplit(", ", 1)[1])
+        assert 0 < unparsed < 30
+        again = _main(capsys, "judge", "--db", db, "--judge", "openai:j", "--method", "simple", "--base-url",
+                      server.base_url)
+        assert "0 asked, 30 already answered" in again and len(asked) == 30  # not re-asked without the flag
+        retried = _main(capsys, "judge", "--db", db, "--judge", "openai:j", "--method", "simple", "--base-url",
+                        server.base_url, "--retry-unparsed")
+        assert f"{unparsed} asked" in retried and "0 unparsed answers" in retried
+        assert len(asked) == 30 + unparsed
+    with Store(db) as store:
+        records = {r.metric: r for r in preference_records(pair_answers(store, store.results()))}
+    assert records["prefer_tie:simple:openai:j"].value == 1.0 and records["unparsed_rate:simple:openai:j"].value == 0

@@ -1,0 +1,123 @@
+"""``evalrun sweep`` (MarkMyWords' aggregate metric, seed 000 IV-D / Table V): the pure parts
+on hand-made results, and the command end to end on the embedded model."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from evalrun.errors import EvalrunError
+from evalrun.judges import get_judge
+from evalrun.grading import Judgement
+from evalrun.sweep import choose, grid_points, median_absolute_deviation, remeasure_key, summarise
+
+W = "kgw:delta=2"
+
+
+def _row(watermark: str, attack: str, quality: float | None, *, size=None, detected: bool = True) -> dict:
+    raw = None if quality is None else json.dumps({"perplexity": 1 / quality, "tokens": 10, "scorer": "s"})
+    judgements = () if raw is None else (Judgement(judge="s", method="perplexity", raw=raw, position=0,
+                                                   parsed=dict(get_judge("perplexity").parse(raw))),)
+    return {"watermark": watermark, "attack": attack, "error": None,
+            "label": "DETECTED" if detected else "NOT_DETECTED", "metadata_json": json.dumps({"size": size}),
+            "judgements": judgements}
+
+
+def test_summarise_by_hand() -> None:
+    rows = [_row("none", "none", 0.5), _row("none", "none", 0.3),
+            _row(W, "none", 0.4, size=10), _row(W, "none", 0.2, size=30), _row(W, "none", 0.3, size=None),
+            # an attack keeping all quality and removing the mark from 2 of 3 texts, one keeping 1%
+            # and removing all: R = 2 * area under the hull (0,0), (0.01,0), (1,1/3), (1,1) = 0.99/3
+            _row(W, "lowercase", 0.3, detected=True), _row(W, "lowercase", 0.3, detected=False),
+            _row(W, "lowercase", 0.3, detected=False),
+            _row(W, "swap", 0.003, detected=False), _row(W, "swap", 0.003, detected=False)]
+    s = summarise(rows, W, "perplexity", seed=0)
+    assert s["n"] == 3 and s["size"] == 30.0  # lower median of 10, 30, inf
+    assert s["quality_degradation"] == pytest.approx(1 - 0.3 / 0.4)
+    assert s["attack_points"]["lowercase"] == pytest.approx([1.0, 1 / 3])
+    assert s["attack_points"]["swap"] == pytest.approx([0.01, 0.0])
+    assert s["tamper_resistance"] == pytest.approx(0.99 / 3)
+
+
+def test_choose_the_smallest_eligible_size() -> None:
+    configs = [{"watermark": "a", "size": 20.0, "quality_degradation": 0.005, "tamper_resistance": 0.5},
+               {"watermark": "b", "size": 10.0, "quality_degradation": 0.05, "tamper_resistance": 0.5},
+               {"watermark": "c", "size": 5.0, "quality_degradation": 0.0, "tamper_resistance": 0.1},
+               {"watermark": "d", "size": math.inf, "quality_degradation": 0.0, "tamper_resistance": 0.9},
+               {"watermark": "e", "size": 10.0, "quality_degradation": 0.02, "tamper_resistance": 0.3}]
+    assert choose(configs, max_degradation=0.01, min_tamper=0.2)["watermark"] == "a"
+    assert choose(configs, max_degradation=0.1, min_tamper=0.2)["watermark"] == "e"  # ties: less degradation
+    assert choose(configs, max_degradation=0.1, min_tamper=0.0)["watermark"] == "c"
+    assert choose(configs, max_degradation=0.001, min_tamper=0.95) is None
+
+
+def test_grid_points_and_helpers() -> None:
+    _, specs = grid_points("kgw:context=2", ["gamma=0.25,0.5", "delta=1,4"])
+    assert len(specs) == 4 and all("context=2" in s for s in specs)
+    for bad, message in [(["delta=0:4"], "sweep tries listed values"), (["tau=1"], "grid has gamma")]:
+        with pytest.raises(EvalrunError, match=message):
+            grid_points("kgw", bad)
+    with pytest.raises(EvalrunError, match="delta is what the sweep sets"):
+        grid_points("kgw:delta=2", [])
+    assert median_absolute_deviation([40.0, 48.0, 43.0]) == 3.0 and math.isnan(median_absolute_deviation([]))
+    assert remeasure_key("k", 0) != remeasure_key("k", 1) != "k"
+
+
+def test_sweep_end_to_end_on_the_embedded_model(tmp_path: Path, capsys, monkeypatch) -> None:
+    from evalrun.cli import main
+
+    monkeypatch.delenv("EVALRUN_WATERMARK_KEY", raising=False)
+    pack = tmp_path / "tiny_p"
+    (pack / "cases").mkdir(parents=True)
+    (pack / "pack.toml").write_text(textwrap.dedent('''
+        name = "tiny_p"
+        version = "1.0"
+        description = "test pack"
+        labels = ["DETECTED", "NOT_DETECTED"]
+        pass_score = 0.0
+        system_prompt = "Continue."
+        prompt_template = "Write about {word}"
+        [defaults]
+        temperature = 1.0
+        max_tokens = 16
+    '''))
+    (pack / "grader.py").write_text("from evalrun.detection_grading import grade_detection\n\n"
+                                    "def grade(case, output, context):\n    return grade_detection(case, output, context)\n")
+    (pack / "cases" / "c.jsonl").write_text("".join(json.dumps({"id": f"c{i}", "word": f"a garden {i}"}) + "\n"
+                                                    for i in range(8)))
+    db, out, secret = tmp_path / "s.sqlite", tmp_path / "s.json", "sweep-secret-key-9"
+    assert main(["sweep", "--pack", str(pack), "--scheme", "kgw", "--grid", "gamma=0.25", "--grid", "delta=3,8",
+                 "--attack", "lowercase", "--max-degradation", "10", "--min-tamper", "-1", "--remeasure", "2",
+                 "--key", secret, "--out", str(db), "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert [c["n"] for c in result["configs"]] == [8, 8] and result["attacks"] == ["lowercase"]
+    sizes = {c["watermark"]: c["size"] for c in result["configs"]}
+    assert float(sizes[result["watermark"]]) == min(float(v) for v in sizes.values())  # "inf" reads as inf
+    assert [e["seed"] for e in result["remeasure"]] == [1000, 2000] and result["aggregate_n"] == 16
+    conn = sqlite3.connect(db)
+    try:
+        dump = "\n".join(conn.iterdump())
+        runs = conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+        remeasured = conn.execute("SELECT COUNT(*) FROM results WHERE watermark = ? AND attack = 'none'",
+                                  (result["watermark"],)).fetchone()[0]
+    finally:
+        conn.close()
+    assert runs == 4 and remeasured == 8 * 3  # the sweep's key and two others
+    assert secret not in dump and remeasure_key(secret, 0) not in dump
+    capsys.readouterr()
+    assert main(["report", "--db", str(db), "--out", str(tmp_path / "r")]) == 0
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "Aggregate metric (MarkMyWords)" in md and "size per key" in md
+    records = [r for r in json.loads((tmp_path / "r" / "metrics.json").read_text())
+               if r["metric"].startswith("aggregate_size:")]
+    assert len(records) == 1 and records[0]["watermark"] == result["watermark"] and records[0]["n"] == 16
+    # refusals name the option
+    for extra, message in [(["--attack", "none"], "needs attacks"), (["--attack", "lowercase", "--remeasure", "0"],
+                                                                      "--remeasure 0")]:
+        assert main(["sweep", "--pack", str(pack), "--scheme", "kgw", "--key", "k", "--out", str(db), *extra]) == 2
+        assert message in capsys.readouterr().err
