@@ -21,6 +21,9 @@ Usage (from the repository root; needs ``apt-get install --no-install-recommends
 r-cran-tokenizers``)::
 
     python scripts/build_unlearning_data.py      # writes evalrun/assets/unlearning/owners.jsonl
+
+It also writes the ``waterdrum`` pack's shipped cases (``packs/waterdrum/cases/owners.jsonl``:
+one query per passage, owner 0 forgotten) with :func:`evalrun.unlearning.data.case_of`.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "evalrun" / "assets" / "unlearning"
+PACK_CASES = REPO / "packs" / "waterdrum" / "cases" / "owners.jsonl"
+#: the shipped pack's forget set (the demo's too): one owner, as seed 004 forgets one category
+FORGET_OWNERS = (0,)
 POINTS_PER_OWNER = 24
 MIN_WORDS, MAX_WORDS = 50, 90
 PROMPT_WORDS = 12
@@ -146,6 +152,19 @@ def spread(items: list, n: int) -> list:
     return [items[int(i * step)] for i in range(n)]
 
 
+def write_cases(records: list[dict], path: Path) -> None:
+    """The waterdrum pack's cases of ``records``."""
+    import sys
+
+    sys.path.insert(0, str(REPO))
+    from evalrun.unlearning.data import case_of
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for rec in records:
+            fh.write(json.dumps(case_of(rec, FORGET_OWNERS), ensure_ascii=False) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -175,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     with path.open("w", encoding="utf-8") as fh:
         for rec in records:
             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    write_cases(records, PACK_CASES if args.out == DEFAULT_OUT else args.out / "cases.jsonl")
     (args.out / "SOURCES.md").write_text(SOURCES_MD, encoding="utf-8")
     print(f"wrote {len(records)} data points of {len(OWNERS)} owners to {path} "
           f"({path.stat().st_size / 1024:.0f} KiB)")

@@ -130,3 +130,7 @@ def metrics_path_beside(path: str | Path) -> Path:
     ``results.metrics.json`` next to it."""
     path = Path(path)
     return path.with_name(f"{path.stem}.metrics.json")
+
+
+# WaterDrum (seed 004): forget/retain verification scores and AUROC per model
+AGGREGATES.register_lazy("waterdrum", "evalrun.unlearning.aggregates:waterdrum_aggregate")
