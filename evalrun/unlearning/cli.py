@@ -52,6 +52,8 @@ def unlearning_parser() -> argparse.ArgumentParser:
                       "(about 10 minutes on 2 CPU cores)")
     demo.add_argument("--d4", action="store_true", help="also the 'exact duplicate' setting of seed 004 D4")
     demo.add_argument("--seed", type=int, default=0, help="seed of sampling, shuffling and initialisation (default 0)")
+    demo.add_argument("--threads", type=int, help="torch threads (default: all cores, or 1 when the "
+                      "load average shows the cores busy)")
     demo.add_argument("--key", help="secret from which owner ids are derived (default: $EVALRUN_WATERMARK_KEY)")
     return p
 
@@ -84,7 +86,7 @@ def cmd_unlearning(argv: Sequence[str]) -> int:
 
     args = unlearning_parser().parse_args(argv)
     headline = run_demo(Path(args.out), quick=args.quick, secret=_secret(args), d4=args.d4,
-                        seed=args.seed, log=lambda s: print(s, file=sys.stderr))
+                        seed=args.seed, threads=args.threads, log=lambda s: print(s, file=sys.stderr))
     print(json.dumps(headline, indent=1))
     return 0
 

@@ -52,15 +52,18 @@ class DemoConfig:
     points: int = 24
     forget_owners: tuple[int, ...] = (0,)
     continuation_tokens: int = 48
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=20, lr=1e-3, batch_size=16))
-    unlearn: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=5, lr=1e-4, batch_size=16))
+    #: seed 004 App. E.1 fine-tunes 20 epochs at lr 1e-3 (LoRA, batch 128); a 5 M model
+    #: trained in full memorises its data (loss 4.7 -> 0.03 nats/token) in 10 epochs of
+    #: batches of 4 at lr 2e-3 (measured); batches of 16 for 10 epochs stopped at 0.9
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=10, lr=2e-3, batch_size=4))
+    #: seed 004 App. E.6: KL runs 5 unlearning epochs
+    unlearn: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=5, lr=1e-4, batch_size=4))
     repetitions: int = 3
     seed: int = 0
 
 
 FULL = DemoConfig()
-QUICK = DemoConfig(owners=4, points=12, repetitions=2,
-                   train=TrainConfig(epochs=10, lr=1e-3, batch_size=16))
+QUICK = DemoConfig(owners=4, points=12, repetitions=2)
 
 
 def _load() -> list[float]:
@@ -126,7 +129,7 @@ def write_pack(out: Path, cases: list[dict[str, Any]]) -> Path:
 
 
 def run_pack(pack: Path, models: list[Path], db: Path, config: DemoConfig,
-             secret: str | None) -> None:
+             secret: str | None, threads: int) -> None:
     """``evalrun run`` of the pack on every model, in a child process (its own pytest)."""
     cmd = [sys.executable, "-m", "evalrun.cli", "run", "--pack", str(pack), "--out", str(db),
            "--n", str(config.repetitions), "--seed", str(config.seed),
@@ -135,6 +138,7 @@ def run_pack(pack: Path, models: list[Path], db: Path, config: DemoConfig,
         cmd += ["--model", f"hf:{m}"]
     env = dict(os.environ)
     env.pop("EVALRUN_WATERMARK_KEY", None)
+    env["OMP_NUM_THREADS"] = str(threads)
     if secret:
         env["EVALRUN_WATERMARK_KEY"] = secret
     res = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -157,13 +161,32 @@ def store_scores(db: Path) -> dict[str, dict[str, dict[str, float]]]:
     return {m: point_scores(rs) for m, rs in by_model.items()}
 
 
+def choose_threads(threads: int | None) -> int:
+    """torch threads: ``threads`` when given, else all cores on an idle machine and 1 on a
+    busy one (1-minute load average >= cores). Measured on a 2-core machine at load 9: one
+    training step took 3.6 s with 1 thread and 15 s with 2 (threads spinning at barriers
+    while other processes hold the cores)."""
+    if threads:
+        return threads
+    cores = os.cpu_count() or 1
+    load = _load()
+    return 1 if load and load[0] >= cores else cores
+
+
 def run_demo(out: Path, *, quick: bool = False, secret: str | None = None, d4: bool = False,
-             seed: int = 0, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """The whole experiment into ``out``; returns the headline numbers."""
+             seed: int = 0, threads: int | None = None, config: DemoConfig | None = None,
+             log: Callable[[str], None] = print) -> dict[str, Any]:
+    """The whole experiment into ``out``; returns the headline numbers. ``config`` replaces
+    the quick/full setting (tests use a tiny one)."""
+    import torch
+
     from evalrun.embedded import embedded_model_path
     from evalrun.providers import model_identity
 
-    config = replace(QUICK if quick else FULL, seed=seed)
+    n_threads = choose_threads(threads)
+    torch.set_num_threads(n_threads)
+    log(f"evalrun unlearning: {n_threads} torch thread(s), load average {_load()}")
+    config = replace(config or (QUICK if quick else FULL), seed=seed)
     config = replace(config, train=replace(config.train, seed=seed),
                      unlearn=replace(config.unlearn, seed=seed))
     out.mkdir(parents=True, exist_ok=True)
@@ -216,7 +239,7 @@ def run_demo(out: Path, *, quick: bool = False, secret: str | None = None, d4: b
     db = out / "results.sqlite"
     all_models = list(roles) + ([d4_path] if d4 else [])
     clock.step(f"run the waterdrum pack on {len(all_models)} models",
-               lambda: run_pack(pack, all_models, db, config, secret))
+               lambda: run_pack(pack, all_models, db, config, secret, n_threads))
     scores = store_scores(db)
     dup_ids = {p["id"] for p in dups}
     ident = {p: model_identity(f"hf:{p}") for p in all_models}
@@ -232,7 +255,7 @@ def run_demo(out: Path, *, quick: bool = False, secret: str | None = None, d4: b
 
     timings = {"steps": clock.steps, "total_seconds": round(clock.total(), 1),
                "load_avg_start": load_start, "load_avg_end": _load(),
-               "cpu_count": os.cpu_count(), "quick": quick}
+               "cpu_count": os.cpu_count(), "torch_threads": n_threads, "quick": quick}
     headline = write_report(db, out / "report", summary, ident[models / "retrained"],
                             config=config, timings=timings, d4_auroc=d4_auroc,
                             data=data, secret=bool(secret))
