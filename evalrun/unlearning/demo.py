@@ -41,7 +41,6 @@ from evalrun.unlearning.finetune import TrainConfig, train, unlearn
 
 WATERMARK = "waterfall:kappa=2"
 FRACTIONS = (0.25, 0.5, 0.75)
-PACK_DIR = Path(__file__).resolve().parents[2] / "packs" / "waterdrum"
 
 
 @dataclass(frozen=True)
@@ -118,9 +117,12 @@ def duplicates(points: list[dict[str, Any]], config: DemoConfig) -> list[dict[st
 
 def write_pack(out: Path, cases: list[dict[str, Any]]) -> Path:
     """The shipped ``waterdrum`` pack with this experiment's cases (same grader and settings)."""
+    from evalrun.pack import shipped_packs_dir
+
+    shipped = shipped_packs_dir() / "waterdrum"
     out.mkdir(parents=True, exist_ok=True)
     for name in ("pack.toml", "case.schema.json", "grader.py"):
-        (out / name).write_text((PACK_DIR / name).read_text(encoding="utf-8"), encoding="utf-8")
+        (out / name).write_text((shipped / name).read_text(encoding="utf-8"), encoding="utf-8")
     (out / "cases").mkdir(exist_ok=True)
     with (out / "cases" / "cases.jsonl").open("w", encoding="utf-8") as fh:
         for c in cases:

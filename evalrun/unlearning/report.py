@@ -143,7 +143,7 @@ def write_report(db: Path, out: Path, summary: Summary, retrained: str, *, confi
         "Deviation from seed 004: the data are not paraphrased. The embedded 5 M-parameter model "
         "cannot paraphrase, so each owner's data point is the passage's first 12 words followed by "
         "the embedded model's continuation generated under the owner's Waterfall perturbation "
-        f"(`evalrun watermark-data --mode continue`). Mean verification score of the watermarked "
+        f"(evalrun watermark-data --mode continue). Mean verification score of the watermarked "
         f"data {_fmt(sum(wm_q) / len(wm_q))}; mean unigram-F1 similarity to the original passage "
         f"{_fmt(sum(sim) / len(sim))} (a continuation keeps little of the original).",
         f"Timings ({'--quick' if timings.get('quick') else 'full'}; {timings.get('cpu_count')} CPUs; "
