@@ -201,7 +201,8 @@ def watermark_data(records: Sequence[Mapping[str, Any]], *, model: str, watermar
                 ids = list(gen.token_ids or [])
                 det = scheme.detect(ids, req.key, vocab)
                 query = prompt_of(rec["text"]) if how.continues else prompt_of(gen.text)
-                completion = gen.text if how.continues else gen.text[len(query):].lstrip()
+                completion = (gen.text if how.continues
+                              else " ".join(gen.text.split()[PROMPT_WORDS:]))
                 rest = " ".join(rec["text"].split()[PROMPT_WORDS:])
                 line = {**{k: v for k, v in rec.items() if k != "text"}, **header,
                         "original": rec["text"], "prompt": query, "completion": completion,

@@ -20,7 +20,8 @@ TINY = DemoConfig(owners=2, points=4, continuation_tokens=12, repetitions=1,
 
 
 def test_tiny_demo_writes_models_report_and_metrics(tmp_path: Path) -> None:
-    headline = run_demo(tmp_path, config=TINY, threads=1, d4=True, log=lambda s: None)
+    headline = run_demo(tmp_path, config=TINY, threads=1, d4=True, secret="tiny-secret-42",
+                        log=lambda s: None)
     models = tmp_path / "models"
     names = {"original", "retrained", "unlearned-gradient_difference", "unlearned-kl",
              "retrained-d4", *(f"calibration-{f:g}" for f in FRACTIONS)}
@@ -44,9 +45,21 @@ def test_tiny_demo_writes_models_report_and_metrics(tmp_path: Path) -> None:
     assert sum(m["metric"] == "waterdrum_auroc" for m in metrics) == len(names)
     timings = json.loads((tmp_path / "timings.json").read_text())
     assert timings["torch_threads"] == 1 and timings["steps"]
+    # the secret (and the owner ids derived from it) reach no file: data, store, report
+    from evalrun.unlearning.keys import owner_waterfall_id
+
+    secrets = [b"tiny-secret-42", *(str(owner_waterfall_id(o, "tiny-secret-42")).encode()
+                                    for o in range(TINY.owners))]
+    for f in tmp_path.rglob("*"):
+        if f.is_file() and f.suffix != ".safetensors":
+            body = f.read_bytes()
+            assert not any(s in body for s in secrets), f
+    line = json.loads((tmp_path / "data" / "watermarked.jsonl").read_text().splitlines()[0])
+    assert line["key_source"] == "derived from the secret key"
     # resumable: a second call reuses data and models (no model directory is rewritten)
     stamp = {n: (models / n / "model.safetensors").stat().st_mtime_ns for n in names}
-    again = run_demo(tmp_path, config=TINY, threads=1, d4=True, log=lambda s: None)
+    again = run_demo(tmp_path, config=TINY, threads=1, d4=True, secret="tiny-secret-42",
+                     log=lambda s: None)
     assert again["d1_auroc"] == pytest.approx(headline["d1_auroc"])
     assert stamp == {n: (models / n / "model.safetensors").stat().st_mtime_ns for n in names}
 
@@ -65,3 +78,16 @@ def test_watermark_data_command(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert json.loads(capsys.readouterr().out)["records"] == 1
     assert main(["watermark-data", "--owners", str(tmp_path / "missing.jsonl"), "--model",
                  "embedded", "--out", str(out)]) == 2
+
+
+def test_paraphrase_mode_queries_the_watermarked_text(tmp_path: Path) -> None:
+    from evalrun.unlearning.data import PROMPT_WORDS, watermark_data
+
+    rec = {"id": "p", "owner": 1, "text": " ".join(f"w{i}" for i in range(30))}
+    line = watermark_data([rec], model="embedded", watermark="waterfall:kappa=2",
+                          out=tmp_path / "p.jsonl", mode="paraphrase", max_tokens=40, seed=1)[0]
+    words = line["text"].split()
+    assert line["mode"] == "paraphrase" and line["completion_token_ids"] is None
+    assert line["prompt"] == " ".join(words[:PROMPT_WORDS])
+    assert line["completion"] == " ".join(words[PROMPT_WORDS:])
+    assert line["original"] == rec["text"]
