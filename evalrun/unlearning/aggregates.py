@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from evalrun import stats
-from evalrun.metrics import auroc, calibration_r2, proportional_fit
+from evalrun.metrics import auroc, auroc_ci, calibration_r2, calibration_r2_ci, proportional_fit
 
+CI_SEED = 0
 FORGET = "forget"
 RETAIN = "retain"
 
@@ -84,6 +85,9 @@ class Summary:
     d1_auroc: float = math.nan
     d2_r2: float = math.nan
     d2_slope: float = math.nan
+    #: 95% bootstrap intervals (seeded): D1 resampling each set, D2 resampling the points
+    d1_ci: tuple[float, float] = (math.nan, math.nan)
+    d2_ci: tuple[float, float] = (math.nan, math.nan)
     calibration: list[tuple[float, float]] = field(default_factory=list)
 
 
@@ -119,6 +123,10 @@ def summarize(per_model: Mapping[str, dict[str, dict[str, float]]],
             if s[FORGET] and s[RETAIN] else math.nan,
         }
     out.d1_auroc = out.models[retrained[0]]["auroc"]
+    re = per_model[retrained[0]]
+    if re[FORGET] and re[RETAIN]:
+        est = auroc_ci(list(re[RETAIN].values()), list(re[FORGET].values()), seed=CI_SEED)
+        out.d1_ci = (est.low, est.high)
     points = []
     for model, role in roles.items():
         x = {"retrained": 0.0, "original": 1.0}.get(role.kind, role.fraction)
@@ -130,4 +138,6 @@ def summarize(per_model: Mapping[str, dict[str, dict[str, float]]],
         fit = proportional_fit([p[0] for p in points], [p[1] for p in points])
         out.d2_r2 = calibration_r2([p[0] for p in points], [p[1] for p in points])
         out.d2_slope = fit.slope
+        est = calibration_r2_ci([p[0] for p in points], [p[1] for p in points], seed=CI_SEED)
+        out.d2_ci = (est.low, est.high)
     return out

@@ -85,10 +85,13 @@ def records(summary: Summary, retrained: str, d4_auroc: float | None) -> list[An
     base = {"pack": "waterdrum", "watermark": "none", "attack": "none", "ci_low": None,
             "ci_high": None}
     r = summary.models[retrained]
+    plain = {k: v for k, v in base.items() if not k.startswith("ci_")}
     out = [MetricRecord(metric="waterdrum_d1_auroc", value=num(summary.d1_auroc),
-                        n=r["n_forget"] + r["n_retain"], model=retrained, **base),
+                        n=r["n_forget"] + r["n_retain"], model=retrained,
+                        ci_low=num(summary.d1_ci[0]), ci_high=num(summary.d1_ci[1]), **plain),
            MetricRecord(metric="waterdrum_d2_calibration_r2", value=num(summary.d2_r2),
-                        n=len(summary.calibration), model="calibration models", **base)]
+                        n=len(summary.calibration), model="calibration models",
+                        ci_low=num(summary.d2_ci[0]), ci_high=num(summary.d2_ci[1]), **plain)]
     if d4_auroc is not None:
         out.append(MetricRecord(metric="waterdrum_d4_exact_duplicate_auroc", value=num(d4_auroc),
                                 n=r["n_forget"] + r["n_retain"], model="retrained-d4", **base))
@@ -127,11 +130,12 @@ def write_report(db: Path, out: Path, summary: Summary, retrained: str, *, confi
     d2_ok = summary.d2_r2 >= TARGET_R2
     paras = [
         f"D1 separability: AUROC of retain vs forget verification scores on the retrained model "
-        f"= {_fmt(summary.d1_auroc)} (target >= {TARGET_AUROC}, {'met' if d1_ok else 'NOT met'}; "
+        f"= {_fmt(summary.d1_auroc)} (95% bootstrap CI {_fmt(summary.d1_ci[0])}-{_fmt(summary.d1_ci[1])}; target >= {TARGET_AUROC}, {'met' if d1_ok else 'NOT met'}; "
         f"seed 004 Table 4, Waterfall: {SEED_AUROC}). "
         f"D2 calibration: R² of the scaled forget aggregate against k/|F| through the origin "
         f"(points {', '.join(f'({x:.2f}, {y:.3f})' for x, y in summary.calibration)}) = "
-        f"{_fmt(summary.d2_r2)} (target >= {TARGET_R2}, {'met' if d2_ok else 'NOT met'}; seed: "
+        f"{_fmt(summary.d2_r2)} (95% bootstrap CI over the points {_fmt(summary.d2_ci[0])}-"
+        f"{_fmt(summary.d2_ci[1])}; target >= {TARGET_R2}, {'met' if d2_ok else 'NOT met'}; seed: "
         f"{SEED_R2})." + (f" D4 (exact duplicates of the forget set in the retain set under "
                           f"other owners' keys): AUROC {_fmt(d4_auroc)}." if d4_auroc is not None else ""),
         f"Setting: {config.owners} owners x {config.points} passages (owner(s) "

@@ -109,6 +109,8 @@ def test_summarize_scales_to_the_original_and_computes_d1_d2() -> None:
     xs, ys = [0.0, 0.5, 1.0], [0.01 / 0.4, 0.21 / 0.4, 1.0]
     assert s.calibration == [pytest.approx((x, y)) for x, y in zip(xs, ys)]
     assert s.d2_r2 == pytest.approx(calibration_r2(xs, ys))
+    assert s.d1_ci == (1.0, 1.0)  # every resample separates perfectly
+    assert all(math.isnan(c) or c <= 1.0 for c in s.d2_ci)  # NaN where resamples are degenerate
     with pytest.raises(ValueError, match="exactly one original"):
         summarize(per_model, {"re": Role("retrained")})
     assert math.isnan(summarize({"orig": scores([], [0.1]), "re": scores([], [0.1])},
