@@ -2,12 +2,12 @@
 """The MarkMyWords benchmark on the embedded model, stage by stage.
 
 All prompts of the three generation packs (book reports, stories, news: 296), one scheme, the
-``mmw`` attack suite's offline attacks plus ``none``, the perplexity quality proxy, then the
-report; the wall time of each stage is read from the store's own timestamps, and the same run
+``mmw`` attack suite's offline attacks plus ``none``, optionally a quality judge (``--judge
+perplexity:embedded``), then the report; the wall time of each stage is read from the store's own timestamps, and the same run
 is repeated with ``--workers 2`` (pytest-xdist grading) on a fresh store beside it. Prints
 seconds per stage and the ratio of the two totals.
 
-    python benchmarks/bench_mmw.py [--max-tokens 200] [--scheme kgw] [--limit N]
+    python benchmarks/bench_mmw.py [--max-tokens 200] [--scheme kgw] [--judge SPEC] [--limit N]
 
 Translation attacks need a model the benchmark does not have offline: they are left out, and
 the output says so.
@@ -48,7 +48,7 @@ def run_once(out: Path, args: argparse.Namespace, workers: int) -> dict[str, flo
     db = out / "bench.sqlite"
     cmd = [sys.executable, "-m", "evalrun.cli", "run", *[a for p in PACKS for a in ("--pack", p)],
            "--model", "embedded", "--watermark", "none", "--watermark", args.scheme, "--attack", "none",
-           *[a for spec in offline_suite() for a in ("--attack", spec)], "--judge", "perplexity:embedded",
+           *[a for spec in offline_suite() for a in ("--attack", spec)], *(["--judge", args.judge] if args.judge else []),
            "--key", "bench-key", "--max-tokens", str(args.max_tokens), "--out", str(db), "--no-progress",
            "--workers", str(workers)]
     if args.limit:  # a quick check: only items whose id holds 001 .. 00N
@@ -64,7 +64,7 @@ def run_once(out: Path, args: argparse.Namespace, workers: int) -> dict[str, flo
     transform = _span(db, "SELECT MIN(created_at), MAX(created_at) FROM transforms")
     judge = _span(db, "SELECT MIN(created_at), MAX(created_at) FROM judgements")
     grading = _span(db, "SELECT MIN(graded_at), MAX(graded_at) FROM results")
-    return {"generation": generation, "transform": transform, "judge (proxy)": judge,
+    return {"generation": generation, "transform": transform, "judge": judge,
             "detection and grading": grading, "run total": total, "report": report}
 
 
@@ -72,6 +72,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--max-tokens", type=int, default=200)
     parser.add_argument("--scheme", default="kgw")
+    parser.add_argument("--judge", default="", help="a judge stage too, e.g. perplexity:embedded (default: none)")
     parser.add_argument("--limit", type=int, default=0, help="only cases whose id holds 001..00N (a quick check)")
     args = parser.parse_args()
     print(f"attacks: none + {len(offline_suite())} of the mmw suite (translations need a model: left out)")

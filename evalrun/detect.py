@@ -5,8 +5,10 @@
 
 ``--text FILE`` (``-`` for stdin) is one text, tokenized without special tokens by the
 tokenizer at PATH (a ``tokenizer.json`` file or a Hugging Face tokenizer directory).
-``--tokens FILE.jsonl`` holds one JSON object per line with ``token_ids`` and optional ``id``.
-One JSON object is printed per input: ``num_tokens_scored``, ``score``, ``p_value`` (and
+``--tokens FILE.jsonl`` holds one JSON object per line with ``token_ids`` and optional ``id``;
+it is read as it streams, ``CHUNK_TEXTS`` texts at a time, each chunk detected in one batched
+call (:meth:`~evalrun.watermark.base.WatermarkScheme.detect_many`) and its results printed
+before the next chunk is read. One JSON object is printed per input, in input order: ``num_tokens_scored``, ``score``, ``p_value`` (and
 ``num_green_tokens``, ``z_score`` for green-list schemes, ``id`` when given). The key may come
 from ``EVALRUN_WATERMARK_KEY`` and is never printed. Bad inputs are reported one line each on
 stderr (naming file and line) with exit status 2, after the valid inputs were printed.
@@ -16,14 +18,18 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import itertools
 import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Iterable, Iterator, TextIO
+
+import numpy as np
 
 from evalrun.errors import EvalrunError
-from evalrun.plan import KEY_ENV
+from evalrun.options import KEY_ENV
+from evalrun.watermark.base import WatermarkScheme
 from evalrun.watermark.registry import parse_watermark
 
 
@@ -87,27 +93,90 @@ def _read_text(path: str) -> str:
         raise EvalrunError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
-def _token_records(path: str, errors: list[tuple[int, str]]) -> list[tuple[int, Any, list[int]]]:
-    """(line number, id, token ids) of the valid lines; problems are appended to ``errors``."""
+#: texts per batched detection call of ``--tokens`` (results are printed after each chunk)
+CHUNK_TEXTS = 1000
+
+
+def _token_records(path: str, errors: list[tuple[int, str]],
+                   chunk: int | None = None) -> Iterator[list[tuple[int, Any, list[int]]]]:
+    """Chunks of (line number, id, token ids) of the valid lines, read as the file streams
+    (at most ``chunk`` records at a time); problems are appended to ``errors``.
+
+    Lines are split at ``\n``, ``\r\n`` and ``\r`` (Python's universal newlines)."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        fh = open(path, encoding="utf-8")
     except OSError as exc:
         raise EvalrunError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    out = []
-    for no, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    chunk = chunk or CHUNK_TEXTS
+    out: list[tuple[int, Any, list[int]]] = []
+    with fh:
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            errors.append((no, f"{path}:{no}: bad JSON: {exc.msg}"))
+            for no, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    errors.append((no, f"{path}:{no}: bad JSON: {exc.msg}"))
+                    continue
+                ids = obj.get("token_ids") if isinstance(obj, dict) else None
+                # JSON integers decode to int exactly (booleans to bool, which is refused)
+                if not isinstance(ids, list) or not set(map(type, ids)) <= _INT:
+                    errors.append((no, f"{path}:{no}: token_ids: expected a list of integers"))
+                    continue
+                out.append((no, obj.get("id"), ids))
+                if len(out) >= chunk:
+                    yield out
+                    out = []
+        except UnicodeDecodeError as exc:
+            raise EvalrunError(f"{path}: cannot read: not UTF-8 ({exc.reason})") from None
+        except OSError as exc:
+            raise EvalrunError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if out:
+        yield out
+
+
+_INT = {int}
+
+
+def _as_arrays(records: list[tuple[int, Any, list[int]]]) -> list[Any]:
+    """The records' token ids as int64 arrays, converted in one call (lists of ints, checked
+    by the reader); the lists themselves where an id does not fit in 64 bits (the scheme
+    then rejects it with its own message)."""
+    lengths = [len(ids) for _, _, ids in records]
+    try:
+        flat = np.fromiter(itertools.chain.from_iterable(ids for _, _, ids in records),
+                           dtype=np.int64, count=sum(lengths))
+    except OverflowError:
+        return [ids for _, _, ids in records]
+    return np.split(flat, np.cumsum(lengths)[:-1]) if records else []
+
+
+def _detect_chunk(scheme: Any, records: list[tuple[Any, Any, list[int]]], key: str,
+                  vocab_size: int, kwargs: dict[str, Any], source: str,
+                  errors: list[tuple[int, str]]) -> list[tuple[Any, Any]]:
+    """(id, Detection) of every record that detects; the others go to ``errors``.
+
+    One batched call (:meth:`WatermarkScheme.detect_many`) for the whole chunk; when it
+    raises (some text is invalid for the scheme, e.g. an id outside the vocabulary), the
+    chunk is detected text by text so that each bad line is reported by itself, with the
+    message of the single-text detector."""
+    batched = type(scheme).detect_many is not WatermarkScheme.detect_many
+    try:
+        inputs = _as_arrays(records) if batched else [ids for _, _, ids in records]
+        dets = scheme.detect_many(inputs, key, vocab_size, **kwargs)
+        return [(item_id, det) for (_, item_id, _), det in zip(records, dets)]
+    except (EvalrunError, ValueError):
+        pass
+    out = []
+    for no, item_id, ids in records:
+        where = f"{source}:{no}" if no is not None else source
+        try:
+            det = scheme.detect(ids, key, vocab_size, **kwargs)
+        except (EvalrunError, ValueError) as exc:  # e.g. a token id outside the vocabulary
+            errors.append((no or 0, f"{where}: {exc}"))
             continue
-        ids = obj.get("token_ids") if isinstance(obj, dict) else None
-        if not isinstance(ids, list) or not all(isinstance(t, int) and not isinstance(t, bool)
-                                                for t in ids):
-            errors.append((no, f"{path}:{no}: token_ids: expected a list of integers"))
-            continue
-        out.append((no, obj.get("id"), ids))
+        out.append((item_id, det))
     return out
 
 
@@ -138,30 +207,31 @@ def _run(argv: list[str], out: TextIO, err: TextIO) -> int:
         encode, vocab_size = load_tokenizer(args.tokenizer)
         if args.vocab_size is not None:
             vocab_size = args.vocab_size
-        items = [(None, None, list(encode(_read_text(args.text))))]
+        chunks: Iterable[list[tuple[Any, Any, list[int]]]] = [
+            [(None, None, list(encode(_read_text(args.text))))]]
         source = args.text
     else:
         if args.vocab_size is None:
             raise EvalrunError("evalrun detect: --tokens needs --vocab-size V")
         vocab_size = args.vocab_size
-        items = _token_records(args.tokens, errors)
+        chunks = _token_records(args.tokens, errors)
         source = args.tokens
     kwargs = {}
     if args.backend:
         if "backend" not in inspect.signature(scheme.detect).parameters:
             raise EvalrunError(f"--backend applies to the native schemes, not {scheme.spec}")
         kwargs["backend"] = args.backend
-    for no, item_id, ids in items:
-        where = f"{source}:{no}" if no is not None else source
-        try:
-            det = scheme.detect(ids, key, vocab_size, **kwargs)
-        except (EvalrunError, ValueError) as exc:  # e.g. a token id outside the vocabulary
-            errors.append((no or 0, f"{where}: {exc}"))
-            continue
-        record = det.as_json()
-        if item_id is not None:
-            record = {"id": item_id, **record}
-        print(json.dumps(record), file=out)
+    for records in chunks:  # streamed: each chunk's results are printed before the next is read
+        lines = []
+        for item_id, det in _detect_chunk(scheme, records, key, vocab_size, kwargs, source,
+                                          errors):
+            record = det.as_json()
+            if item_id is not None:
+                record = {"id": item_id, **record}
+            lines.append(json.dumps(record))
+        if lines:
+            out.write("\n".join(lines) + "\n")
+            out.flush()
     out.flush()
     for _, message in sorted(errors):
         print(message, file=err)

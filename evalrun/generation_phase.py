@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
+from evalrun.executors import Executor, LocalExecutor
 from evalrun.generation import Generation, GenerationRequest, Provider
 from evalrun.plan import Item, unique_generations
 from evalrun.store import HAS_OUTPUT, Store, utc_now
@@ -56,8 +57,10 @@ def _reuse_sibling(store: Store, gen_key: str) -> dict[str, object] | None:
 
 
 def run_generation(items: Sequence[Item], store: Store, run_id: str, make_provider: ProviderFactory,
-                   *, key: str | None = None, progress: Progress | None = None) -> PhaseSummary:
-    """Fill the store for ``items``; returns counts. Never raises for a single failed call."""
+                   *, key: str | None = None, progress: Progress | None = None,
+                   executor: Executor | None = None) -> PhaseSummary:
+    """Fill the store for ``items``; returns counts. Never raises for a single failed call.
+    ``executor`` runs each model's requests (default: its provider in this process)."""
     summary = PhaseSummary()
     done = store.finished_keys(item.item_key for item in items)
     store.link(run_id, done.values())
@@ -98,11 +101,7 @@ def run_generation(items: Sequence[Item], store: Store, run_id: str, make_provid
                 progress(finished, total)
 
         start = time.perf_counter()
-        provider = make_provider(model)
-        try:
-            provider.generate(requests, sink)
-        finally:
-            provider.close()
+        (executor or LocalExecutor()).generate(model, requests, sink, make_provider)
         summary.per_model_seconds[model] = time.perf_counter() - start
     return summary
 

@@ -79,6 +79,13 @@ def _fail_under(v: Any) -> str | None:
     return None if v is None or (math.isfinite(v) and 0.0 <= v <= 1.0) else "must be a score in [0, 1]"
 
 
+def _executor(v: Any) -> str | None:
+    from evalrun.executors import EXECUTORS
+
+    return None if v is None or v in EXECUTORS.names() else (
+        f"unknown executor {v!r}; expected one of {', '.join(EXECUTORS.names())}")
+
+
 OPTIONS: tuple[Option, ...] = (
     Option("models", str, "model spec, repeatable: embedded, reference, openai:<name>, hf:<path>, "
            "vllm:<path>, replay:<file.jsonl>; provider options as <spec>?key=value&...", many=True,
@@ -115,6 +122,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("select", str, "pytest -k expression selecting items", metavar="EXPR", pytest=False, toml=None),
     Option("workers", int, "pytest-xdist worker processes for grading", default=0, pytest=False, toml=None,
            check=_at_least(0)),
+    Option("executor", str, "where unique generations run: local (this process) or ray (Ray "
+           "actors; pip install \"evalrun[ray]\")", default="local", check=_executor),
+    Option("ray_address", str, "Ray cluster to join with --executor ray (default: a local Ray)",
+           metavar="ADDR"),
+    Option("ray_actors", int, "Ray actors per model with --executor ray, each holding the model "
+           "once (default 2)", default=2, check=_at_least(1)),
     Option("report", str, "also write the run's report (Markdown, HTML, charts, metrics.json) into DIR",
            metavar="DIR", pytest=False, toml=None),
     Option("fail_under", float, "exit 1 when the run's mean score is below SCORE (default: exit 0 "
@@ -145,6 +158,11 @@ class RunOptions:
     model_args: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     #: (judge method, judge model spec) pairs run after the transform stage
     judges: tuple[tuple[str, str], ...] = ()
+    #: where generations run (:mod:`evalrun.executors`); not part of the stored configuration:
+    #: every executor stores the same results
+    executor: str = "local"
+    ray_address: str | None = None
+    ray_actors: int = 2
 
     def as_json(self) -> dict[str, Any]:
         """The run's configuration as stored in ``runs.config_json`` (no key, no URL secrets)."""
@@ -330,6 +348,8 @@ def run_options(values: Mapping[str, Any], *, default_models: Sequence[str]) -> 
         base_url=values.get("base_url"), concurrency=values.get("concurrency", 32),
         tokenizer=values.get("tokenizer"), model_args=model_args,
         judges=tuple(dict.fromkeys(parse_judge(j) for j in values.get("judges") or ())),
+        executor=values.get("executor") or "local", ray_address=values.get("ray_address"),
+        ray_actors=values.get("ray_actors") or 2,
     )
     check_options(options)
     return options

@@ -210,6 +210,12 @@ class Pack:
             )
         return grade
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its directory (loaded again on the other side): pack modules are imported
+        from files under private names, so they cannot be pickled themselves. Ray actors
+        receive requests whose ``solve`` is a pack's bound method this way."""
+        return (load_pack, (str(self.path),))
+
     def solve(self, case: Mapping[str, Any]) -> str:
         if self.reference_module is None:
             raise PackError(f"pack {self.name} has no reference.py solver")

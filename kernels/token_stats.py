@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from evalrun.kernels.backend import Ops
 from evalrun.kernels.keyed_hash import (TAG_NODE, TAG_UNIFORM, code, complement, exact_log,
                                      feistel_rank, neg_log_uniform, pair, range_codes, tag,
@@ -17,7 +19,12 @@ from evalrun.kernels.keyed_hash import (TAG_NODE, TAG_UNIFORM, code, complement,
 
 def exp_stat(ops: Ops, seeds: Any, tokens: Any) -> Any:
     """C1 statistic ``-log(1 - r_token)``, computed as ``-log`` of the exact complement."""
-    return neg_log_uniform(ops, complement(ops, pair(ops, seeds, code(ops, tokens))))
+    return exp_word_stat(ops, pair(ops, seeds, code(ops, tokens)))
+
+
+def exp_word_stat(ops: Ops, words: Any) -> Any:
+    """:func:`exp_stat` given the pairs' words ``pair(seeds, code(tokens))``."""
+    return neg_log_uniform(ops, complement(ops, words))
 
 
 def exp_gumbel(ops: Ops, seeds: Any, vocab_size: int) -> Any:
@@ -66,12 +73,66 @@ def bit_stat(ops: Ops, words: Any, bits: Any) -> Any:
     return neg_log_uniform(ops, ops.where(bits, complement(ops, words), words))
 
 
-def first_occurrence(ops: Ops, words: Any) -> Any:
-    """True at the first occurrence of each word along the last axis."""
+def first_occurrence(ops: Ops, words: Any, segments: Any = None) -> Any:
+    """True at the first occurrence of each word along the last axis.
+
+    ``segments`` (optional, int64 ``[N]`` for words ``[..., N]``, non-decreasing) splits the
+    last axis into independent texts laid end to end (ragged batches): a word is then a
+    repeat only of an earlier equal word *of the same segment*. The flags are those that each
+    segment would get on its own."""
+    if segments is None and ops.name == "numpy" and getattr(words, "ndim", 0) == 1:
+        return _first_occurrence_1d(words, None)
+    if segments is not None and ops.name == "numpy" and getattr(words, "ndim", 0) == 1:
+        return _first_occurrence_1d(words, np.asarray(segments))
     key = ops.word_order_key(words)
     order = ops.argsort_stable(key, axis=-1)
     srt = ops.take_along(key, order, axis=-1)
     new = srt[..., 1:] != srt[..., :-1]
+    if segments is not None:
+        seg = ops.i64(segments).reshape((1,) * (len(words.shape) - 1) + (int(words.shape[-1]),))
+        seg_sorted = ops.take_along(seg, order, axis=-1)
+        # equal words sort by position (stable sort), hence by segment: a segment change
+        # inside a run of equal words starts that segment's first occurrence
+        new = new | (seg_sorted[..., 1:] != seg_sorted[..., :-1])
     first = ops.zeros(tuple(srt.shape[:-1]) + (1,), "bool") == ops.zeros((1,), "bool")
     flags = ops.concat([first, new], axis=-1)
     return ops.put_along(ops.zeros(tuple(words.shape), "bool"), order, flags, axis=-1)
+
+
+def _first_occurrence_1d(words: np.ndarray, segments: np.ndarray | None) -> np.ndarray:
+    """:func:`first_occurrence` of a 1-D numpy array without a stable sort.
+
+    numpy's unstable argsort is several times faster than its stable one on long arrays
+    (a vectorised quicksort against a merge sort: ~40 against ~110 ns a word at 400k words),
+    and the flags do not need stability: a run of equal words in sorted order is resolved by
+    the minimum position in it. Only runs longer than one (repeats, a small share) need their
+    positions looked at, and with ``segments`` those are split by segment through a stable
+    sort of just their elements. Same flags as the stable-sort kernel, exactly."""
+    n = int(words.shape[0])
+    flags = np.zeros(n, dtype=bool)
+    if n == 0:
+        return flags
+    key = words.view(np.int64) if words.dtype == np.uint64 else np.asarray(words)
+    order = np.argsort(key)  # any order inside runs of equal words
+    srt = key[order]
+    same = srt[1:] == srt[:-1]
+    if not same.any():
+        flags[:] = True
+        return flags
+    # singletons are first occurrences; elements of runs longer than one are resolved below
+    in_run = np.zeros(n, dtype=bool)
+    in_run[1:] = same
+    in_run[:-1] |= same
+    flags[order[~in_run]] = True
+    pos = order[in_run]
+    pos.sort()  # positions of the repeated words, ascending (so by segment, then position)
+    sub = np.argsort(key[pos], kind="stable")  # equal words stay in position order
+    pos = pos[sub]
+    k = key[pos]
+    start = np.ones(len(pos), dtype=bool)
+    start[1:] = k[1:] != k[:-1]
+    if segments is not None:
+        s = segments[pos]
+        start[1:] |= s[1:] != s[:-1]
+    flags[pos[start]] = True
+    return flags

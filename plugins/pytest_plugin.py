@@ -22,6 +22,7 @@ from typing import Any, Iterator
 import pytest
 
 from evalrun.errors import CaseError, EvalrunError, PackError
+from evalrun.executors import make_executor
 from evalrun.generation_phase import ProgressBar, run_generation
 from evalrun.grading import Grade
 from evalrun.grading_phase import grade_stored
@@ -357,8 +358,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     with open(f"{state.db}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
+            executor = make_executor(options.executor, ray_address=options.ray_address,
+                                     ray_actors=options.ray_actors,
+                                     provider_options={"base_url": options.base_url,
+                                                       "concurrency": options.concurrency})
             summary = run_generation(items, store, state.run_id, factory, key=options.resolved_key(),
-                                     progress=progress)
+                                     progress=progress, executor=executor)
             attacking = None
             if progress is not None and any(not is_none(it.attack) for it in items):
                 attacking = ProgressBar("evalrun: attacking", stream=sys.stderr)

@@ -7,8 +7,9 @@ from typing import Callable, Sequence
 
 from evalrun.errors import EvalrunError
 from evalrun.metrics.aggregates import MetricRecord, compute, write_metrics_json
-from evalrun.report import charts, tables
-from evalrun.report.data import EXTRACTION, WATERMARK, PackView, ReportData, Result, load, view_for
+from evalrun.report import benchmark, charts, tables
+from evalrun.report.data import (EXTRACTION, WATERMARK, PackView, ReportData, Result, is_detection_view,
+                                 load, view_for)
 from evalrun.report.document import (Document, Figure, Paragraph, Section, render_html,
                                      render_markdown)
 
@@ -27,19 +28,21 @@ def build_report(db: str | Path, out_dir: str | Path, run_id: str | None = None,
     if out.exists() and not out.is_dir():
         raise EvalrunError(f"--out {out}: exists and is not a directory")
     out.mkdir(parents=True, exist_ok=True)
-    for stale in CHART_NAMES:  # a chart from an earlier report must not outlive its data
+    for stale in (*CHART_NAMES, *benchmark.CHART_NAMES):  # a chart must not outlive its data
         (out / stale).unlink(missing_ok=True)
-    doc = compose(data, out)
+    records = compute(r.row for r in data.results)
+    doc = compose(data, out, records)
     doc.sections[:0] = list(sections)
-    write_metrics_json([*metrics, *compute(r.row for r in data.results)], out / "metrics.json")
+    write_metrics_json([*metrics, *records], out / "metrics.json")
     md_path = out / "report.md"
     md_path.write_text(render_markdown(doc), encoding="utf-8")
     (out / "report.html").write_text(render_html(doc, out), encoding="utf-8")
     return md_path
 
 
-def compose(data: ReportData, out: Path) -> Document:
-    """Compute every table, draw every chart into ``out``, and arrange the document."""
+def compose(data: ReportData, out: Path, records: Sequence[MetricRecord] | None = None) -> Document:
+    """Compute every table, draw every chart into ``out``, and arrange the document. The
+    benchmark's tables show ``records`` (what metrics.json gets; computed here when not given)."""
     selection = (f"run {data.run_id}" if data.run_id
                  else f"all {len(data.runs)} run(s) in the store")
     graded = sum(r.graded for r in data.results)
@@ -57,12 +60,19 @@ def compose(data: ReportData, out: Path) -> Document:
     ]
     sections: list[Section] = []
     appendix: list[Section] = []
+    detection: dict[str, list[Result]] = {}
     for pack, items in data.packs.items():
         view = view_for(pack, items)
         sections += _pack_sections(view, items, out)
         appendix.append(Section(
             f"Per-case results: {view.title}", f"appendix-{tables.slug(pack)}", 3,
             [tables.per_case(view, items)]))
+        if is_detection_view(view):
+            detection[pack] = items
+    if detection:
+        if records is None:
+            records = compute(r.row for r in data.results)
+        sections += benchmark.sections(detection, records, out)
     sections.append(Section("Failure analysis", "failures", 2, [Paragraph(
         "For each pack, the most informative failures: cases other models solved come "
         "first, and each failure label is shown before any repeats.")]))
@@ -108,6 +118,13 @@ def _pack_sections(view: PackView, items: list[Result], out: Path) -> list[Secti
                    _chart(charts.extraction_false_positives, view, items, out,
                           "extraction_false_positives.png",
                           "FALSE_POSITIVE rate on no_message_control cases per model")]
+    elif is_detection_view(view):
+        blocks += [Paragraph("Watermark detection per model, watermark and attack: DETECTED when p <= the "
+                             "pack's threshold. For an unwatermarked output DETECTED means that at least one "
+                             "of the run's watermarks was detected in it (a false positive); per-detector "
+                             "rates, watermark size, quality and tamper resistance are in the watermark "
+                             "benchmark section."),
+                   tables.label_summary(view, items)]
     else:
         blocks.append(Paragraph(f"Pack {view.name}: generic summary (no pack-specific view)."))
     known = set(view.labels) if view.success else set()

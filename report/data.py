@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from evalrun.detection_grading import DETECTED, NOT_DETECTED
 from evalrun.export import open_store, select_rows
 from evalrun.judge_phase import with_judgements
+from evalrun.metrics.benchmark import is_detection
 from evalrun.store import ATTACK_ERROR, GRADER_ERROR
 
 
@@ -58,6 +60,8 @@ EXTRACTION = PackView(
     input_fields=("text",),
 )
 PACK_VIEWS: dict[str, PackView] = {v.name: v for v in (WATERMARK, EXTRACTION)}
+#: the labels of a detection pack (seed 000's benchmark packs, or any pack graded the same way)
+DETECTION_LABELS = (DETECTED, NOT_DETECTED)
 
 #: case fields tried, in order, to describe the task / expected answer of an unknown pack
 _GENERIC_TASK_FIELDS = ("instruction", "rule", "task", "prompt", "question", "input", "text")
@@ -195,7 +199,9 @@ def _assign_systems(items: Iterable[Result]) -> None:
 
 
 def view_for(pack: str, items: list[Result]) -> PackView:
-    """The pack's presentation: the built-in one, or a generic one inferred from its rows."""
+    """The pack's presentation: the built-in one, the watermark benchmark's for a pack whose
+    labels are DETECTED/NOT_DETECTED (whatever its name), or a generic one inferred from its
+    rows."""
     if pack in PACK_VIEWS:
         return PACK_VIEWS[pack]
     labels = sorted({r.label for r in items if r.graded})
@@ -203,10 +209,19 @@ def view_for(pack: str, items: list[Result]) -> PackView:
     fields = set().union(*(r.case.keys() for r in items)) if items else set()
     task = tuple(f for f in _GENERIC_TASK_FIELDS if f in fields)[:1]
     expected = next((f for f in _GENERIC_EXPECTED_FIELDS if f in fields), None)
+    if is_detection([r.row for r in items]):
+        return PackView(name=pack, title=f"{pack} (watermark detection)", group_field="group" if groups else None,
+                        groups=tuple(groups), labels=DETECTION_LABELS, success=DETECTED, task_fields=task,
+                        expected_field=None)
     return PackView(
         name=pack, title=pack, group_field="group" if groups else None, groups=tuple(groups),
         labels=tuple(labels), success=None, task_fields=task, expected_field=expected,
     )
+
+
+def is_detection_view(view: PackView) -> bool:
+    """A detection pack's view: its report adds the watermark benchmark (seed 000)."""
+    return view.labels == DETECTION_LABELS
 
 
 def systems(items: Iterable[Result]) -> list[str]:

@@ -271,7 +271,10 @@ def test_aimd_halves_the_limit_on_a_429_burst() -> None:
         run(provider, requests)
         assert server.max_in_flight == 8  # control: without 429s the limit is reached
         assert provider.last_stats["min_limit"] == 8
-    plan = FaultPlan([FaultRule(Fault.error(429, retry_after="0.05"), limit=8)])
+    # the 429s come back only after 0.3 s, so all eight first requests have reached the server
+    # before any retry can (else a loaded machine lets a retry take one of the eight faults and
+    # count as a second, later burst); retries are never faulted (first=1)
+    plan = FaultPlan([FaultRule(Fault.error(429, retry_after="0.05", delay_s=0.3), first=1, limit=8)])
     with ChatServer(latency_s=0.05, faults=plan) as server:
         provider = provider_for(server, concurrency=8)
         sink = run(provider, requests)

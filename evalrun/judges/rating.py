@@ -1,4 +1,4 @@
-"""The quality rating judge of seed 000 (MarkMyWords, appendix A-C): a grade out of 100.
+r"""The quality rating judge of seed 000 (MarkMyWords, appendix A-C): a grade out of 100.
 
 The prompt is the seed's rating prompt: its system message, then ``Prompt: <task>`` and
 ``Response: <output>``. Parsing follows MarkMyWords' parser (``metrics/llm_rating.py``): the

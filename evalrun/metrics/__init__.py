@@ -6,6 +6,8 @@ The report renders them and users call them from notebooks. Where each definitio
   :func:`watermark_size` -- :mod:`evalrun.metrics.size`;
 * tamper resistance (seed 000 IV-C, Fig. 3): :func:`quality_retention`, :func:`lower_hull`,
   :func:`tamper_resistance`, :func:`best_attack` -- :mod:`evalrun.metrics.tamper`;
+* quality degradation of a watermark (seed 000 IV-D): :func:`quality_degradation` --
+  :mod:`evalrun.metrics.quality`;
 * detection (seed 000; WaterDrum seed 004 D1): :func:`detection_rate`,
   :func:`false_positive_rate`, :func:`auroc`, :func:`tpr_at_fpr`, :func:`fpr_threshold` --
   :mod:`evalrun.metrics.detection`;
@@ -25,6 +27,7 @@ from evalrun.metrics.detection import (auroc, detection_rate, false_positive_rat
                                        fpr_threshold, tpr_at_fpr)
 from evalrun.metrics.intervals import (auroc_ci, calibration_r2_ci, tamper_resistance_ci,
                                        tpr_at_fpr_ci, watermark_size_ci)
+from evalrun.metrics.quality import quality_degradation
 from evalrun.metrics.size import DEFAULT_P_THRESHOLD, first_detected_prefix, watermark_size
 from evalrun.metrics.tamper import (AttackPoint, best_attack, lower_hull, quality_retention,
                                     tamper_resistance)
@@ -44,6 +47,7 @@ __all__ = [
     "fpr_threshold",
     "lower_hull",
     "proportional_fit",
+    "quality_degradation",
     "quality_retention",
     "tamper_resistance",
     "tamper_resistance_ci",

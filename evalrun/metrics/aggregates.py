@@ -7,6 +7,20 @@ every registered aggregate over their selection and write the records to ``metri
 attack), the numbers the report's tables show, machine-readable. Aggregates register in
 :data:`AGGREGATES` (third-party ones through the ``evalrun.metrics`` entry-point group).
 
+An aggregate may return a fourth item, the watermark its estimate is about, when that is not
+the group's own: the false-positive rate of unwatermarked texts is a property of the detector
+that looked at them. Aggregates that compare groups -- watermarked against unwatermarked
+texts (ROC AUC), attacked against unattacked (quality retention), all attacks of a watermark
+(tamper resistance) -- register in :data:`SELECTION_AGGREGATES` instead: they receive every
+row of the selection and return whole records (entry-point group
+``evalrun.selection_metrics``). The watermark benchmark's aggregates (seed 000) live in
+:mod:`evalrun.metrics.benchmark`, imported at the end of this module so that :func:`compute`
+always includes them.
+
+Values are floats; ``+inf`` (a watermark size when most texts are never detected) stays
+``inf`` in a :class:`MetricRecord` and is written as ``null`` in metrics.json, like NaN (JSON
+has no infinity).
+
 :func:`mean_score` is the one definition of a mean score used everywhere (summary table,
 ``--fail-under``, report, metrics.json): each case's repetitions are averaged first, a result
 that could not be graded (failed model call, attack or grader) counting 0, then the cases;
@@ -20,7 +34,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, List, Mapping, Sequence, Tuple, Union
 
 from evalrun import stats
 from evalrun.hashing import stable_int
@@ -43,13 +57,23 @@ class MetricRecord:
     attack: str
 
     def as_json(self) -> dict[str, Any]:
-        return {f: getattr(self, f) for f in FIELDS}
+        """The record as metrics.json holds it: a non-finite number (NaN, +-inf) is null."""
+        return {f: _finite(getattr(self, f)) if f in _NUMBERS else getattr(self, f) for f in FIELDS}
 
+
+_NUMBERS = ("value", "ci_low", "ci_high")
 
 Row = Mapping[str, Any]
-#: ``(rows of one group, group seed) -> [(metric name, estimate, n)]``
-Aggregate = Callable[[Sequence[Row], int], list[tuple[str, stats.Estimate, int]]]
+#: ``(metric name, estimate, n)``, or ``(metric name, estimate, n, watermark)`` for an estimate
+#: about another watermark than the group's (see the module docstring)
+Estimated = Union[Tuple[str, stats.Estimate, int], Tuple[str, stats.Estimate, int, str]]
+#: ``(rows of one group, group seed) -> [(metric name, estimate, n[, watermark])]``
+Aggregate = Callable[[Sequence[Row], int], List[Estimated]]
 AGGREGATES: Registry[Aggregate] = Registry("metric", "evalrun.metrics", option="--metric")
+#: ``(every row of the selection) -> records``: aggregates comparing groups
+SelectionAggregate = Callable[[Sequence[Row]], List[MetricRecord]]
+SELECTION_AGGREGATES: Registry[SelectionAggregate] = Registry(
+    "selection metric", "evalrun.selection_metrics", option="--metric")
 
 
 def graded(row: Row) -> bool:
@@ -96,12 +120,27 @@ def _error_rate(rows: Sequence[Row], seed: int) -> list[tuple[str, stats.Estimat
     return [("error_rate", stats.wilson_interval(sum(r["error"] is not None for r in rows), len(rows)), len(rows))]
 
 
-def _number(x: float) -> float | None:
+def _number(x: float | None) -> float | None:
+    """NaN (undefined) -> None; +-inf is kept (see :meth:`MetricRecord.as_json`)."""
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
+def _finite(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else x
+
+
+def record(pack: str, metric: str, est: stats.Estimate, n: int, model: str, watermark: str,
+           attack: str) -> MetricRecord:
+    """One record from an estimate (NaN -> None)."""
+    return MetricRecord(pack=pack, metric=metric, value=_number(est.value), n=n,
+                        ci_low=_number(est.low), ci_high=_number(est.high), model=model,
+                        watermark=watermark, attack=attack)
+
+
 def compute(rows: Iterable[Row]) -> list[MetricRecord]:
-    """Every registered aggregate over each (pack, model, watermark, attack) group."""
+    """Every registered aggregate over each (pack, model, watermark, attack) group, then every
+    selection aggregate over all the rows."""
+    rows = list(rows)
     groups: dict[tuple[str, str, str, str], list[Row]] = defaultdict(list)
     for r in rows:
         groups[(r["pack"], r["model"], r["watermark"], r["attack"])].append(r)
@@ -109,10 +148,10 @@ def compute(rows: Iterable[Row]) -> list[MetricRecord]:
     for (pack, model, watermark, attack), members in sorted(groups.items()):
         seed = group_seed(pack, model, watermark, attack)
         for name in AGGREGATES.names():
-            for metric, est, n in AGGREGATES.get(name)(members, seed):
-                out.append(MetricRecord(pack=pack, metric=metric, value=_number(est.value), n=n,
-                                        ci_low=_number(est.low), ci_high=_number(est.high), model=model,
-                                        watermark=watermark, attack=attack))
+            for metric, est, n, *about in AGGREGATES.get(name)(members, seed):
+                out.append(record(pack, metric, est, n, model, about[0] if about else watermark, attack))
+    for name in SELECTION_AGGREGATES.names():
+        out.extend(SELECTION_AGGREGATES.get(name)(rows))
     return out
 
 
@@ -134,3 +173,6 @@ def metrics_path_beside(path: str | Path) -> Path:
 
 # WaterDrum (seed 004): forget/retain verification scores and AUROC per model
 AGGREGATES.register_lazy("waterdrum", "evalrun.unlearning.aggregates:waterdrum_aggregate")
+
+# the watermark benchmark's aggregates (seed 000) register themselves on import
+from evalrun.metrics import benchmark as _benchmark  # noqa: E402,F401

@@ -112,3 +112,18 @@ class WatermarkScheme(ABC):
     def prefix_p_values(self, token_ids: Sequence[int], key: str, vocab_size: int) -> np.ndarray:
         """p-value of every prefix (entry i scores ``token_ids[: i + 1]``); watermark size is
         the length of the shortest prefix whose p-value falls under the threshold."""
+
+    # ---- batched detection ----------------------------------------------------------------
+    # Every scheme has these: the default loops over the single-text methods, schemes with a
+    # vectorised path (the native engine, reference-compatible kgw) override them. Either
+    # way entry i equals ``detect(token_id_arrays[i], ...)`` exactly, and a text that the
+    # single-text method rejects makes the whole call raise the same error.
+    def detect_many(self, token_id_arrays: Sequence[Sequence[int]], key: str,
+                    vocab_size: int, **kwargs: Any) -> list[Detection]:
+        """:meth:`detect` of every token id sequence in ``token_id_arrays``, in order."""
+        return [self.detect(ids, key, vocab_size, **kwargs) for ids in token_id_arrays]
+
+    def prefix_p_values_many(self, token_id_arrays: Sequence[Sequence[int]], key: str,
+                             vocab_size: int, **kwargs: Any) -> list[np.ndarray]:
+        """:meth:`prefix_p_values` of every sequence in ``token_id_arrays``, in order."""
+        return [self.prefix_p_values(ids, key, vocab_size, **kwargs) for ids in token_id_arrays]

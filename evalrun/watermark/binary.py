@@ -160,13 +160,16 @@ class Binary(Sampler):
         return ops.ordered_sum(ops.where(valid, ev - 1.0, 0.0))
 
     def sum_terms(self, ops: Ops, seeds: Any, tokens: Any, scored: Any, vocab_size: int,
-                  count_repeats: bool) -> tuple[Any, Any]:
+                  count_repeats: bool, segments: Any = None) -> tuple[Any, Any]:
         words, ev, valid = self._bits(ops, seeds, tokens, vocab_size)
         mask = valid & scored[..., None]
         if not count_repeats:
             shape = tuple(words.shape)
             flat = words.reshape(shape[:-2] + (shape[-2] * shape[-1],))
-            mask = mask & first_occurrence(ops, flat).reshape(shape)
+            if segments is not None:  # one segment id per bit: a token's D bits in a row
+                segments = ops.i64(segments)[:, None] + ops.zeros((1, shape[-1]), "i64")
+                segments = segments.reshape((shape[-2] * shape[-1],))
+            mask = mask & first_occurrence(ops, flat, segments).reshape(shape)
         return (ops.ordered_sum(ops.where(mask, ev, 0.0)),
                 ops.f64(ops.count_true(mask, axis=-1)))
 

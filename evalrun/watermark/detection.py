@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 CHUNK_ELEMENTS = 1 << 22
 #: elements per chunk of the edit DP (its rows are swept n times: keep them in cache)
 CHUNK_DP = 1 << 17
+#: scored units per ragged pass of the batched detectors (texts are never split; a pass
+#: holds at least one text): bounds their memory and keeps the arrays near the caches
+BATCH_ELEMENTS = 1 << 16
 
 
 class NativeDetection:
@@ -63,6 +66,98 @@ class NativeDetection:
     def prefix_p_values(self, token_ids: Sequence[int], key: str, vocab_size: int, *,
                         backend: str | None = None) -> np.ndarray:
         return self.analyse(token_ids, key, vocab_size, backend=backend)["p"]
+
+    # ---- batched detection (ragged) ----------------------------------------------------
+    def detect_many(self, token_id_arrays: Sequence[Sequence[int]], key: str, vocab_size: int,
+                    *, backend: str | None = None) -> list[Detection]:
+        """:meth:`detect` of every sequence, bit for bit, in few kernel passes.
+
+        Sum scores (window and min-hash randomness) lay the texts end to end and score them
+        together: one pass computes every position's seed (context never crosses a text's
+        start), statistic and repeat mask (repeats within a text only), and per-text totals
+        come from segment offsets; permutation tests rescore the whole batch under each
+        chunk of null keys. Fixed-key scores (align, edit) search offsets per text and run
+        one text at a time."""
+        if self.randomness.fixed:
+            return [self.detect(ids, key, vocab_size, backend=backend) for ids in token_id_arrays]
+        return self._many(token_id_arrays, key, vocab_size, backend, prefixes=False)
+
+    def prefix_p_values_many(self, token_id_arrays: Sequence[Sequence[int]], key: str,
+                             vocab_size: int, *, backend: str | None = None) -> list[np.ndarray]:
+        """:meth:`prefix_p_values` of every sequence, bit for bit (see :meth:`detect_many`)."""
+        if self.randomness.fixed:
+            return [self.prefix_p_values(ids, key, vocab_size, backend=backend)
+                    for ids in token_id_arrays]
+        return self._many(token_id_arrays, key, vocab_size, backend, prefixes=True)
+
+    def _many(self, token_id_arrays: Sequence[Any], key: str, vocab_size: int,
+              backend: str | None, prefixes: bool) -> list[Any]:
+        if vocab_size < 2:
+            raise EvalrunError(f"vocab size must be at least 2, got {vocab_size}")
+        inputs = list(token_id_arrays)
+        ops = get_ops(backend, *[a for a in inputs if is_torch(a)][:1])
+        arrays = [_as_token_array(a, vocab_size) for a in inputs]  # raises as detect would
+        key_word = rnd.derive_key(key)
+        budget = max(1, BATCH_ELEMENTS // self.sampler.units_per_token(vocab_size))
+        out: list[Any] = []
+        start = 0
+        while start < len(arrays):  # passes of about ``budget`` tokens (bounds memory)
+            stop, size = start, 0
+            while stop < len(arrays) and (stop == start or size + len(arrays[stop]) <= budget):
+                size += len(arrays[stop])
+                stop += 1
+            out.extend(self._sum_many(ops, arrays[start:stop], key_word, vocab_size, prefixes))
+            start = stop
+        return out
+
+    def _sum_many(self, ops: Ops, arrays: list[np.ndarray], key_word: int, vocab_size: int,
+                  prefixes: bool) -> list[Any]:
+        """One ragged pass of :meth:`_analyse_sum` over ``arrays``: Detections, or prefix
+        p-value arrays when ``prefixes``."""
+        s, r, scoring = self.sampler, self.randomness, self.scoring
+        lay = _Layout(arrays)
+        tokens = ops.i64(lay.flat)
+        local = ops.i64(lay.local)
+        segments = ops.i64(lay.segment)
+        key = ops.u64([key_word])
+        seeds, scored = r.text_seeds(ops, key, tokens, local)
+        ev, units = s.sum_terms(ops, seeds, tokens, scored, vocab_size, scoring.count_repeats,
+                                segments)
+        units_np = ops.to_numpy(units)
+        cum_units = lay.int_cumsum(units_np.round().astype(np.int64))
+        cum_n = lay.int_cumsum((units_np > 0).astype(np.int64))
+        if s.exact_null == "binomial":
+            green = lay.int_cumsum(ops.to_numpy(ev).round().astype(np.int64))
+            gamma = s.green_fraction
+            if prefixes:
+                return lay.split(nulls.binomial_p(green, cum_units, gamma))
+            g, u = lay.last(green), lay.last(cum_units)
+            p = nulls.binomial_p(g, u, gamma)
+            z = nulls.z_scores(g, u, gamma)
+            return lay.detections(self, lay.last(cum_n), g.astype(np.float64), p,
+                                  {"null": "binomial"}, units=u, green=g, z=z)
+        if s.exact_null == "erlang":
+            total = ops.to_numpy(lay.ordered_cumsum(ops, ev))
+            if prefixes:
+                return lay.split(nulls.erlang_p(total, cum_units))
+            t, u = lay.last(total), lay.last(cum_units)
+            return lay.detections(self, lay.last(cum_n), t, nulls.erlang_p(t, u),
+                                  {"null": "erlang"}, units=u)
+        mu = s.null_mean(vocab_size)
+        observed = lay.ordered_cumsum(ops, ev - mu * units)
+        counts = np.zeros(lay.size, dtype=np.int64)
+        for keys in self._null_chunks(ops, lay.size * s.units_per_token(vocab_size)):
+            nseeds, nscored = r.text_seeds(ops, keys[:, None], tokens, local)
+            nev, nunits = s.sum_terms(ops, nseeds, tokens, nscored, vocab_size,
+                                      scoring.count_repeats, segments)
+            null = lay.ordered_cumsum(ops, nev - mu * nunits)
+            counts += ops.to_numpy(count_at_least(ops, observed, null)).astype(np.int64)
+        p_all = nulls.permutation_p_values(counts, scoring.permutations)
+        if prefixes:
+            return lay.split(p_all)
+        score = ops.to_numpy(observed).astype(np.float64)
+        return lay.detections(self, lay.last(cum_n), lay.last(score), lay.last(p_all),
+                              self._perm_extra(), units=lay.last(cum_units))
 
     def analyse(self, token_ids: Sequence[int] | Any, key: str, vocab_size: int, *,
                 backend: str | None = None) -> dict[str, Any]:
@@ -188,3 +283,77 @@ def _as_token_array(token_ids: Sequence[int] | Any, vocab_size: int) -> np.ndarr
         raise EvalrunError(f"token id {int(arr[i])} at position {i} is outside the vocabulary "
                            f"[0, {vocab_size})")
     return arr
+
+
+class _Layout:
+    """Texts laid end to end for one ragged pass: the concatenated ids, each position's text
+    (``segment``) and index inside it (``local``), and per-text reductions that give each
+    text exactly what it gets when scored alone."""
+
+    def __init__(self, arrays: list[np.ndarray]) -> None:
+        self.count = len(arrays)
+        self.lengths = np.fromiter((len(a) for a in arrays), dtype=np.int64, count=self.count)
+        self.ends = np.cumsum(self.lengths)
+        self.starts = self.ends - self.lengths
+        self.size = int(self.ends[-1]) if self.count else 0
+        self.flat = (np.concatenate(arrays) if self.size else np.zeros(0, dtype=np.int64))
+        self.segment = np.repeat(np.arange(self.count, dtype=np.int64), self.lengths)
+        self.local = np.arange(self.size, dtype=np.int64) - np.repeat(self.starts, self.lengths)
+        self.nonempty = self.lengths > 0
+        self.max_len = int(self.lengths.max()) if self.count else 0
+
+    def int_cumsum(self, x: np.ndarray) -> np.ndarray:
+        """Per-text running sums of integers (exact in any order: one global cumsum minus
+        each text's offset)."""
+        cum = np.cumsum(x, dtype=np.int64)
+        before = np.concatenate([[0], cum])[self.starts]
+        return cum - np.repeat(before, self.lengths)
+
+    def ordered_cumsum(self, ops: Ops, x: Any) -> Any:
+        """Per-text :meth:`Ops.ordered_cumsum` along the last axis of ``x [..., size]``: each
+        text's floats added left to right from its own start (the single-text order)."""
+        if self.count <= 1:
+            return ops.ordered_cumsum(x, axis=-1)
+        if ops.name == "numpy" and self.count * self.max_len <= 2 * self.size + 4096:
+            # rows of a padded [count, max_len] block (padding repeats a text's last entry,
+            # after every real prefix): numpy accumulates each row left to right
+            idx = self.starts[:, None] + np.minimum(np.arange(self.max_len)[None, :],
+                                                    np.maximum(self.lengths - 1, 0)[:, None])
+            idx = np.minimum(idx, max(self.size - 1, 0))
+            rows = np.cumsum(np.take(x, idx, axis=-1), axis=-1)
+            flat = rows.reshape(tuple(x.shape[:-1]) + (self.count * self.max_len,))
+            return np.take(flat, self.segment * self.max_len + self.local, axis=-1)
+        parts = [ops.ordered_cumsum(x[..., a:b], axis=-1)
+                 for a, b in zip(self.starts.tolist(), self.ends.tolist()) if b > a]
+        return ops.concat(parts, axis=-1) if parts else x
+
+    def last(self, x: np.ndarray) -> np.ndarray:
+        """Each text's last entry (0 for empty texts, which the callers do not read)."""
+        return np.where(self.nonempty, x[np.maximum(self.ends - 1, 0)] if self.size else 0, 0)
+
+    def split(self, x: np.ndarray) -> list[np.ndarray]:
+        return np.split(x, self.ends[:-1]) if self.count else []
+
+    def detections(self, scheme: "NativeDetection", n: np.ndarray, score: np.ndarray,
+                   p: np.ndarray, extra: dict[str, Any], *, units: np.ndarray,
+                   green: np.ndarray | None = None, z: np.ndarray | None = None,
+                   ) -> list[Detection]:
+        """One :class:`Detection` per text, built as :meth:`NativeDetection.detect` builds it."""
+        unit_key = f"num_{scheme.sampler.unit_name}_scored" if scheme.sampler.unit_name else None
+        gl = scheme.green_list
+        out = []
+        n_l, s_l, p_l, u_l = n.tolist(), score.tolist(), p.tolist(), units.tolist()
+        g_l = green.tolist() if green is not None else None
+        z_l = z.tolist() if z is not None else None
+        for i, length in enumerate(self.lengths.tolist()):
+            if length == 0:
+                out.append(Detection(0, 0.0, 1.0, 0 if gl else None, 0.0 if gl else None,
+                                     dict(extra)))
+                continue
+            ex = dict(extra)
+            if unit_key:
+                ex[unit_key] = int(u_l[i])
+            out.append(Detection(int(n_l[i]), float(s_l[i]), float(p_l[i]),
+                                 int(g_l[i]) if gl and g_l is not None else None,
+                                 float(z_l[i]) if gl and z_l is not None else None, ex))
+        return out

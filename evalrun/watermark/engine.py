@@ -60,14 +60,34 @@ class Sampler(ABC):
         """Evidence minus its null mean (0 contributes nothing to align/edit)."""
         return ops.f64(self.token_stat(ops, seeds, tokens, vocab_size)) - self.null_mean(vocab_size)
 
+    #: True when :meth:`token_stat` is a function of the pair's word
+    #: ``pair(seed, code(token))`` alone (kgw, exp): :meth:`sum_terms` then hashes each pair
+    #: once for both the statistic (:meth:`word_stat`) and the repeat mask
+    stat_of_word: bool = False
+
+    def word_stat(self, ops: Ops, words: Any) -> Any:
+        """:meth:`token_stat` from the pairs' words (samplers with :attr:`stat_of_word`)."""
+        raise NotImplementedError
+
     def sum_terms(self, ops: Ops, seeds: Any, tokens: Any, scored: Any, vocab_size: int,
-                  count_repeats: bool) -> tuple[Any, Any]:
+                  count_repeats: bool, segments: Any = None) -> tuple[Any, Any]:
         """Per-position evidence and number of scored units for the sum score, zero at
-        unscored positions and (unless ``count_repeats``) at repeated (seed, token) pairs."""
+        unscored positions and (unless ``count_repeats``) at repeated (seed, token) pairs.
+
+        ``segments`` (int64 ``[N]``) marks which text each position belongs to when several
+        texts lie end to end in ``tokens`` (ragged batches): repeats are then looked for
+        within a text only, which gives each text the terms it gets on its own."""
         mask = scored
+        words = None
+        if not count_repeats or self.stat_of_word:
+            words = pair(ops, seeds, code(ops, tokens))
         if not count_repeats:
-            mask = mask & first_occurrence(ops, pair(ops, seeds, code(ops, tokens)))
-        ev = ops.where(mask, ops.f64(self.token_stat(ops, seeds, tokens, vocab_size)), 0.0)
+            mask = mask & first_occurrence(ops, words, segments)
+        if self.stat_of_word:
+            stat = self.word_stat(ops, words)
+        else:
+            stat = self.token_stat(ops, seeds, tokens, vocab_size)
+        ev = ops.where(mask, ops.f64(stat), 0.0)
         return ev, ops.f64(mask)
 
     @property

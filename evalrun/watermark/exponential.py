@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalrun.kernels.backend import NUMPY, Ops
-from evalrun.kernels.token_stats import exp_gumbel, exp_stat
+from evalrun.kernels.token_stats import exp_gumbel, exp_stat, exp_word_stat
 from evalrun.specs import Spec
 from evalrun.watermark.engine import NativeScheme, Sampler, build_native
 from evalrun.watermark.processing import add_rows, host_view
@@ -32,6 +32,11 @@ class Exponential(Sampler):
 
     def token_stat(self, ops: Ops, seeds: Any, tokens: Any, vocab_size: int) -> Any:
         return exp_stat(ops, seeds, tokens)
+
+    stat_of_word = True
+
+    def word_stat(self, ops: Ops, words: Any) -> Any:
+        return exp_word_stat(ops, words)
 
     def null_mean(self, vocab_size: int) -> float:
         return 1.0

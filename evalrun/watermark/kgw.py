@@ -19,6 +19,7 @@ from typing import Any
 
 from evalrun.kernels.backend import Ops
 from evalrun.kernels.green import green_mask, is_green
+from evalrun.kernels.keyed_hash import below
 from evalrun.specs import Spec, spec_float
 from evalrun.watermark.base import WatermarkScheme
 from evalrun.watermark.engine import Sampler, build_native
@@ -42,6 +43,11 @@ class DistributionShift(Sampler):
 
     def token_stat(self, ops: Ops, seeds: Any, tokens: Any, vocab_size: int) -> Any:
         return is_green(ops, seeds, tokens, self.gamma)
+
+    stat_of_word = True
+
+    def word_stat(self, ops: Ops, words: Any) -> Any:
+        return below(ops, words, self.gamma)  # is_green, given pair(seed, code(token))
 
     def null_mean(self, vocab_size: int) -> float:
         return self.gamma

@@ -36,6 +36,13 @@ shorter than the context is left unbiased instead of raising; the generator is a
 one (the reference uses the device of ``input_ids``). ``extra`` adds the exact binomial
 p-value (green probability ``int(V*gamma)/V``) next to the reference's normal one.
 
+Speed, with results unchanged: detection draws each distinct green list once per call. Lefthash
+green lists (one per context, whatever the candidate) are kept as packed bits in the bounded
+process-wide seed-table cache, so a file of many texts draws each at most once; selfhash seeds
+rarely recur, so their membership is traced through torch's shuffle without building the
+permutation (:func:`fisher_yates_members`: ``int(V*gamma)`` mt19937 draws instead of ``V``
+draws and swaps). ``benchmarks/bench_detect_tokens.py`` measures both against MarkLLM.
+
 The watermark key is the reference's hash key (15485863 in all published runs): a decimal
 integer string in the int64 range; nothing else is accepted.
 """
@@ -194,28 +201,169 @@ class GreenLists:
             self._masks.popitem(last=False)
         return out
 
-    def membership(self, seeds: Sequence[int], targets: np.ndarray) -> np.ndarray:
-        """``targets[i] in greenlist(seeds[i])`` for all i, one permutation per distinct seed."""
+    def packed_rows(self, seeds: Sequence[int]) -> list[np.ndarray]:
+        """Packed green masks (``np.packbits``, ``ceil(V / 8)`` bytes) of 32-bit ``seeds``,
+        kept in the process-wide seed-table cache (bounded in bytes, least recently used
+        first out), so a green list is drawn once per process however many texts ask."""
+        space = ("kgw-compat-packed", self.vocab_size, self.size)
+
+        def build(missing: list[int]) -> list[np.ndarray]:
+            out = []
+            for seed in missing:
+                mask = np.zeros(self.vocab_size, dtype=bool)
+                mask[self.ids(seed)] = True
+                row = np.packbits(mask)
+                row.setflags(write=False)
+                out.append(row)
+            return out
+
+        return seed_tables().rows(space, seeds, build)
+
+    def membership(self, seeds: Sequence[int], targets: np.ndarray, *,
+                   cache: bool = False) -> np.ndarray:
+        """``targets[i] in greenlist(seeds[i])`` for all i, each distinct green list drawn once.
+
+        Generator seeds that agree in their low 32 bits draw the same permutation (torch's
+        mt19937 is seeded with ``seed & 0xffffffff``), so pairs are grouped by those bits.
+        A green list asked about for few targets is not built: :func:`fisher_yates_members`
+        replays the first ``size`` steps of torch's shuffle from the raw mt19937 draws and
+        follows each target; one asked about for many targets (or already cached) is built
+        with ``torch.randperm`` as the reference does.
+
+        With ``cache`` every green list is built and kept (:meth:`packed_rows`): for seeds
+        that recur across calls (lefthash contexts: at most ``V`` per context token) a bit
+        lookup then replaces any drawing."""
         targets = np.asarray(targets, dtype=np.int64)
         flags = np.zeros(len(targets), dtype=bool)
         if len(targets) == 0:
             return flags
         # seeds are < 2**64 - 1, so they fit uint64 exactly
-        uniq, inverse = np.unique(np.asarray(seeds, dtype=np.uint64), return_inverse=True)
+        low = np.asarray(seeds, dtype=np.uint64) & np.uint64(0xFFFFFFFF)
+        uniq, inverse = np.unique(low, return_inverse=True)
         order = np.argsort(inverse.reshape(-1), kind="stable")
         bounds = np.searchsorted(inverse.reshape(-1)[order], np.arange(len(uniq) + 1))
         valid = (targets >= 0) & (targets < self.vocab_size)
+        if cache and self.size > 0:
+            # targets grouped by seed; one gather of packed bytes per distinct seed
+            t = np.where(valid, targets, 0)[order]
+            byte = np.empty(len(t), dtype=np.uint8)
+            for i, row in enumerate(self.packed_rows(uniq.tolist())):
+                lo, hi = bounds[i], bounds[i + 1]
+                byte[lo:hi] = row[t[lo:hi] >> 3]
+            flags[order] = ((byte >> (7 - (t & 7)).astype(np.uint8)) & 1).astype(bool)
+            flags &= valid
+            return flags
+        traced: list[tuple[int, np.ndarray]] = []
         for i, seed in enumerate(uniq.tolist()):
             rows = order[bounds[i]: bounds[i + 1]]
             rows = rows[valid[rows]]
             if len(rows) == 0:
                 continue
-            if len(rows) == 1 and seed not in self._masks:
-                # one target: a scan of the green ids beats building a full mask
-                flags[rows[0]] = bool((self.ids(seed) == targets[rows[0]]).any())
-            else:
+            if len(rows) > TRACE_MAX_TARGETS or seed in self._masks or self.size == 0 \
+                    or self.vocab_size >= RANDPERM_SMALL_N:
                 flags[rows] = self.mask(seed)[targets[rows]]
+            else:
+                traced.append((seed, rows))
+        found = fisher_yates_members([seed for seed, _ in traced],
+                                     [targets[rows] for _, rows in traced],
+                                     self.vocab_size, self.size)
+        for (_, rows), green in zip(traced, found):
+            flags[rows] = green
         return flags
+
+
+#: green lists asked about for at most this many targets are traced, not built (a trace
+#: costs about a quarter of a ``torch.randperm`` of 32,000, plus a little per target)
+TRACE_MAX_TARGETS = 48
+#: torch's ``randperm_cpu`` shuffles as traced below only for ``n < 2**32 / 20`` (uint32 max)
+RANDPERM_SMALL_N = (2**32 - 1) // 20
+#: (seed, target) pairs traced together (bounds the ``[pairs, size]`` temporaries)
+TRACE_PAIRS = 64
+
+
+def fisher_yates_members(seeds: Sequence[int], targets: Sequence[np.ndarray], n: int,
+                         size: int) -> list[np.ndarray]:
+    """For each 32-bit ``seeds[k]``: which of ``targets[k]`` lie among the first ``size``
+    entries of the CPU ``torch.randperm(n)`` of a generator seeded with it, without building
+    the permutation.
+
+    torch's CPU ``randperm`` (``randperm_cpu`` in ATen's TensorFactories.cpp, for
+    ``n < 2**32 / 20``) fills ``r = [0, n)`` and, for ``i = 0 .. n-2``, swaps ``r[i]`` with
+    ``r[j_i]``, ``j_i = i + random() % (n - i)``, where ``random()`` is the generator's next
+    32-bit mt19937 output; numpy's ``MT19937`` seeded the legacy way gives the same outputs.
+    Step ``i`` fixes position ``i`` for good, so the green list (``r[:size]``) is settled
+    after ``size`` steps, and a token is green iff some step ``i < size`` pulls it from its
+    current position ``j_i``. Until then token ``t`` sits at position ``t``, except that step
+    ``i = t`` (when ``t < size``) pushes it to ``j_t``, where it waits for a pull or the next
+    push. Each target is followed through those events with vectorised scans of ``j``:
+    ``size`` draws per seed instead of ``n`` draws and swaps, and no permutation."""
+    out = [np.zeros(len(t), dtype=bool) for t in targets]
+    if size <= 0 or not seeds:
+        return out
+    if not n < RANDPERM_SMALL_N:
+        raise ValueError(f"n={n}: torch draws randperm({n}) differently; build it instead")
+    counts = np.array([len(t) for t in targets], dtype=np.int64)
+    pair_seed = np.repeat(np.arange(len(seeds)), counts)
+    pair_target = (np.concatenate([np.asarray(t, dtype=np.int64) for t in targets])
+                   if len(pair_seed) else np.zeros(0, dtype=np.int64))
+    flags = np.zeros(len(pair_seed), dtype=bool)
+    steps, spans = _fisher_yates_consts(n, size)
+    bit_gen = np.random.MT19937(0)
+    start = 0
+    while start < len(pair_seed):
+        # a block of whole seeds holding about TRACE_PAIRS pairs
+        first_seed = int(pair_seed[start])
+        stop = min(len(pair_seed), start + TRACE_PAIRS)
+        stop = int(np.searchsorted(pair_seed, pair_seed[stop - 1], side="right"))
+        block_seeds = range(first_seed, int(pair_seed[stop - 1]) + 1)
+        j = np.empty((len(block_seeds), size), dtype=np.uint32)
+        for row, k in enumerate(block_seeds):
+            bit_gen._legacy_seeding(int(seeds[k]))
+            j[row] = bit_gen.random_raw(size)  # mt19937 outputs are < 2**32
+        np.remainder(j, spans, out=j)
+        j += steps
+        flags[start:stop] = _trace(j, pair_seed[start:stop] - first_seed,
+                                   pair_target[start:stop], size)
+        start = stop
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    return [flags[bounds[k]: bounds[k + 1]] for k in range(len(seeds))]
+
+
+def _trace(j: np.ndarray, rows: np.ndarray, targets: np.ndarray, size: int) -> np.ndarray:
+    """Green flag of each (row of ``j``, target) pair; ``j [seeds, size]`` holds the positions
+    ``j_i`` each step pulls from (see :func:`fisher_yates_members`)."""
+    step = np.arange(size, dtype=np.int64)
+    green = np.zeros(len(rows), dtype=bool)
+    # every target starts at its own id; ``since``: the step after which it waits there
+    pos = targets.copy()
+    since = np.full(len(rows), -1, dtype=np.int64)
+    live = np.flatnonzero((targets >= 0) & (targets < np.iinfo(np.uint32).max))
+    while len(live):
+        r, p, s = rows[live], pos[live], since[live]
+        # the first step after ``since`` that pulls from ``p``; a step i == p that finds
+        # j_i == p leaves the token in place, which fixes it as well
+        hits = (j[r] == p[:, None].astype(np.uint32)) & (step[None, :] > s[:, None])
+        first = hits.argmax(axis=1)
+        hit = hits[np.arange(len(live)), first]
+        pulled = hit & (first <= p)
+        green[live[pulled]] = True
+        # not pulled before step p (p < size): step p pushes it on to j_p
+        pushed = ~pulled & (p < size)
+        live = live[pushed]
+        pos_live = p[pushed]
+        since[live] = pos_live
+        pos[live] = j[rows[live], pos_live].astype(np.int64)
+    return green
+
+
+@functools.lru_cache(maxsize=8)
+def _fisher_yates_consts(n: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Step numbers ``i`` and spans ``n - i`` as uint32 ``[size]``."""
+    steps = np.arange(size, dtype=np.uint32)
+    spans = (np.uint32(n) - steps).astype(np.uint32)
+    steps.setflags(write=False)
+    spans.setflags(write=False)
+    return steps, spans
 
 
 def _unique_rows(rows: np.ndarray, vocab_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -312,7 +460,10 @@ class KGWCompat(WatermarkScheme):
         all_grams, _, back = _unique_rows(np.concatenate(uniques, axis=0), vocab_size)
         windows = all_grams if self.self_salt else all_grams[:, :-1]
         seeds = prf_seeds(windows, self.seeding, hash_key)
-        green_all = GreenLists(vocab_size, self.gamma, capacity=0).membership(seeds, all_grams[:, -1])
+        # lefthash seeds recur (one per context, whatever the candidate): their green lists
+        # are kept across calls; selfhash seeds rarely do, so they are traced
+        green_all = GreenLists(vocab_size, self.gamma, capacity=0).membership(
+            seeds, all_grams[:, -1], cache=not self.self_salt)
         out: list[tuple[np.ndarray, np.ndarray]] = []
         offset = 0
         for item in per_seq:
@@ -354,7 +505,7 @@ class KGWCompat(WatermarkScheme):
         green, first = self._ngram_flags([ids], parse_hash_key(key), vocab_size)[0]
         return self._detection(green, first, vocab_size)
 
-    def detect_batch(self, sequences: Sequence[Sequence[int]], key: str, vocab_size: int,
+    def detect_many(self, sequences: Sequence[Sequence[int]], key: str, vocab_size: int,
                      ) -> list[Detection]:
         """:meth:`detect` for many sequences, computing each distinct green list once."""
         seqs = [token_id_array(s, vocab_size) for s in sequences]
@@ -369,9 +520,17 @@ class KGWCompat(WatermarkScheme):
     def prefix_p_values(self, token_ids: Sequence[int], key: str, vocab_size: int) -> np.ndarray:
         """Normal p-value of each prefix (the reference's ``z_score_at_T``, in float64); prefixes
         the reference cannot score get 1."""
-        ids = token_id_array(token_ids, vocab_size)
+        return self.prefix_p_values_many([token_ids], key, vocab_size)[0]
+
+    def prefix_p_values_many(self, token_id_arrays: Sequence[Sequence[int]], key: str,
+                             vocab_size: int) -> list[np.ndarray]:
+        """:meth:`prefix_p_values` of many sequences, each distinct green list drawn once."""
+        seqs = [token_id_array(s, vocab_size) for s in token_id_arrays]
+        flags = self._ngram_flags(seqs, parse_hash_key(key), vocab_size)
+        return [self._prefix_p(ids, green, first) for ids, (green, first) in zip(seqs, flags)]
+
+    def _prefix_p(self, ids: np.ndarray, green: np.ndarray, first: np.ndarray) -> np.ndarray:
         out = np.ones(len(ids), dtype=np.float64)
-        green, first = self._ngram_flags([ids], parse_hash_key(key), vocab_size)[0]
         if len(green) == 0:
             return out
         totals, counts = self._counts(green, first)

@@ -68,19 +68,27 @@ class Randomness:
         return out
 
     # ---- detection -----------------------------------------------------------------
-    def text_seeds(self, ops: Ops, keys: Any, tokens: Any) -> tuple[Any, Any]:
+    def text_seeds(self, ops: Ops, keys: Any, tokens: Any, local: Any = None) -> tuple[Any, Any]:
         """Seeds of every position of a token sequence ``[n]`` under ``keys`` (a word array
         that broadcasts with ``[n]``, e.g. ``[P, 1]``) and the mask of scored positions
-        (full context, not skipped). Window/minhash only."""
+        (full context, not skipped). Window/minhash only.
+
+        ``local`` (int64 ``[n]``, optional) is each position's index inside its own text when
+        several texts lie end to end in ``tokens`` (ragged batches): context then never
+        reaches back into the previous text, and each position gets the seed it gets when its
+        text is scored alone."""
         n = int(tokens.shape[0])
         h = self.context
         cols = []
         for k in range(1, h + 1):
             shifted = ops.concat([ops.i64([PAD_TOKEN] * min(k, n)), tokens[: max(n - k, 0)]], 0)
-            cols.append(shifted[:n])
+            shifted = shifted[:n]
+            if local is not None:
+                shifted = ops.where(local < k, PAD_TOKEN, shifted)
+            cols.append(shifted)
         ctx = ops.stack(cols, axis=-1)  # [n, H], newest first
         seeds = self.seeds_from_context(ops, keys, ctx)
-        scored = ops.arange(n) >= h
+        scored = (ops.arange(n) if local is None else local) >= h
         if self.skip > 0:
             scored = scored & ~kr.skip_mask(ops, seeds, self.skip)
         return seeds, scored

@@ -245,3 +245,115 @@ def payload() -> str:
 @pytest.fixture(scope="session")
 def store_writer() -> Callable[..., Fixture]:
     return write_store
+
+
+# -- a watermark benchmark store (seed 000): detection grades with evidence, judge answers --
+
+BENCH_MODEL = "hf:tiny"
+KGW = "kgw:gamma=0.5,delta=2"
+EXP = "exp:randomness=window,context=3"
+BENCH_ATTACKS = ("none", "swap:p=0.1", "synonym:p=0.25", "translate:fr:openai:tr", "paraphrase:openai:para")
+BENCH_CASES = [f"c{i:02d}" for i in range(8)]
+JUDGE = "openai:judge-model"
+SCORER = "embedded"
+#: per attack: (share of watermarked texts still detected, quality kept)
+ATTACK_EFFECT = {"none": (1.0, 1.0), "swap:p=0.1": (0.375, 0.9), "synonym:p=0.25": (0.5, 0.5),
+                 "translate:fr:openai:tr": (0.625, 0.85), "paraphrase:openai:para": (0.0, 1.0)}
+BASE_QUALITY = {KGW: 0.80, EXP: 0.78, "none": 0.82}
+
+
+def bench_evidence(wm: str, attack: str, i: int) -> dict[str, Any]:
+    """Detection evidence of case ``i``'s watermarked text: the first share of cases is
+    detected; EXP misses two unattacked texts entirely (size None)."""
+    share, _ = ATTACK_EFFECT[attack]
+    detected = i < round(share * len(BENCH_CASES)) and not (wm == EXP and attack == "none" and i >= 6)
+    p = 10.0 ** -(3 + i % 4) if detected else 0.3 + 0.05 * i
+    size = (12 + 5 * i if wm == KGW else 20 + 7 * i) if detected else None
+    return {"p_value": p, "z_score": 4.0 if wm == KGW else None, "score": 1.0, "num_tokens_scored": 60 + i,
+            "size": size, "detected": p <= 0.02}
+
+
+def bench_quality(wm: str, attack: str, i: int) -> float:
+    """A rating with two decimals (parsed exactly from "Grade: NN")."""
+    return round(BASE_QUALITY[wm] * ATTACK_EFFECT[attack][1] + 0.01 * (i % 3 - 1), 2)
+
+
+def write_benchmark_store(path: Path, packs: dict[str, str]) -> Path:
+    """One run over ``packs`` (name -> quality judge: ``rating``, ``perplexity`` or ``none``):
+    model BENCH_MODEL, watermarks KGW, EXP and none, the attacks of BENCH_ATTACKS, cases
+    at temperature 0.7 (even) and 1.0 (odd), graded as the detection grader grades."""
+    store = Store(path)
+    run_id = "run-bench"
+    store.start_run(run_id, {"started_at": "2026-02-01T00:00:00+00:00", "git_sha": "b" * 40, "git_dirty": 0,
+                             "evalrun_version": "0.1.0", "python": "3.11.2", "platform": "linux",
+                             "argv": ["evalrun", "run"]}, {"seed": 7})
+    for pack, judge in packs.items():
+        for wm in (KGW, EXP, "none"):
+            for attack in BENCH_ATTACKS:
+                for i, cid in enumerate(BENCH_CASES):
+                    temperature = 0.7 if i % 2 == 0 else 1.0
+                    item_key = f"{pack}|{cid}|{wm}|{attack}"
+                    row = {
+                        "run_id": run_id, "pack": pack, "case_id": cid, "model": BENCH_MODEL,
+                        "params_json": json.dumps({"temperature": temperature, "max_tokens": 64, "seed": 0}),
+                        "watermark": wm, "attack": attack, "repetition": 0,
+                        "prompt_json": json.dumps({"user": f"Write a story {cid}."}),
+                        "raw_output": f"story {cid} under {wm}", "output_tokens_json": json.dumps([1, 2, 3]),
+                        "latency_ms": None, "tokens_in": None, "tokens_out": None, "error": None,
+                        "created_at": "2026-02-01T00:00:00+00:00", "item_key": item_key,
+                        "gen_key": f"{pack}|{cid}|{wm}", "case_json": json.dumps({"id": cid, "prompt": "story"}),
+                        "group_value": None, "served_model": None, "retries": 0, "tokenizer_hash": "t",
+                        "extra_json": None,
+                    }
+                    [rid] = store.store_generation([row], run_id)
+                    if wm == "none":
+                        # one false positive: case 3, unattacked, under KGW's detector
+                        ps = {spec: 0.01 if (spec, attack, i) == (KGW, "none", 3) else 0.2 + 0.1 * i
+                              for spec in (KGW, EXP)}
+                        found = {spec: {"p_value": p, "z_score": None, "score": 0.0, "num_tokens_scored": 60 + i,
+                                        "size": None, "detected": p <= 0.02} for spec, p in ps.items()}
+                        fired = any(ev["detected"] for ev in found.values())
+                        meta = {"threshold": 0.02, "detections": found}
+                    else:
+                        meta = {**bench_evidence(wm, attack, i), "threshold": 0.02}
+                        fired = meta["detected"]
+                    label = "DETECTED" if fired else "NOT_DETECTED"
+                    store.record_grade(GradeRecord(rid, float(fired), label, f"graded {label}", "gh",
+                                                   row["raw_output"] if attack != "none" else None,
+                                                   metadata_json=json.dumps(meta)))
+                    if judge == "none":
+                        continue
+                    q = bench_quality(wm, attack, i)
+                    if judge == "rating":
+                        raw, method, who = f"Grade: {round(q * 100)}", "rating", JUDGE
+                    else:
+                        raw, method, who = json.dumps({"perplexity": 1 / q, "tokens": 40, "scorer": SCORER}), \
+                            "perplexity", SCORER
+                    store.store_judgement({
+                        "judgement_key": f"j|{method}|{item_key}", "judge": who, "method": method,
+                        "subjects_json": json.dumps([item_key]), "prompt_json": "{}", "raw_answer": raw,
+                        "error": None, "run_id": run_id, "created_at": "2026-02-01T00:00:00+00:00"}, [item_key])
+    store.finish_run(run_id)
+    store.close()
+    return path
+
+
+@pytest.fixture(scope="session")
+def benchmark_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A report over two detection packs with names the report does not know: one judged by
+    the seed's rating, one by the perplexity proxy only."""
+    from evalrun.report import build_report
+
+    root = tmp_path_factory.mktemp("bench")
+    db = write_benchmark_store(root / "bench.sqlite", {"story_detect": "rating", "news_detect": "perplexity"})
+    build_report(db, root / "report")
+    return root / "report"
+
+
+@pytest.fixture(scope="session")
+def bench() -> Any:
+    """The benchmark store's names and writer, for tests (conftest is not importable)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(model=BENCH_MODEL, kgw=KGW, exp=EXP, judge=JUDGE, scorer=SCORER,
+                           write=write_benchmark_store)

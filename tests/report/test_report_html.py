@@ -46,6 +46,16 @@ def test_report_renders_in_chromium_without_script(three_model_report: Path) -> 
 
 
 @needs_chromium
+def test_report_with_the_watermark_benchmark_passes(benchmark_report: Path) -> None:
+    required = ["benchmark-summary", "benchmark-size", "benchmark-tamper", "benchmark-attacks",
+                "benchmark-detection", "provenance"]
+    proc = _run_checker(benchmark_report / "report.html",
+                        *[a for t in required for a in ("--require-table", t)])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "4 embedded images" in proc.stdout
+
+
+@needs_chromium
 def test_checker_catches_a_page_where_script_runs(tmp_path: Path) -> None:
     """The check must be able to fail: a page whose script edits the DOM is rejected, both for
     the <script> element in the file and for the change seen in the rendered DOM, and a

@@ -42,9 +42,12 @@ torch = pytest.importorskip("torch")
 
 from evalrun.errors import SpecError  # noqa: E402
 from evalrun.specs import parse_spec  # noqa: E402
+from evalrun.watermark import seed_tables as seed_tables_module  # noqa: E402
 from evalrun.watermark.kgw_compat import (  # noqa: E402
+    GreenLists,
     KGWCompat,
     build,
+    fisher_yates_members,
     parse_hash_key,
     prf_seeds,
 )
@@ -338,6 +341,77 @@ def test_random_sequences_match_transcription(seeding: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------
+# Fast paths: traced green lists and cached green lists equal torch.randperm's
+# ------------------------------------------------------------------------------------------
+def _randperm_green(seed: int, n: int, size: int) -> np.ndarray:
+    gen = torch.Generator(device="cpu")
+    gen.manual_seed(seed)
+    return torch.randperm(n, device="cpu", generator=gen)[:size].numpy()
+
+
+@pytest.mark.parametrize("n,size", [(1, 0), (2, 1), (3, 2), (10, 2), (10, 9), (257, 64),
+                                    (1000, 250), (32000, 8000), (50257, 12564)])
+def test_traced_membership_equals_randperm(n: int, size: int) -> None:
+    rng = np.random.default_rng(n + size)
+    seeds = [0, 1, 2**32 - 1] + rng.integers(0, 2**32, 37).tolist()
+    targets = []
+    for k in range(len(seeds)):
+        # every target of small vocabularies; else random ids and the step boundaries
+        want = np.arange(n) if n <= 257 else np.concatenate(
+            [rng.integers(0, n, 1 + k % 9), [0, max(size - 1, 0), min(size, n - 1), n - 1]])
+        targets.append(want)
+    got = fisher_yates_members(seeds, targets, n, size)
+    for seed, want, flags in zip(seeds, targets, got):
+        assert np.array_equal(flags, np.isin(want, _randperm_green(seed, n, size)))
+
+
+@pytest.mark.parametrize("vocab,gamma", [(1000, 0.25), (32000, 0.5)])
+def test_membership_paths_equal_randperm(vocab: int, gamma: float, monkeypatch) -> None:
+    """Traced, built and cached green lists give the same flags, for 64-bit generator seeds
+    (torch seeds mt19937 with the low 32 bits, so seeds differing above them share a list)."""
+    rng = np.random.default_rng(vocab)
+    low = rng.integers(0, 2**32, 6, dtype=np.uint64)
+    seeds = np.concatenate([low, low + np.uint64(2**32) * rng.integers(1, 2**31, 6, dtype=np.uint64)])
+    # one seed asked about for many targets (built), the others for few (traced)
+    seeds = np.repeat(seeds, [200] + [3] * 11)
+    targets = rng.integers(0, vocab, len(seeds))
+    lists = GreenLists(vocab, gamma)
+    want = np.array([t in _randperm_green(int(s) & 0xFFFFFFFF, vocab, lists.size)
+                     for s, t in zip(seeds.tolist(), targets.tolist())])
+    assert np.array_equal(GreenLists(vocab, gamma).membership(seeds.tolist(), targets), want)
+    # the cache, cold then warm, and a cache that keeps nothing
+    for budget in (64 << 20, 0):
+        monkeypatch.setattr(seed_tables_module, "_CACHE", seed_tables_module.SeedTableCache(budget))
+        for _ in range(2):
+            got = GreenLists(vocab, gamma).membership(seeds.tolist(), targets, cache=True)
+            assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("seeding", ["lefthash", "selfhash"])
+def test_detect_many_equals_transcription_at_32000(seeding: str) -> None:
+    """Many texts in one call, twice (the second from cached green lists), equal the
+    reference transcription text by text."""
+    vocab = 32000
+    rng = np.random.default_rng(7)
+    texts = [rng.integers(0, vocab, n).tolist() for n in (40, 3, 60, 25)]
+    texts.append(texts[0][5:30] + texts[2][:20])  # n-grams shared between texts
+    scheme = _scheme(seeding, 0.25)
+    ref = _RefWatermark(seeding, vocab, 0.25)
+    for _ in range(2):
+        for seq, det in zip(texts, scheme.detect_many(texts, KEY, vocab)):
+            if len(seq) <= scheme.context:
+                assert det.num_tokens_scored == 0 and det.p_value == 1.0
+                continue
+            want = ref.score(seq)
+            assert (det.num_tokens_scored, det.num_green_tokens, det.z_score, det.p_value) == (
+                want["num_tokens_scored"], want["num_green_tokens"], want["z_score"],
+                want["p_value"])
+        for seq, prefix in zip(texts, scheme.prefix_p_values_many(texts, KEY, vocab)):
+            want = ref.prefix_p_values(seq) if len(seq) > scheme.context else [1.0] * len(seq)
+            assert prefix.tolist() == want
+
+
+# ------------------------------------------------------------------------------------------
 # Constructed sequences
 # ------------------------------------------------------------------------------------------
 def _green_walk(seeding: str, vocab: int, n: int, pattern: str, rng: np.random.Generator) -> list[int]:
@@ -462,10 +536,10 @@ def test_generated_text_is_detected(seeding: str) -> None:
     vocab = 1000
     scheme = _scheme(seeding, 0.25, delta=2.0)
     texts = _generate(scheme, vocab, 200, 2, seed=17)
-    for det in scheme.detect_batch(texts, KEY, vocab):
+    for det in scheme.detect_many(texts, KEY, vocab):
         assert det.p_value < 1e-4 and det.extra["binomial_p_value"] < 1e-4
     # the wrong key sees nothing special
-    for det in scheme.detect_batch(texts, "12345", vocab):
+    for det in scheme.detect_many(texts, "12345", vocab):
         assert det.p_value > 1e-4
 
 
@@ -488,7 +562,7 @@ def test_null_calibration(seeding: str, scored: int, n: int, seed: int) -> None:
     scheme = _scheme(seeding, 0.25)
     rng = np.random.default_rng(seed)
     seqs = rng.integers(0, vocab, (n, scored + scheme.ngram_len - 1))
-    dets = scheme.detect_batch(list(seqs), KEY, vocab)
+    dets = scheme.detect_many(list(seqs), KEY, vocab)
     attained = {T: _attained_size(T, 0.25, alpha) for T in {d.num_tokens_scored for d in dets}}
     assert np.mean([attained[d.num_tokens_scored] for d in dets]) > 0.019
     p = np.array([d.extra["binomial_p_value"] for d in dets])

@@ -1,0 +1,456 @@
+"""The watermark benchmark's registered aggregates (MarkMyWords, seed 000 section IV).
+
+They apply to *detection packs* only -- packs whose graded labels are DETECTED/NOT_DETECTED
+(:mod:`evalrun.detection_grading`) -- and return nothing for any other rows. Each is a thin
+wrapper: it reads the detector's evidence from the grade metadata and the judges' answers
+from ``row["judgements"]``, and hands them to the pure functions of :mod:`evalrun.metrics`
+with a seed derived from the records' own keys, so the same selection gives the same bits.
+
+Per group (one pack, model, watermark, attack; :data:`~evalrun.metrics.aggregates.AGGREGATES`):
+
+* ``detection_rate`` -- watermarked texts with ``p <= threshold`` (Wilson 95%);
+* ``watermark_size`` -- seed 000 IV-B, the lower median of per-text sizes (tokens to the first
+  detected prefix, never detected = +inf), bootstrap 95% over texts. When more than half of
+  the texts are never detected the size is +inf, which metrics.json writes as ``null`` (JSON
+  has no infinity; the report shows ∞). ``watermark_size:temperature=T`` is the same over the
+  texts sampled at temperature T (seed 000 Fig. 1);
+* ``mean_tokens_scored`` -- mean tokens the detector scored per text (bootstrap 95%);
+* ``false_positive_rate`` -- unwatermarked texts detected anyway, one record per detector
+  spec, with that spec in the record's ``watermark`` field (the group's is ``none``);
+* ``quality:<source>`` -- mean quality of the graded texts that have one (bootstrap 95% over
+  texts). ``quality:rating`` is seed 000's judge rating (IV-A); a judge method whose parsed
+  answer has a ``quality`` key (e.g. ``perplexity``) is a *proxy*, named
+  ``quality:<method>-proxy`` here and in every metric derived from it.
+
+Across groups (:data:`~evalrun.metrics.aggregates.SELECTION_AGGREGATES`), per pack and model:
+
+* ``roc_auc`` and ``tpr_at_fpr:0.01`` / ``tpr_at_fpr:0.02`` -- per watermark and attack: the
+  watermarked texts' ``-log10 p`` (positives) against the unwatermarked texts' ``-log10 p``
+  under that watermark's detector (negatives), same attack; bootstrap 95% resampling each side
+  within itself; ``n`` counts both sides;
+* ``quality_retention:<source>`` -- per attacked group, seed 000 IV-C's ``Q_A = clip(mean
+  attacked quality / mean quality of the same watermark's unattacked texts, 0, 1)``. The
+  baseline is the same model and watermark without attack, as the seed's remark that an
+  unchanged (contracted) text can score "up to 1% higher than the baseline" implies, and as
+  MarkMyWords' ``summarize_robustness`` does (``base_q = stats[model][None].quality``);
+* ``quality_degradation:<source>`` -- per watermark, unattacked:
+  :func:`~evalrun.metrics.quality_degradation` of its texts against the unwatermarked texts;
+* ``tamper_resistance:<source>`` -- per watermark, over its attacks (``attack`` is
+  :data:`ALL_ATTACKS`): R of seed 000 IV-C from each attack's (quality retention, detection
+  rate), paraphrase attacks (names starting ``paraphrase``, any case) left out, translations
+  kept; bootstrap 95% via :func:`~evalrun.metrics.tamper_resistance_ci`. A point pairs each
+  text's quality with its detection, so it uses the graded texts that have a quality answer;
+* ``best_attack:<source>`` -- the attack with the lowest detection rate among those keeping
+  >= 80% quality retention (seed 000 Fig. 3), in the record's ``attack`` field; the value is
+  its detection rate on the texts of its point (Wilson 95%). No record when no attack keeps
+  80%.
+
+All detection metrics need one p-value threshold per group (the pack's); a group graded at
+several thresholds gets null values (run ``evalrun regrade``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from evalrun import stats
+from evalrun.detection_grading import DETECTED, NOT_DETECTED
+from evalrun.hashing import stable_int
+from evalrun.metrics import (auroc_ci, best_attack, detection_rate, false_positive_rate,
+                             quality_degradation, quality_retention, tamper_resistance_ci,
+                             tpr_at_fpr_ci, watermark_size_ci)
+from evalrun.metrics.aggregates import (AGGREGATES, SELECTION_AGGREGATES, Estimated,
+                                        MetricRecord, Row, graded, record)
+from evalrun.specs import is_none
+
+__all__ = ["ALL_ATTACKS", "DETECTION_LABELS", "FPR_TARGETS", "RATING", "TamperInputs",
+           "excluded_from_tamper", "is_detection", "is_proxy", "quality_by_source",
+           "quality_judges", "quality_sources", "record_index", "tamper_inputs", "temperature"]
+
+DETECTION_LABELS = frozenset({DETECTED, NOT_DETECTED})
+#: the ``attack`` of a record about all of a watermark's attacks (tamper resistance)
+ALL_ATTACKS = "*"
+#: target false positive rates of the ``tpr_at_fpr:<fpr>`` records
+FPR_TARGETS = (0.01, 0.02)
+#: the quality source of seed 000's judge rating (every other source is a proxy)
+RATING = "rating"
+_NAN = stats.Estimate(math.nan, math.nan, math.nan)
+
+Key = tuple[str, str, str]  # (model, watermark, attack)
+
+
+# -- reading rows --------------------------------------------------------------------------
+
+def is_detection(rows: Iterable[Row]) -> bool:
+    """True when the rows' graded labels are DETECTED/NOT_DETECTED (and there is one)."""
+    labels = {r["label"] for r in rows if graded(r)}
+    return bool(labels) and labels <= DETECTION_LABELS
+
+
+def _metadata(row: Row) -> dict[str, Any]:
+    text = row.get("metadata_json")
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _evidence(row: Row, spec: str | None = None) -> dict[str, Any] | None:
+    """A graded row's detection evidence: its own watermark's, or (unwatermarked rows) the
+    detection under ``spec``; None when there is none."""
+    if not graded(row):
+        return None
+    meta = _metadata(row)
+    if spec is not None:
+        meta = (meta.get("detections") or {}).get(spec) or {}
+    return meta if isinstance(meta.get("p_value"), (int, float)) else None
+
+
+def _threshold(rows: Iterable[Row]) -> float | None:
+    """The p-value threshold the rows were graded at, None when they disagree (or say none)."""
+    found = {float(m["threshold"]) for m in map(_metadata, (r for r in rows if graded(r)))
+             if isinstance(m.get("threshold"), (int, float))}
+    return found.pop() if len(found) == 1 else None
+
+
+def temperature(row: Row) -> str | None:
+    """The sampling temperature of a row's generation as text (``0.7``), None if unrecorded."""
+    try:
+        t = json.loads(row.get("params_json") or "{}").get("temperature")
+    except (ValueError, AttributeError):
+        return None
+    return f"{float(t):g}" if isinstance(t, (int, float)) else None
+
+
+def is_proxy(source: str) -> bool:
+    """Every quality source but seed 000's rating judge is a proxy."""
+    return source != RATING
+
+
+def quality_by_source(row: Row) -> dict[str, float]:
+    """source -> the row's quality from that source's parsed judge answers (their mean when
+    several judges answered). ``rating`` gives the rating in [0, 1]; a method whose parse has
+    a ``quality`` key is the proxy ``<method>-proxy``. Errors and unparsed answers count in
+    nothing."""
+    acc: dict[str, list[float]] = defaultdict(list)
+    for j in row.get("judgements") or ():
+        if j.error is not None:
+            continue
+        if j.method == RATING:
+            source, value = RATING, j.parsed.get("rating")
+        elif "quality" in j.parsed:
+            source, value = f"{j.method}-proxy", j.parsed.get("quality")
+        else:
+            continue
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            acc[source].append(float(value))
+    return {s: float(np.mean(v)) for s, v in sorted(acc.items())}
+
+
+def quality_sources(rows: Iterable[Row]) -> list[str]:
+    """The quality sources of any graded row, the seed's rating first."""
+    found = {s for r in rows if graded(r) for s in quality_by_source(r)}
+    return sorted(found, key=lambda s: (is_proxy(s), s))
+
+
+def quality_judges(rows: Iterable[Row], source: str) -> list[str]:
+    """Who produced ``source``'s answers: the judge models (rating) or the proxy's scorers."""
+    names = set()
+    for r in rows:
+        for j in r.get("judgements") or ():
+            if j.error is not None:
+                continue
+            if source == RATING and j.method == RATING:
+                names.add(j.judge)
+            elif source == f"{j.method}-proxy" and "quality" in j.parsed:
+                names.add(str(j.parsed.get("scorer") or j.judge))
+    return sorted(names)
+
+
+def _quality(rows: Iterable[Row], source: str) -> list[float]:
+    """Per-text quality of the graded rows that have one from ``source``."""
+    return [q[source] for q in map(quality_by_source, (r for r in rows if graded(r))) if source in q]
+
+
+def excluded_from_tamper(attack: str) -> bool:
+    """Seed 000 IV-C leaves paraphrase attacks out of R (they need large or closed models);
+    translations stay in."""
+    return attack.strip().lower().startswith("paraphrase")
+
+
+def _seed(*parts: Any) -> int:
+    return stable_int("metrics", *parts, bits=31)
+
+
+def _neg_log10(p: float) -> float:
+    return math.inf if p <= 0.0 else -math.log10(p)
+
+
+# -- per-group aggregates ------------------------------------------------------------------
+
+def _marked(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """Evidence of a watermarked detection group's graded rows; [] for any other group."""
+    if not rows or is_none(rows[0]["watermark"]) or not is_detection(rows):
+        return []
+    return [e for e in map(_evidence, rows) if e is not None]
+
+
+@AGGREGATES.register("detection_rate")
+def _detection_rate(rows: Sequence[Row], seed: int) -> list[Estimated]:
+    """Share of watermarked texts detected (seed 000 IV-C's W_A for an attacked group)."""
+    ev = _marked(rows)
+    if not ev:
+        return []
+    t = _threshold(rows)
+    est = detection_rate([e["p_value"] for e in ev], t) if t is not None else _NAN
+    return [("detection_rate", est, len(ev))]
+
+
+@AGGREGATES.register("watermark_size")
+def _watermark_size(rows: Sequence[Row], seed: int) -> list[Estimated]:
+    """Seed 000 IV-B's size E over the group, and per sampling temperature (Fig. 1)."""
+    ev = _marked(rows)
+    if not ev:
+        return []
+    out: list[Estimated] = [("watermark_size", watermark_size_ci([e["size"] for e in ev], seed=seed), len(ev))]
+    by_t: dict[str, list[Any]] = defaultdict(list)
+    for r in rows:
+        e = _evidence(r)
+        t = temperature(r)
+        if e is not None and t is not None:
+            by_t[t].append(e["size"])
+    for t, sizes in sorted(by_t.items(), key=lambda kv: float(kv[0])):
+        metric = f"watermark_size:temperature={t}"
+        out.append((metric, watermark_size_ci(sizes, seed=_seed(seed, metric)), len(sizes)))
+    return out
+
+
+@AGGREGATES.register("mean_tokens_scored")
+def _mean_tokens_scored(rows: Sequence[Row], seed: int) -> list[Estimated]:
+    """How many tokens the detector scored per watermarked text: sizes read against it."""
+    ev = _marked(rows)
+    if not ev:
+        return []
+    tokens = [float(e["num_tokens_scored"]) for e in ev]
+    return [("mean_tokens_scored", stats.bootstrap_mean_ci(tokens, seed=_seed(seed, "tokens")), len(ev))]
+
+
+@AGGREGATES.register("false_positive_rate")
+def _false_positive_rate(rows: Sequence[Row], seed: int) -> list[Estimated]:
+    """Unwatermarked texts detected under each detector spec; the record names the spec."""
+    if not rows or not is_none(rows[0]["watermark"]) or not is_detection(rows):
+        return []
+    specs = sorted({s for r in rows if graded(r) for s in (_metadata(r).get("detections") or {})})
+    t = _threshold(rows)
+    out: list[Estimated] = []
+    for spec in specs:
+        ev = [e for e in (_evidence(r, spec) for r in rows) if e is not None]
+        est = false_positive_rate([e["p_value"] for e in ev], t) if t is not None else _NAN
+        out.append(("false_positive_rate", est, len(ev), spec))
+    return out
+
+
+@AGGREGATES.register("quality")
+def _quality_aggregate(rows: Sequence[Row], seed: int) -> list[Estimated]:
+    """Seed 000 IV-A's Q, the mean rating (or proxy quality) of the group's texts."""
+    if not is_detection(rows):
+        return []
+    out: list[Estimated] = []
+    for source in quality_sources(rows):
+        values = _quality(rows, source)
+        metric = f"quality:{source}"
+        out.append((metric, stats.bootstrap_mean_ci(values, seed=_seed(seed, metric)), len(values)))
+    return out
+
+
+# -- selection aggregates ------------------------------------------------------------------
+
+def _detection_packs(rows: Iterable[Row]) -> dict[str, dict[Key, list[Row]]]:
+    """pack -> (model, watermark, attack) -> rows, for the detection packs of the selection."""
+    packs: dict[str, dict[Key, list[Row]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        packs[r["pack"]][(r["model"], r["watermark"], r["attack"])].append(r)
+    return {p: dict(g) for p, g in sorted(packs.items())
+            if is_detection(r for rs in g.values() for r in rs)}
+
+
+def _unmarked_key(groups: Mapping[Key, list[Row]], model: str, attack: str) -> Key | None:
+    return next((k for k in sorted(groups) if k[0] == model and k[2] == attack and is_none(k[1])), None)
+
+
+def _unattacked_key(groups: Mapping[Key, list[Row]], model: str, watermark: str) -> Key | None:
+    return next((k for k in sorted(groups) if k[0] == model and k[1] == watermark and is_none(k[2])), None)
+
+
+def _detector_samples(groups: Mapping[Key, list[Row]]) -> Iterable[tuple[Key, list[float], list[float]]]:
+    """(key, positives, negatives) per watermarked group with unwatermarked texts of the same
+    model and attack that were detected under its watermark."""
+    for key in sorted(groups):
+        model, wm, attack = key
+        unmarked = _unmarked_key(groups, model, attack)
+        if is_none(wm) or unmarked is None:
+            continue
+        pos = [_neg_log10(e["p_value"]) for e in map(_evidence, groups[key]) if e is not None]
+        neg = [_neg_log10(e["p_value"]) for e in (_evidence(r, wm) for r in groups[unmarked]) if e is not None]
+        if pos and neg:
+            yield key, pos, neg
+
+
+@SELECTION_AGGREGATES.register("roc_auc")
+def _roc_auc(rows: Sequence[Row]) -> list[MetricRecord]:
+    """AUROC of -log10 p, watermarked against unwatermarked texts (seed 000's detector)."""
+    out = []
+    for pack, groups in _detection_packs(rows).items():
+        for (model, wm, attack), pos, neg in _detector_samples(groups):
+            est = auroc_ci(pos, neg, seed=_seed(pack, model, wm, attack, "roc_auc"))
+            out.append(record(pack, "roc_auc", est, len(pos) + len(neg), model, wm, attack))
+    return out
+
+
+@SELECTION_AGGREGATES.register("tpr_at_fpr")
+def _tpr_at_fpr(rows: Sequence[Row]) -> list[MetricRecord]:
+    """TPR at 1% and 2% empirical FPR (the threshold set on the unwatermarked texts)."""
+    out = []
+    for pack, groups in _detection_packs(rows).items():
+        for (model, wm, attack), pos, neg in _detector_samples(groups):
+            for fpr in FPR_TARGETS:
+                metric = f"tpr_at_fpr:{fpr:g}"
+                est = tpr_at_fpr_ci(pos, neg, fpr, seed=_seed(pack, model, wm, attack, metric))
+                out.append(record(pack, metric, est, len(pos) + len(neg), model, wm, attack))
+    return out
+
+
+def _ratio_ci(top: Sequence[float], bottom: Sequence[float], ratio: Any, seed: int) -> stats.Estimate:
+    """``ratio(mean top, mean bottom)`` with a bootstrap CI resampling each side within
+    itself; NaN where the bottom mean is not positive."""
+    def statistic(a: np.ndarray, b: np.ndarray) -> float:
+        base = float(b.mean())
+        return ratio(float(a.mean()), base) if base > 0.0 else math.nan
+
+    return stats.bootstrap_groups_ci([np.asarray(top, float), np.asarray(bottom, float)], statistic, seed)
+
+
+@SELECTION_AGGREGATES.register("quality_retention")
+def _quality_retention(rows: Sequence[Row]) -> list[MetricRecord]:
+    """Seed 000 IV-C's Q_A per attacked group against the same watermark unattacked."""
+    out = []
+    for pack, groups in _detection_packs(rows).items():
+        for key in sorted(groups):
+            model, wm, attack = key
+            base = _unattacked_key(groups, model, wm)
+            if is_none(attack) or base is None:
+                continue
+            for source in quality_sources(groups[key]):
+                attacked, baseline = _quality(groups[key], source), _quality(groups[base], source)
+                if not baseline:
+                    continue
+                metric = f"quality_retention:{source}"
+                est = _ratio_ci(attacked, baseline, quality_retention, _seed(pack, *key, metric))
+                out.append(record(pack, metric, est, len(attacked), model, wm, attack))
+    return out
+
+
+@SELECTION_AGGREGATES.register("quality_degradation")
+def _quality_degradation(rows: Sequence[Row]) -> list[MetricRecord]:
+    """Relative quality lost to each watermark (unattacked, against unwatermarked texts)."""
+    out = []
+    for pack, groups in _detection_packs(rows).items():
+        for key in sorted(groups):
+            model, wm, attack = key
+            unmarked = _unmarked_key(groups, model, attack)
+            if is_none(wm) or not is_none(attack) or unmarked is None:
+                continue
+            for source in quality_sources(groups[key]):
+                marked, baseline = _quality(groups[key], source), _quality(groups[unmarked], source)
+                if not baseline:
+                    continue
+                metric = f"quality_degradation:{source}"
+                est = _ratio_ci(marked, baseline, quality_degradation, _seed(pack, *key, metric))
+                out.append(record(pack, metric, est, len(marked), model, wm, attack))
+    return out
+
+
+@dataclass
+class TamperInputs:
+    """What R is computed from for one (pack, model, watermark, quality source): the
+    unattacked texts' quality and, per attack, its texts' (quality, detected) pairs."""
+
+    baseline: list[float]
+    attacks: dict[str, tuple[list[float], list[bool]]] = field(default_factory=dict)
+    #: paraphrase attacks, shown on the plot but left out of R (seed 000 IV-C)
+    excluded: dict[str, tuple[list[float], list[bool]]] = field(default_factory=dict)
+    threshold: float | None = None
+
+    @staticmethod
+    def point(baseline: Sequence[float], sample: tuple[list[float], list[bool]]) -> tuple[float, float]:
+        """(quality retention, detection rate) of one attack's texts."""
+        quality, detected = sample
+        return (quality_retention(float(np.mean(quality)), float(np.mean(baseline))),
+                float(np.mean(detected)))
+
+    def points(self) -> dict[str, tuple[float, float]]:
+        """The attacks R is computed from, as points of seed 000 Fig. 3."""
+        return {a: self.point(self.baseline, s) for a, s in self.attacks.items()}
+
+    def excluded_points(self) -> dict[str, tuple[float, float]]:
+        return {a: self.point(self.baseline, s) for a, s in self.excluded.items()}
+
+
+def tamper_inputs(groups: Mapping[Key, Sequence[Row]], model: str, watermark: str,
+                  source: str) -> TamperInputs | None:
+    """The texts behind one tamper-resistance record, or None when it cannot be computed: no
+    unattacked texts with quality, a mean baseline quality that is not positive, no attack
+    with quality, or detections graded at several thresholds."""
+    base = _unattacked_key(groups, model, watermark)
+    if base is None:
+        return None
+    baseline = _quality(groups[base], source)
+    keys = [k for k in sorted(groups) if k[0] == model and k[1] == watermark and not is_none(k[2])]
+    threshold = _threshold(r for k in [base, *keys] for r in groups[k])
+    if not baseline or not float(np.mean(baseline)) > 0.0 or threshold is None:
+        return None
+    out = TamperInputs(baseline=baseline, threshold=threshold)
+    for key in keys:
+        pairs = [(q[source], e["p_value"] <= threshold) for r in groups[key]
+                 if (e := _evidence(r)) is not None and source in (q := quality_by_source(r))]
+        if not pairs:
+            continue  # an attack without quality answers cannot be placed
+        sample = ([q for q, _ in pairs], [d for _, d in pairs])
+        (out.excluded if excluded_from_tamper(key[2]) else out.attacks)[key[2]] = sample
+    return out if out.attacks else None
+
+
+@SELECTION_AGGREGATES.register("tamper_resistance")
+def _tamper_resistance(rows: Sequence[Row]) -> list[MetricRecord]:
+    """Seed 000 IV-C's R per watermark over its attacks, and the best attack keeping 80%."""
+    out = []
+    for pack, groups in _detection_packs(rows).items():
+        for model, wm in sorted({(k[0], k[1]) for k in groups if not is_none(k[1])}):
+            base = _unattacked_key(groups, model, wm)
+            for source in quality_sources(groups[base]) if base else []:
+                inputs = tamper_inputs(groups, model, wm, source)
+                if inputs is None:
+                    continue
+                metric = f"tamper_resistance:{source}"
+                est = tamper_resistance_ci(inputs.baseline, inputs.attacks,
+                                           seed=_seed(pack, model, wm, ALL_ATTACKS, metric))
+                n = len(inputs.baseline) + sum(len(q) for q, _ in inputs.attacks.values())
+                out.append(record(pack, metric, est, n, model, wm, ALL_ATTACKS))
+                best = best_attack(inputs.points())
+                if best is not None:  # its point's detection rate, with the Wilson interval
+                    detected = inputs.attacks[best.name][1]
+                    est = stats.wilson_interval(sum(detected), len(detected))
+                    out.append(record(pack, f"best_attack:{source}", est, len(detected), model, wm, best.name))
+    return out
+
+
+def record_index(records: Iterable[MetricRecord]) -> dict[tuple[str, str, str, str, str], MetricRecord]:
+    """(pack, metric, model, watermark, attack) -> record: how the report looks numbers up."""
+    return {(r.pack, r.metric, r.model, r.watermark, r.attack): r for r in records}

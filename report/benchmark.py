@@ -1,0 +1,471 @@
+"""The watermark benchmark's report sections (MarkMyWords, seed 000 section IV; Figs. 1, 3, 6
+and 8; Table V), for every detection pack of the selection (labels DETECTED/NOT_DETECTED).
+
+Every number shown is a record of metrics.json, looked up by (pack, metric, model, watermark,
+attack) in the records :func:`evalrun.metrics.aggregates.compute` made for this report: the
+tables format them and nothing else (:func:`fmt`, :func:`fmt_ci`). The tamper-resistance plot
+draws the attacks' points from :func:`evalrun.metrics.benchmark.tamper_inputs`, the texts the
+``tamper_resistance`` record itself was computed from, and the hull with
+:func:`evalrun.metrics.lower_hull`.
+
+Quality is seed 000's judge rating where a pack has one; otherwise a quality proxy (a judge
+method whose answer parses to ``quality``, e.g. ``perplexity``), which the section names with
+its scorer; with neither, the section says that quality, retention and tamper resistance are
+not available, and why, instead of showing numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from evalrun import stats
+from evalrun.metrics import best_attack, lower_hull
+from evalrun.metrics.aggregates import MetricRecord
+from evalrun.metrics.benchmark import (ALL_ATTACKS, FPR_TARGETS, excluded_from_tamper, is_proxy,
+                                       quality_judges, quality_sources, record_index, tamper_inputs)
+from evalrun.metrics.tamper import DEFAULT_MIN_QUALITY
+from evalrun.report import benchmark_charts as charts
+from evalrun.report.data import Result
+from evalrun.report.document import Block, Figure, Paragraph, Section, Table
+from evalrun.specs import is_none
+
+NA = "n/a"
+CHART_NAMES = ("watermark_size.png", "tamper_resistance.png", "attacks.png", "size_quality.png")
+_SIZE_PREFIX = "watermark_size:temperature="
+
+Key = tuple[str, str, str]
+
+
+# -- formatting: the one way a record's number becomes a cell ------------------------------
+
+def _kind(metric: str) -> str:
+    base = metric.split(":", 1)[0]
+    return {"watermark_size": "size", "quality": "num", "roc_auc": "num", "tamper_resistance": "num",
+            "mean_tokens_scored": "tokens"}.get(base, "pct")
+
+
+def fmt(metric: str, value: float | None) -> str:
+    """A record's value as the report shows it (rates in %, sizes in tokens, ∞ for +inf)."""
+    if value is None or math.isnan(value):
+        return NA
+    kind = _kind(metric)
+    if kind == "size":
+        return "∞" if math.isinf(value) else f"{value:g}"
+    if kind == "pct":
+        return f"{100 * value:.1f}%"
+    return f"{value:.1f}" if kind == "tokens" else f"{value:.3f}"
+
+
+def fmt_ci(metric: str, low: float | None, high: float | None) -> str:
+    """A record's 95% interval as the report shows it."""
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return NA
+    if _kind(metric) == "pct":
+        return f"{100 * low:.1f}–{100 * high:.1f}%"
+    return f"({fmt(metric, low)}, {fmt(metric, high)})"
+
+
+def ci_header(column: str) -> str:
+    """The header of the 95% interval of ``column`` (unique, so tables read back by name)."""
+    return f"{column}: 95% CI"
+
+
+def _estimate(rec: MetricRecord | None) -> stats.Estimate | None:
+    if rec is None:
+        return None
+    nan = math.nan
+    return stats.Estimate(nan if rec.value is None else rec.value, nan if rec.ci_low is None else rec.ci_low,
+                          nan if rec.ci_high is None else rec.ci_high)
+
+
+class Records:
+    """The report's records, by (pack, metric, model, watermark, attack)."""
+
+    def __init__(self, records: Iterable[MetricRecord]) -> None:
+        self.all = list(records)
+        self.index = record_index(self.all)
+
+    def get(self, pack: str, metric: str, model: str, watermark: str, attack: str) -> MetricRecord | None:
+        return self.index.get((pack, metric, model, watermark, attack))
+
+    def cells(self, pack: str, metric: str, model: str, watermark: str, attack: str) -> list[str]:
+        """[value, 95% CI] of a record, n/a where there is none."""
+        rec = self.get(pack, metric, model, watermark, attack)
+        if rec is None:
+            return [NA, NA]
+        return [fmt(metric, rec.value), fmt_ci(metric, rec.ci_low, rec.ci_high)]
+
+
+# -- what each pack holds ------------------------------------------------------------------
+
+@dataclass
+class PackData:
+    name: str
+    groups: dict[Key, list[dict[str, Any]]]
+    #: the quality source the sections use: the seed's rating first, else a proxy; None: none
+    source: str | None
+    #: who produced it: judge models (rating) or the proxy's scorers
+    judges: list[str]
+
+    @property
+    def systems(self) -> list[tuple[str, str]]:
+        """(model, watermark) pairs, the unwatermarked baseline first per model."""
+        return sorted({(m, w) for m, w, _ in self.groups}, key=lambda mw: (mw[0], not is_none(mw[1]), mw[1]))
+
+    def attacks(self, model: str, watermark: str) -> list[str]:
+        """Attacks of one scheme, ``none`` first."""
+        return sorted({a for m, w, a in self.groups if (m, w) == (model, watermark)},
+                      key=lambda a: (not is_none(a), a))
+
+    def quality_metric(self, family: str) -> str | None:
+        return f"{family}:{self.source}" if self.source else None
+
+    @property
+    def quality_label(self) -> str:
+        """How a quality axis is named: the seed's rating, or the proxy with its scorer."""
+        if self.source is None:
+            return "quality (not available)"
+        if not is_proxy(self.source):
+            return "quality retention (judge rating)"
+        return f"quality retention ({proxy_name(self.source)} proxy, {', '.join(self.judges)})"
+
+
+def proxy_name(source: str) -> str:
+    return source.removesuffix("-proxy")
+
+
+def pack_data(name: str, items: Sequence[Result]) -> PackData:
+    groups: dict[Key, list[dict[str, Any]]] = defaultdict(list)
+    for r in items:
+        groups[(r.model, r.watermark, r.attack)].append(r.row)
+    rows = [r.row for r in items]
+    sources = quality_sources(rows)
+    source = sources[0] if sources else None
+    return PackData(name=name, groups=dict(groups), source=source,
+                    judges=quality_judges(rows, source) if source else [])
+
+
+def quality_note(p: PackData) -> str:
+    """What the pack's quality numbers are, or why there are none."""
+    if p.source is None:
+        return (f"{p.name}: quality, quality retention and tamper resistance are not available: no judge "
+                "answers (seed 000's rating, or a quality proxy such as perplexity) are stored for this pack's "
+                "results, so there is nothing to measure quality with. Run `evalrun judge --db DB --method "
+                "rating --judge MODEL` (or `--method perplexity --judge embedded` for the offline proxy) and "
+                "report again.")
+    if not is_proxy(p.source):
+        return (f"{p.name}: quality is seed 000's judge rating (grade out of 100, as a share) by "
+                f"{', '.join(p.judges)}.")
+    return (f"{p.name}: quality: {proxy_name(p.source)} proxy under {', '.join(p.judges)}, not the seed's "
+            "rating judge. Quality, its degradation, quality retention and tamper resistance below are computed "
+            "from this proxy (metric names ending in -proxy in metrics.json); a proxy measures fluency under "
+            "the scorer, not the seed's judged quality.")
+
+
+# -- tables --------------------------------------------------------------------------------
+
+def summary_table(packs: Sequence[PackData], recs: Records) -> Table:
+    """Seed 000 Table V's columns per (model, watermark), unattacked texts."""
+    headers = ["pack", "model", "watermark", "quality source"]
+    for name in ("quality", "quality degradation", "watermark size E (tokens)", "tamper resistance R",
+                 "detection rate", "FPR", "ROC AUC"):
+        headers += [name, ci_header(name)]
+    rows = []
+    for p in packs:
+        for model, wm in p.systems:
+            q = p.quality_metric("quality")
+            quality = recs.cells(p.name, q, model, wm, "none") if q else [NA, NA]
+            row = [p.name, model, "none (unwatermarked)" if is_none(wm) else wm, _source_cell(p), *quality]
+            if is_none(wm):
+                rows.append(row + [NA] * 12)
+                continue
+            d = p.quality_metric("quality_degradation")
+            r = p.quality_metric("tamper_resistance")
+            row += recs.cells(p.name, d, model, wm, "none") if d else [NA, NA]
+            row += recs.cells(p.name, "watermark_size", model, wm, "none")
+            row += recs.cells(p.name, r, model, wm, ALL_ATTACKS) if r else [NA, NA]
+            row += recs.cells(p.name, "detection_rate", model, wm, "none")
+            row += recs.cells(p.name, "false_positive_rate", model, wm, "none")
+            row += recs.cells(p.name, "roc_auc", model, wm, "none")
+            rows.append(row)
+    return Table(id="benchmark-summary", headers=headers, rows=rows, caption=(
+        "Per model and watermark, without attack (seed 000 Table V's metrics): mean quality (its relative "
+        "loss against the unwatermarked texts), watermark size E (lower median of tokens to the first "
+        "detected prefix; ∞ when most texts are never detected, null in metrics.json), tamper resistance R "
+        "over the attacks (paraphrases left out), detection rate, false-positive rate of unwatermarked texts "
+        "under this watermark's detector, ROC AUC of -log10 p. Rates: Wilson 95%; the rest: bootstrap 95%."))
+
+
+def _source_cell(p: PackData) -> str:
+    if p.source is None:
+        return "none (no judge answers)"
+    if not is_proxy(p.source):
+        return f"rating ({', '.join(p.judges)})"
+    return f"{proxy_name(p.source)} proxy ({', '.join(p.judges)})"
+
+
+def size_table(packs: Sequence[PackData], recs: Records) -> Table:
+    """Seed 000 Fig. 1 as numbers: size E per scheme and temperature, unattacked."""
+    rows = []
+    for p in packs:
+        for model, wm in p.systems:
+            for rec in _size_records(recs, p.name, model, wm):
+                rows.append([p.name, model, wm, rec.metric.removeprefix(_SIZE_PREFIX), str(rec.n),
+                             fmt(rec.metric, rec.value), fmt_ci(rec.metric, rec.ci_low, rec.ci_high)])
+    return Table(id="benchmark-size", headers=["pack", "model", "watermark", "temperature", "texts",
+                                               "watermark size E (tokens)", ci_header("watermark size E (tokens)")],
+                 rows=rows, caption="Unattacked watermarked texts; ∞: more than half never detected.")
+
+
+def _size_records(recs: Records, pack: str, model: str, wm: str) -> list[MetricRecord]:
+    found = [r for r in recs.all if (r.pack, r.model, r.watermark, r.attack) == (pack, model, wm, "none")
+             and r.metric.startswith(_SIZE_PREFIX)]
+    return sorted(found, key=lambda r: float(r.metric.removeprefix(_SIZE_PREFIX)))
+
+
+@dataclass(frozen=True)
+class Tamper:
+    """One scheme's tamper-resistance record with the points it was computed from."""
+
+    pack: str
+    model: str
+    watermark: str
+    record: MetricRecord
+    panel: charts.TamperPanel
+
+
+def tampers(packs: Sequence[PackData], recs: Records) -> list[Tamper]:
+    out = []
+    for p in packs:
+        metric = p.quality_metric("tamper_resistance")
+        if metric is None:
+            continue
+        for model, wm in p.systems:
+            rec = recs.get(p.name, metric, model, wm, ALL_ATTACKS)
+            inputs = tamper_inputs(p.groups, model, wm, p.source) if rec is not None else None
+            if rec is None or inputs is None:
+                continue
+            points = inputs.points()
+            panel = charts.TamperPanel(
+                title=f"{charts.short(wm, 34)}\n{charts.short(model, 34)} · {p.name}", points=points,
+                excluded=inputs.excluded_points(), hull=lower_hull(points), best=best_attack(points),
+                resistance=rec.value, quality_label=p.quality_label)
+            out.append(Tamper(p.name, model, wm, rec, panel))
+    return out
+
+
+def tamper_table(items: Sequence[Tamper], packs: Sequence[PackData], recs: Records) -> Table:
+    by_name = {p.name: p for p in packs}
+    rows = []
+    for t in items:
+        p = by_name[t.pack]
+        on_hull = [name for name, pt in t.panel.points.items() if pt in set(t.panel.hull)]
+        best = recs.get(t.pack, f"best_attack:{p.source}", t.model, t.watermark, t.panel.best.name) \
+            if t.panel.best is not None else None
+        rows.append([t.pack, t.model, t.watermark, _source_cell(p), fmt(t.record.metric, t.record.value),
+                     fmt_ci(t.record.metric, t.record.ci_low, t.record.ci_high), str(t.record.n),
+                     ", ".join(t.panel.points), ", ".join(on_hull) or "none (the diagonal)",
+                     ", ".join(t.panel.excluded) or "none",
+                     best.attack if best is not None else "none keeps 80%",
+                     *(recs.cells(t.pack, best.metric, t.model, t.watermark, best.attack) if best else [NA, NA])])
+    return Table(id="benchmark-tamper", headers=[
+        "pack", "model", "watermark", "quality source", "tamper resistance R", ci_header("tamper resistance R"),
+        "texts",
+        "attacks in R", "attacks on the lower hull", "left out (paraphrase)",
+        f"best attack (≥ {DEFAULT_MIN_QUALITY:.0%} quality kept)", "its detection rate",
+        ci_header("its detection rate")],
+        rows=rows, text_columns=(7, 8, 9), caption=(
+            "R = twice the area under the lower convex hull of the attacks' (quality retention, detection "
+            "rate) points with (0, 0) and (1, 1) (seed 000 IV-C); paraphrase attacks are left out, "
+            "translations kept. The best attack is the one with the lowest detection rate among those "
+            "keeping at least 80% of the unattacked quality (Fig. 3's dashed lines)."))
+
+
+def attacks_table(packs: Sequence[PackData], recs: Records) -> Table:
+    """Seed 000 Fig. 8 as numbers: per watermark and attack, detection and quality."""
+    rows = []
+    for p in packs:
+        q, qr = p.quality_metric("quality"), p.quality_metric("quality_retention")
+        for model, wm in p.systems:
+            if is_none(wm):
+                continue
+            for attack in p.attacks(model, wm):
+                role = ("baseline" if is_none(attack) else
+                        "no (paraphrase)" if excluded_from_tamper(attack) else "yes")
+                row = [p.name, model, wm, attack, role, *recs.cells(p.name, "detection_rate", model, wm, attack)]
+                row += recs.cells(p.name, q, model, wm, attack) if q else [NA, NA]
+                row += recs.cells(p.name, qr, model, wm, attack) if qr and not is_none(attack) else [NA, NA]
+                rows.append(row)
+    return Table(id="benchmark-attacks", headers=[
+        "pack", "model", "watermark", "attack", "in R", "detection rate", ci_header("detection rate"), "quality",
+        ci_header("quality"), "quality retention", ci_header("quality retention")], rows=rows, caption=(
+        "Quality retention = clip(mean quality after the attack / mean quality of the same watermark "
+        "without attack, 0, 1) (seed 000 IV-C)."))
+
+
+def detection_table(packs: Sequence[PackData], recs: Records) -> Table:
+    """TPR at fixed FPR, FPR at the p-value threshold and ROC AUC per scheme and attack."""
+    rows = []
+    for p in packs:
+        for model, wm in p.systems:
+            if is_none(wm):
+                continue
+            for attack in p.attacks(model, wm):
+                auc = recs.get(p.name, "roc_auc", model, wm, attack)
+                fpr = recs.get(p.name, "false_positive_rate", model, wm, attack)
+                if auc is None and fpr is None:
+                    continue
+                row = [p.name, model, wm, attack, NA if auc is None else str(auc.n)]
+                for target in FPR_TARGETS:
+                    row += recs.cells(p.name, f"tpr_at_fpr:{target:g}", model, wm, attack)
+                row += recs.cells(p.name, "false_positive_rate", model, wm, attack)
+                row += recs.cells(p.name, "roc_auc", model, wm, attack)
+                rows.append(row)
+    headers = ["pack", "model", "watermark", "attack", "texts (watermarked + not)"]
+    for target in FPR_TARGETS:
+        headers += [f"TPR at {target:.0%} FPR", ci_header(f"TPR at {target:.0%} FPR")]
+    headers += ["FPR at the p threshold", ci_header("FPR at the p threshold"), "ROC AUC", ci_header("ROC AUC")]
+    return Table(id="benchmark-detection", headers=headers, rows=rows, caption=(
+        "Scores are -log10 p: watermarked texts against unwatermarked texts of the same model and attack "
+        "detected under this watermark. TPR at a target FPR never splits ties, so the empirical FPR stays "
+        "at or under the target; AUROC counts ties half; bootstrap 95% resampling each side."))
+
+
+# -- charts --------------------------------------------------------------------------------
+
+def _series_label(model: str, wm: str, models: int) -> str:
+    return wm if models == 1 else f"{model} · {wm}"
+
+
+def _size_panels(packs: Sequence[PackData], recs: Records) -> dict[str, dict[str, dict[str, stats.Estimate]]]:
+    panels = {}
+    for p in packs:
+        models = len({m for m, _ in p.systems})
+        series = {}
+        for model, wm in p.systems:
+            found = _size_records(recs, p.name, model, wm)
+            if found:
+                series[_series_label(model, wm, models)] = {r.metric.removeprefix(_SIZE_PREFIX): _estimate(r)
+                                                            for r in found}
+        if series:
+            panels[p.name] = series
+    return panels
+
+
+def _attack_panels(packs: Sequence[PackData], recs: Records) -> list[charts.AttackPanel]:
+    out = []
+    for p in packs:
+        models = len({m for m, _ in p.systems})
+        marked = [(m, w) for m, w in p.systems if not is_none(w)]
+        attacks = sorted({a for m, w in marked for a in p.attacks(m, w)}, key=lambda a: (not is_none(a), a))
+        if not marked:
+            continue
+        qr = p.quality_metric("quality_retention")
+        detection = {_series_label(m, w, models): {a: _estimate(recs.get(p.name, "detection_rate", m, w, a))
+                                                   for a in attacks} for m, w in marked}
+        retention = None if qr is None else {
+            _series_label(m, w, models): {a: _estimate(recs.get(p.name, qr, m, w, a)) for a in attacks}
+            for m, w in marked}
+        out.append(charts.AttackPanel(pack=p.name, attacks=attacks, detection=detection, retention=retention,
+                                      quality_label=p.quality_label))
+    return out
+
+
+def _size_quality_panels(packs: Sequence[PackData], recs: Records) -> list[charts.SizeQualityPanel]:
+    out = []
+    for p in packs:
+        if p.source is None:
+            continue
+        models = len({m for m, _ in p.systems})
+        points = []
+        for model, wm in p.systems:
+            quality = recs.get(p.name, f"quality:{p.source}", model, wm, "none")
+            size = recs.get(p.name, "watermark_size", model, wm, "none")
+            if is_none(wm) or quality is None or quality.value is None or size is None or size.value is None:
+                continue
+            r = recs.get(p.name, f"tamper_resistance:{p.source}", model, wm, ALL_ATTACKS)
+            points.append(charts.SizeQualityPoint(label=_series_label(model, wm, models), quality=quality.value,
+                                                  size=size.value, resistance=None if r is None else r.value))
+        if points:
+            label = "quality (judge rating)" if not is_proxy(p.source) else \
+                f"quality ({proxy_name(p.source)} proxy, {', '.join(p.judges)})"
+            out.append(charts.SizeQualityPanel(pack=p.name, quality_label=label, points=points))
+    return out
+
+
+def _figure(name: str, alt: str) -> Figure:
+    return Figure(filename=name, alt=alt, caption=f"{name}: {alt}.")
+
+
+# -- the sections --------------------------------------------------------------------------
+
+def sections(packs: dict[str, list[Result]], records: Iterable[MetricRecord], out: Path) -> list[Section]:
+    """The benchmark's sections for the detection packs ``packs`` (name -> results), drawing
+    its charts into ``out``; [] when there are none."""
+    if not packs:
+        return []
+    recs = Records(records)
+    data = [pack_data(name, items) for name, items in packs.items()]
+    judged = [p for p in data if p.source is not None]
+    thresholds = sorted({float(t) for items in packs.values() for r in items if r.graded
+                         for t in [r.metadata.get("threshold")] if isinstance(t, (int, float))})
+    intro: list[Block] = [Paragraph(
+        "MarkMyWords' metrics (seed 000 section IV) for the packs graded by watermark detection ("
+        + ", ".join(p.name for p in data) + "): quality, watermark size, tamper resistance, and detection "
+        "against unwatermarked texts. A text is detected at p <= "
+        + (" / ".join(f"{t:g}" for t in thresholds) or "the pack's threshold")
+        + ". Every number here is a record of metrics.json (same pack, metric, model, watermark and "
+        "attack; tamper resistance has attack \"*\", all of a watermark's attacks, and the best attack "
+        "record the best attack's name).")]
+    intro += [Paragraph(quality_note(p)) for p in data]
+    intro.append(summary_table(data, recs))
+    result = [Section("Watermark benchmark (seed 000)", "benchmark", 2, intro)]
+
+    size_blocks: list[Block] = [size_table(data, recs)]
+    panels = _size_panels(data, recs)
+    if panels:
+        charts.watermark_size(panels, out / "watermark_size.png")
+        size_blocks.append(_figure("watermark_size.png", "watermark size per scheme and temperature"))
+    result.append(Section("Watermark size by temperature (seed 000 Fig. 1)", "benchmark-size-section", 3,
+                          size_blocks))
+
+    tamper_blocks: list[Block] = [Paragraph(quality_note(p)) for p in data if p.source is None]
+    found = tampers(judged, recs)
+    if found:
+        tamper_blocks.append(tamper_table(found, data, recs))
+        charts.tamper_resistance([t.panel for t in found], out / "tamper_resistance.png")
+        tamper_blocks.append(_figure("tamper_resistance.png",
+                                     "quality retention against detection rate per attack, the lower convex "
+                                     "hull whose area gives R, and the best attack keeping 80% quality"))
+    elif judged:
+        tamper_blocks.append(Paragraph("No tamper resistance: no watermarked results under an attack other than "
+                                       "a paraphrase have quality answers and an unattacked baseline."))
+    result.append(Section("Tamper resistance (seed 000 Fig. 3)", "benchmark-tamper-section", 3, tamper_blocks))
+
+    attack_blocks: list[Block] = [attacks_table(data, recs)]
+    attack_panels = _attack_panels(data, recs)
+    if attack_panels:
+        charts.attacks(attack_panels, out / "attacks.png")
+        attack_blocks.append(_figure("attacks.png", "detection rate and quality retention per attack"))
+    result.append(Section("Detection and quality per attack (seed 000 Fig. 8)", "benchmark-attacks-section", 3,
+                          attack_blocks))
+
+    sq_panels = _size_quality_panels(data, recs)
+    if sq_panels:
+        charts.size_quality(sq_panels, out / "size_quality.png")
+        sq_blocks: list[Block] = [_figure("size_quality.png", "watermark size against quality per scheme, "
+                                          "coloured by tamper resistance (darker: more resistant)")]
+    else:
+        sq_blocks = [Paragraph("Not drawn: no pack has quality answers, so quality and tamper resistance are "
+                               "not available (see above)." if not judged else
+                               "Not drawn: no unattacked watermarked texts have both quality and a watermark size.")]
+    result.append(Section("Size versus quality (seed 000 Fig. 6)", "benchmark-size-quality-section", 3,
+                          sq_blocks))
+
+    result.append(Section("Detection: TPR, FPR and ROC AUC", "benchmark-detection-section", 3,
+                          [detection_table(data, recs)]))
+    return result

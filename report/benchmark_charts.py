@@ -1,0 +1,279 @@
+"""The watermark benchmark's charts (seed 000 Figs. 1, 3, 6 and 8), in the style of
+:mod:`evalrun.report.charts`: matplotlib's object API on the Agg canvas, deterministic files
+(no timestamp in the PNG), colour-blind-safe colours. They draw numbers handed to them -- the
+records of metrics.json, or the points the tamper-resistance record was computed from -- and
+compute nothing themselves."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import ListedColormap, Normalize
+from matplotlib.figure import Figure
+
+from evalrun import stats
+from evalrun.metrics.tamper import DEFAULT_MIN_QUALITY, AttackPoint
+from evalrun.report.charts import MODEL_COLOURS, _percent_axis, _save, short, short_names
+from evalrun.specs import is_none
+
+Point = tuple[float, float]
+#: series label -> category -> estimate (None: no record)
+Series = Mapping[str, Mapping[str, "stats.Estimate | None"]]
+
+#: darker = more tamper-resistant, as in seed 000 Fig. 6; starts light blue so R = 0 is visible
+RESISTANCE_CMAP = ListedColormap(colormaps["Blues"](np.linspace(0.25, 1.0, 256)))
+NAME_CHARS = 30
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def _grouped_bars(ax, categories: Sequence[str], series: Series, *, horizontal: bool,
+                  top: float | None = None, missing: Mapping[str, str] | None = None) -> None:
+    """Bars per category, one per series, with CI whiskers; ``inf`` values reach ``top``,
+    hatched and marked ∞; missing values are marked n/a (or ``missing[category]``)."""
+    names = list(series)
+    n = max(1, len(names))
+    width = 0.8 / n
+    pos0 = np.arange(len(categories))
+    display = short_names(names)
+    for i, name in enumerate(names):
+        colour = MODEL_COLOURS[i % len(MODEL_COLOURS)]
+        for j, cat in enumerate(categories):
+            est = series[name].get(cat)
+            p = pos0[j] - 0.4 + width * (i + 0.5)
+            label = display[name] if j == 0 else None
+            if est is None or math.isnan(est.value):
+                note = (missing or {}).get(cat, "n/a")
+                (ax.text(0.01, p, note, va="center", fontsize=6) if horizontal else
+                 ax.text(p, 0.01 * (top or 1.0), note, rotation=90, ha="center", va="bottom", fontsize=6))
+                if label:  # keep the legend entry
+                    (ax.barh if horizontal else ax.bar)(p, 0.0, width * 0.92, color=colour, label=label)
+                continue
+            if math.isinf(est.value):
+                assert top is not None
+                ax.bar(p, top, width * 0.92, color="white", edgecolor=colour, hatch="//", label=label)
+                ax.text(p, top, "∞", ha="center", va="bottom", fontsize=9)
+                continue
+            lo = max(0.0, est.value - est.low) if _finite(est.low) else 0.0
+            hi = (max(0.0, est.high - est.value) if _finite(est.high)
+                  else (top - est.value if top is not None else 0.0))
+            err = [[lo], [hi]]
+            kw = {"color": colour, "label": label, "capsize": 2,
+                  "error_kw": {"elinewidth": 0.7, "ecolor": "#333333"}}
+            if horizontal:
+                ax.barh(p, est.value, height=width * 0.92, xerr=err, **kw)
+            else:
+                ax.bar(p, est.value, width=width * 0.92, yerr=err, **kw)
+    ticks = [short(c, NAME_CHARS) for c in categories]
+    if horizontal:
+        ax.set_yticks(pos0, ticks)
+        ax.set_ylim(len(categories) - 0.5, -0.5)
+    else:
+        ax.set_xticks(pos0, ticks)
+        ax.set_xlim(-0.5, len(categories) - 0.5)
+
+
+def watermark_size(panels: Mapping[str, Series], path: Path) -> Path:
+    """Seed 000 Fig. 1: watermark size E (median tokens to detection at p <= threshold) per
+    scheme and sampling temperature, one panel per pack; never-detected medians (+inf) are
+    hatched bars marked ∞."""
+    packs = list(panels)
+    ncols = min(3, max(1, len(packs)))
+    nrows = math.ceil(len(packs) / ncols)
+    fig = Figure(figsize=(6.2 * ncols, 4.2 * nrows + 0.8), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    for k, pack in enumerate(packs):
+        ax = axes[k // ncols][k % ncols]
+        series = panels[pack]
+        temps = sorted({t for s in series.values() for t in s}, key=float)
+        finite = [v for s in series.values() for e in s.values() if e is not None
+                  for v in (e.value, e.high) if _finite(v)]
+        top = max(finite, default=10.0) * 1.2 or 10.0
+        _grouped_bars(ax, temps, series, horizontal=False, top=top)
+        ax.set_ylim(0, top * 1.08)
+        ax.grid(axis="y", color="#dddddd", linewidth=0.6)
+        ax.set_axisbelow(True)
+        ax.set_xlabel("sampling temperature")
+        ax.set_ylabel("watermark size E (tokens, 95% CI)")
+        ax.set_title(pack, fontsize=10)
+        ax.legend(title="model · watermark", fontsize=7, title_fontsize=7, loc="upper left", frameon=False)
+    for k in range(len(packs), nrows * ncols):
+        axes[k // ncols][k % ncols].set_visible(False)
+    fig.suptitle("Watermark size per scheme and temperature (seed 000 Fig. 1)", fontsize=12)
+    return _save(fig, path)
+
+
+@dataclass(frozen=True)
+class TamperPanel:
+    """One scheme's tamper-resistance plot (seed 000 Fig. 3)."""
+
+    title: str
+    #: the attacks R is computed from: name -> (quality retention, detection rate)
+    points: Mapping[str, Point]
+    #: paraphrase attacks, drawn apart and left out of R
+    excluded: Mapping[str, Point]
+    #: lower convex hull of ``points`` with (0, 0) and (1, 1) (:func:`evalrun.metrics.lower_hull`)
+    hull: Sequence[Point]
+    best: AttackPoint | None
+    resistance: float | None
+    quality_label: str
+
+
+def tamper_figure(panels: Sequence[TamperPanel]) -> Figure:
+    """The figure :func:`tamper_resistance` saves (kept apart so tests can read its lines:
+    the hull is the line with gid ``hull``)."""
+    ncols = min(3, max(1, len(panels)))
+    nrows = math.ceil(len(panels) / ncols)
+    fig = Figure(figsize=(5.0 * ncols, 5.2 * nrows + 0.6), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    for k, panel in enumerate(panels):
+        ax = axes[k // ncols][k % ncols]
+        ax.plot([0, 1], [0, 1], color="#bbbbbb", linestyle=":", linewidth=0.8)
+        hx, hy = zip(*panel.hull)
+        ax.fill_between(hx, hy, color="#0072B2", alpha=0.15, linewidth=0)
+        ax.plot(hx, hy, color="#0072B2", linewidth=1.2, gid="hull")
+        if panel.points:
+            px, py = zip(*panel.points.values())
+            ax.scatter(px, py, color="#0072B2", s=22, zorder=3, label="attack (in R)", gid="attacks")
+            for name, (x, y) in panel.points.items():
+                ax.annotate(short(name, 22), (x, y), xytext=(3, 3), textcoords="offset points", fontsize=6)
+        if panel.excluded:
+            ex, ey = zip(*panel.excluded.values())
+            ax.scatter(ex, ey, marker="x", color="#999999", s=24, zorder=3, label="paraphrase (not in R)",
+                       gid="excluded")
+            for name, (x, y) in panel.excluded.items():
+                ax.annotate(short(name, 22), (x, y), xytext=(-4, 4), textcoords="offset points", fontsize=6,
+                            color="#777777", ha="right")
+        ax.axvline(DEFAULT_MIN_QUALITY, color="#D55E00", linestyle="--", linewidth=0.8)
+        if panel.best is not None:
+            ax.axhline(panel.best.detection_rate, color="#D55E00", linestyle="--", linewidth=0.8)
+            ax.annotate(f"best ≥ 80% quality: {short(panel.best.name, 20)}",
+                        (panel.best.quality_retention, panel.best.detection_rate), xytext=(-4, 8),
+                        textcoords="offset points", ha="right", fontsize=6, color="#D55E00")
+        ax.set_xlim(-0.02, 1.04)
+        ax.set_ylim(-0.03, 1.05)
+        ax.set_box_aspect(1)
+        _percent_axis(ax, "y")
+        ax.set_xlabel(panel.quality_label, fontsize=8)
+        ax.set_ylabel("detection rate after attack", fontsize=8)
+        r = "n/a" if panel.resistance is None else f"{panel.resistance:.3f}"
+        ax.set_title(f"{panel.title}\nR = {r}", fontsize=8)
+        ax.legend(fontsize=6, loc="upper left", frameon=False)
+    for k in range(len(panels), nrows * ncols):
+        axes[k // ncols][k % ncols].set_visible(False)
+    fig.suptitle("Tamper resistance (seed 000 Fig. 3): attacks, lower convex hull, best attack keeping 80%",
+                 fontsize=10)
+    return fig
+
+
+def tamper_resistance(panels: Sequence[TamperPanel], path: Path) -> Path:
+    return _save(tamper_figure(panels), path)
+
+
+@dataclass(frozen=True)
+class AttackPanel:
+    """One pack's detection and quality retention per attack (seed 000 Fig. 8)."""
+
+    pack: str
+    attacks: Sequence[str]
+    detection: Series
+    retention: Series | None
+    quality_label: str
+
+
+def attacks(panels: Sequence[AttackPanel], path: Path) -> Path:
+    """Per attack and scheme: the detection rate left (Wilson 95%) and the quality retained
+    (bootstrap 95%), one row of panels per pack."""
+    height = sum(1.4 + 0.22 * len(p.attacks) * max(1, len(p.detection)) for p in panels)
+    fig = Figure(figsize=(12, height + 0.8), layout="constrained")
+    axes = fig.subplots(len(panels), 2, squeeze=False)
+    for k, panel in enumerate(panels):
+        left, right = axes[k]
+        _grouped_bars(left, panel.attacks, panel.detection, horizontal=True)
+        left.set_xlim(0, 1)
+        _percent_axis(left, "x")
+        left.set_xlabel("detection rate (95% Wilson CI)")
+        left.set_title(f"{panel.pack}: detection", fontsize=9)
+        if k == 0:
+            handles, labels = left.get_legend_handles_labels()
+            fig.legend(handles, labels, title="model · watermark", loc="outside lower center",
+                       ncol=min(3, len(labels)), fontsize=7, title_fontsize=7, frameon=False)
+        if panel.retention is None:
+            right.text(0.5, 0.5, "no quality answers:\nquality retention not available", ha="center",
+                       va="center", fontsize=9, transform=right.transAxes)
+            right.set_axis_off()
+            continue
+        _grouped_bars(right, panel.attacks, panel.retention, horizontal=True,
+                      missing={a: "baseline (no attack)" for a in panel.attacks if is_none(a)})
+        right.set_xlim(0, 1.05)
+        _percent_axis(right, "x")
+        right.set_xlabel(f"{panel.quality_label} (95% bootstrap CI)")
+        right.set_title(f"{panel.pack}: quality kept", fontsize=9)
+        right.tick_params(axis="y", labelleft=False)
+    fig.suptitle("Detection and quality per attack (seed 000 Fig. 8)", fontsize=11)
+    return _save(fig, path)
+
+
+@dataclass(frozen=True)
+class SizeQualityPoint:
+    label: str
+    quality: float
+    size: float
+    resistance: float | None
+
+
+@dataclass(frozen=True)
+class SizeQualityPanel:
+    """One pack's schemes (each pack has its own quality source, so its own axis)."""
+
+    pack: str
+    quality_label: str
+    points: Sequence[SizeQualityPoint]
+
+
+def size_quality(panels: Sequence[SizeQualityPanel], path: Path) -> Path:
+    """Seed 000 Fig. 6: watermark size against quality per scheme, coloured by tamper
+    resistance (darker = more resistant), one panel per pack; a size of +inf sits on the top
+    edge as a triangle, a scheme without R is hollow."""
+    ncols = min(3, max(1, len(panels)))
+    nrows = math.ceil(len(panels) / ncols)
+    fig = Figure(figsize=(5.6 * ncols + 1.0, 4.6 * nrows + 0.6), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    norm = Normalize(0.0, 1.0)
+    for k, panel in enumerate(panels):
+        ax = axes[k // ncols][k % ncols]
+        finite = [p.size for p in panel.points if math.isfinite(p.size)]
+        top = max(finite, default=10.0) * 1.25
+        for p in panel.points:
+            y = p.size if math.isfinite(p.size) else top
+            face = "none" if p.resistance is None else RESISTANCE_CMAP(norm(p.resistance))
+            ax.scatter([p.quality], [y], marker="o" if math.isfinite(p.size) else "^", s=50, facecolors=face,
+                       edgecolors="#333333", linewidths=0.7, zorder=3)
+            ax.annotate(short(p.label, 28), (p.quality, y), xytext=(4, 3), textcoords="offset points", fontsize=6)
+        if any(not math.isfinite(p.size) for p in panel.points):
+            ax.axhline(top, color="#bbbbbb", linestyle=":", linewidth=0.8)
+            ax.text(0.01, top, "∞ (more than half never detected)", transform=ax.get_yaxis_transform(),
+                    va="bottom", fontsize=6, color="#777777")
+        qs = [p.quality for p in panel.points]
+        pad = max(0.02, 0.15 * (max(qs) - min(qs))) if qs else 0.05
+        ax.set_xlim(min(qs, default=0.0) - pad, max(qs, default=1.0) + pad)
+        ax.set_ylim(0, top * 1.12)
+        ax.grid(color="#eeeeee", linewidth=0.6)
+        ax.set_axisbelow(True)
+        ax.set_xlabel(panel.quality_label, fontsize=8)
+        ax.set_ylabel("watermark size E (tokens)", fontsize=8)
+        ax.set_title(panel.pack, fontsize=9)
+    for k in range(len(panels), nrows * ncols):
+        axes[k // ncols][k % ncols].set_visible(False)
+    fig.colorbar(ScalarMappable(norm=norm, cmap=RESISTANCE_CMAP), ax=axes[:, -1].tolist(),
+                 label="tamper resistance R (hollow: n/a)")
+    fig.suptitle("Size versus quality, coloured by tamper resistance (seed 000 Fig. 6)", fontsize=11)
+    return _save(fig, path)

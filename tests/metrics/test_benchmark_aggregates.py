@@ -1,0 +1,282 @@
+"""evalrun.metrics.benchmark: the watermark benchmark's registered aggregates (seed 000 IV),
+on small hand-built rows shaped as the store gives them (``with_judgements`` dicts)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+
+from evalrun import metrics, stats
+from evalrun.grading import Judgement
+from evalrun.metrics.aggregates import compute, write_metrics_json
+from evalrun.metrics.benchmark import ALL_ATTACKS, excluded_from_tamper
+
+PACK = "mmw_news"
+MODEL = "hf:tiny"
+KGW = "kgw:gamma=0.5,delta=2"
+EXP = "exp"
+T = 0.02
+
+
+def rating(q: float | None, judge: str = "openai:judge") -> Judgement:
+    parsed = {"label": "RATED" if q is not None else "UNPARSED", "rating": q}
+    return Judgement(judge=judge, method="rating", raw=str(q), position=0, parsed=parsed)
+
+
+def proxy(q: float, scorer: str = "embedded") -> Judgement:
+    return Judgement(judge=scorer, method="perplexity", raw="{}", position=0,
+                     parsed={"label": "SCORED", "quality": q, "perplexity": 1 / q, "scorer": scorer})
+
+
+def detection(p: float, size: int | None = 20, tokens: int = 100, threshold: float = T) -> dict[str, Any]:
+    return {"p_value": p, "z_score": None, "score": 1.0, "num_tokens_scored": tokens, "size": size,
+            "detected": p <= threshold}
+
+
+_ids = iter(range(10**6))
+
+
+def marked(p: float, *, wm: str = KGW, attack: str = "none", size: int | None = 20, tokens: int = 100,
+           judgements: tuple = (), threshold: float = T, temperature: float = 1.0, pack: str = PACK,
+           error: str | None = None) -> dict[str, Any]:
+    meta = {**detection(p, size, tokens, threshold), "threshold": threshold}
+    return _row(pack, wm, attack, "DETECTED" if p <= threshold else "NOT_DETECTED", meta, judgements,
+                temperature, error)
+
+
+def unmarked(ps: dict[str, float], *, attack: str = "none", judgements: tuple = (), threshold: float = T,
+             pack: str = PACK) -> dict[str, Any]:
+    found = {spec: detection(p, None, 100, threshold) for spec, p in ps.items()}
+    fired = any(d["detected"] for d in found.values())
+    meta = {"threshold": threshold, "detections": found}
+    return _row(pack, "none", attack, "DETECTED" if fired else "NOT_DETECTED", meta, judgements, 1.0, None)
+
+
+def _row(pack: str, wm: str, attack: str, label: str, meta: dict, judgements: tuple, temperature: float,
+         error: str | None) -> dict[str, Any]:
+    i = next(_ids)
+    return {"pack": pack, "model": MODEL, "watermark": wm, "attack": attack, "case_id": f"c{i}", "repetition": 0,
+            "params_json": json.dumps({"temperature": temperature, "max_tokens": 64, "seed": 0}),
+            "label": None if error else label, "score": None if error else float(label == "DETECTED"),
+            "error": error, "metadata_json": None if error else json.dumps(meta), "judgements": judgements}
+
+
+def find(records, metric: str, watermark: str = KGW, attack: str = "none", pack: str = PACK):
+    hits = [r for r in records if (r.pack, r.metric, r.watermark, r.attack) == (pack, metric, watermark, attack)]
+    assert len(hits) == 1, (metric, watermark, attack, [(r.metric, r.watermark, r.attack) for r in records])
+    return hits[0]
+
+
+def metric_names(records) -> set[str]:
+    return {r.metric for r in records}
+
+
+# -- which rows they apply to --------------------------------------------------------------
+
+def test_other_packs_get_only_the_existing_records() -> None:
+    rows = [{**marked(0.001), "pack": "watermark_robustness", "label": lab, "score": s, "metadata_json": None}
+            for lab, s in (("PASS", 1.0), ("DROPPED", 0.0))]
+    rows += [{**unmarked({KGW: 0.5}), "pack": "watermark_robustness", "label": "PASS", "score": 1.0}]
+    records = compute(rows)
+    assert metric_names(records) == {"mean_score", "rate:PASS", "rate:DROPPED", "error_rate"}
+    assert {r.watermark for r in records} == {KGW, "none"}
+
+
+def test_existing_records_are_unchanged_for_detection_packs() -> None:
+    rows = [marked(0.001), marked(0.5), unmarked({KGW: 0.3})]
+    records = compute(rows)
+    mean = find(records, "mean_score")
+    assert (mean.value, mean.n) == (0.5, 2)
+    assert find(records, "rate:DETECTED").value == 0.5
+    assert find(records, "rate:NOT_DETECTED", watermark="none").value == 1.0
+
+
+# -- per-group aggregates ------------------------------------------------------------------
+
+def test_detection_rate_is_wilson_over_graded_watermarked_texts() -> None:
+    rows = [marked(p) for p in (0.001, 0.02, 0.03, 1e-9)] + [marked(0.001, error="TimeoutError")]
+    rec = find(compute(rows), "detection_rate")
+    want = stats.wilson_interval(3, 4)
+    assert (rec.value, rec.ci_low, rec.ci_high, rec.n) == (0.75, want.low, want.high, 4)
+    assert not [r for r in compute([unmarked({KGW: 0.001})]) if r.metric == "detection_rate"]
+
+
+def test_watermark_size_is_the_lower_median_with_inf_written_as_null(tmp_path) -> None:
+    rows = [marked(0.001, size=s) for s in (10, 30)] + [marked(0.5, size=None) for _ in range(3)]
+    records = compute(rows)
+    rec = find(records, "watermark_size")
+    assert rec.value == math.inf and rec.n == 5    # 3 of 5 never detected: E = +inf (seed 000 IV-B)
+    assert rec.as_json()["value"] is None
+    path = write_metrics_json(records, tmp_path / "metrics.json")   # JSON has no inf: null
+    on_disk = [r for r in json.loads(path.read_text()) if r["metric"] == "watermark_size"]
+    assert on_disk[0]["value"] is None and on_disk[0]["n"] == 5
+
+    finite = find(compute([marked(0.001, size=s) for s in (10, 20)] + [marked(0.5, size=None)]), "watermark_size")
+    assert finite.value == 20.0 and finite.n == 3
+    assert finite.ci_low <= 20.0 <= finite.ci_high
+
+
+def test_watermark_size_per_temperature() -> None:
+    rows = ([marked(0.001, size=s, temperature=0.7) for s in (40, 50, 60)]
+            + [marked(0.001, size=s, temperature=1.0) for s in (10, 12)])
+    records = compute(rows)
+    assert find(records, "watermark_size:temperature=0.7").value == 50.0
+    assert find(records, "watermark_size:temperature=1").value == 10.0
+    assert find(records, "watermark_size:temperature=1").n == 2
+    assert find(records, "watermark_size").value == 40.0   # all five, pooled
+
+
+def test_mean_tokens_scored() -> None:
+    rec = find(compute([marked(0.001, tokens=n) for n in (100, 120, 200)]), "mean_tokens_scored")
+    assert rec.value == pytest.approx(140.0) and rec.n == 3
+    assert rec.ci_low <= 140.0 <= rec.ci_high
+
+
+def test_false_positive_rate_records_carry_the_detector_spec() -> None:
+    rows = [unmarked({KGW: p, EXP: q}) for p, q in ((0.001, 0.5), (0.5, 0.5), (0.3, 0.01), (0.9, 0.9))]
+    records = compute(rows)
+    fprs = [r for r in records if r.metric == "false_positive_rate"]
+    assert {r.watermark for r in fprs} == {KGW, EXP}      # never "none"
+    assert find(records, "false_positive_rate", watermark=KGW).value == 0.25
+    assert find(records, "false_positive_rate", watermark=EXP).value == 0.25
+    assert find(records, "false_positive_rate", watermark=KGW).n == 4
+    want = metrics.false_positive_rate([0.001, 0.5, 0.3, 0.9])
+    assert find(records, "false_positive_rate", watermark=KGW).ci_high == want.high
+    # the group's own records keep watermark "none"
+    assert find(records, "rate:DETECTED", watermark="none").value == 0.5
+
+
+def test_mixed_thresholds_give_null_detection_metrics() -> None:
+    rows = [marked(0.001, threshold=0.02), marked(0.001, threshold=0.05)]
+    rec = find(compute(rows), "detection_rate")
+    assert rec.value is None and rec.n == 2
+
+
+def test_quality_is_the_mean_rating_and_a_proxy_is_labelled() -> None:
+    rows = [marked(0.001, judgements=(rating(0.8), proxy(0.05))),
+            marked(0.001, judgements=(rating(0.6), proxy(0.15))),
+            marked(0.001, judgements=(rating(None),)),                     # unparsed: in no mean
+            marked(0.001, judgements=(Judgement("openai:judge", "rating", None, 0, {}, "HTTP 500"),)),
+            marked(0.001, judgements=(rating(0.1),), error="TimeoutError")]  # no grade: in no mean
+    records = compute(rows)
+    assert find(records, "quality:rating").value == pytest.approx(0.7)
+    assert find(records, "quality:rating").n == 2
+    assert find(records, "quality:perplexity-proxy").value == pytest.approx(0.1)
+    assert not any(r.metric == "quality:perplexity" for r in records)
+    assert not any(r.metric.startswith("quality") for r in compute([marked(0.001)]))
+
+
+# -- selection aggregates ------------------------------------------------------------------
+
+def test_roc_auc_and_tpr_at_fpr_pair_each_scheme_with_unwatermarked_texts() -> None:
+    pos = [1e-6, 1e-3, 0.2, 0.5]
+    neg = {KGW: [0.3, 0.9, 1e-4, 0.6, 0.05], EXP: [0.5] * 5}
+    rows = [marked(p, attack="swap") for p in pos] + [marked(1e-9, wm=EXP, attack="swap")]
+    rows += [unmarked({KGW: a, EXP: b}, attack="swap") for a, b in zip(neg[KGW], neg[EXP])]
+    rows += [marked(1e-9, attack="lowercase")]             # no unwatermarked lowercase texts
+    records = compute(rows)
+    score = lambda ps: [-math.log10(p) for p in ps]  # noqa: E731
+    auc = find(records, "roc_auc", attack="swap")
+    assert auc.value == pytest.approx(metrics.auroc(score(pos), score(neg[KGW])))
+    assert auc.n == 9
+    assert find(records, "roc_auc", watermark=EXP, attack="swap").value == 1.0
+    for fpr in (0.01, 0.02):
+        rec = find(records, f"tpr_at_fpr:{fpr:g}", attack="swap")
+        assert rec.value == pytest.approx(metrics.tpr_at_fpr(score(pos), score(neg[KGW]), fpr))
+    assert find(records, "tpr_at_fpr:0.01", attack="swap").metric == "tpr_at_fpr:0.01"
+    assert not [r for r in records if r.attack == "lowercase" and r.metric in ("roc_auc", "tpr_at_fpr:0.01")]
+    assert not [r for r in records if r.metric == "roc_auc" and r.watermark == "none"]
+
+
+def test_roc_auc_of_p_value_zero_is_infinite_score_not_an_error() -> None:
+    rows = [marked(0.0), marked(0.001), unmarked({KGW: 0.5}), unmarked({KGW: 0.0})]
+    # inf beats 0.3 and ties inf; 3 beats 0.3 and loses to inf: (1 + 0.5 + 1 + 0) / 4
+    assert find(compute(rows), "roc_auc").value == pytest.approx(0.625)
+
+
+def test_quality_retention_uses_the_same_watermark_unattacked_as_baseline() -> None:
+    rows = [marked(0.001, judgements=(rating(q),)) for q in (0.8, 0.8)]
+    rows += [marked(0.5, attack="swap:p=0.1", judgements=(rating(q),)) for q in (0.5, 0.7)]
+    rows += [marked(0.5, attack="contraction", judgements=(rating(0.81),))]
+    rows += [unmarked({KGW: 0.5}, judgements=(rating(0.9),))]     # not the baseline of Q_A
+    records = compute(rows)
+    rec = find(records, "quality_retention:rating", attack="swap:p=0.1")
+    assert rec.value == pytest.approx(0.75) and rec.n == 2       # 0.6 / 0.8
+    assert rec.ci_low <= rec.value <= rec.ci_high
+    assert find(records, "quality_retention:rating", attack="contraction").value == 1.0   # clipped
+
+
+def test_quality_degradation_against_unwatermarked_texts() -> None:
+    rows = [marked(0.001, judgements=(rating(q),)) for q in (0.7, 0.74)]
+    rows += [unmarked({KGW: 0.5}, judgements=(rating(q),)) for q in (0.8, 0.8)]
+    rows += [marked(0.001, wm=EXP, judgements=(rating(0.88),))]
+    records = compute(rows)
+    assert find(records, "quality_degradation:rating").value == pytest.approx(0.1)
+    assert find(records, "quality_degradation:rating", watermark=EXP).value == pytest.approx(-0.1)  # not clipped
+    assert not [r for r in records if r.metric.startswith("quality_degradation") and r.watermark == "none"]
+
+
+def _attack_rows(attack: str, quality: float, detected: int, n: int = 10, judge=rating) -> list[dict]:
+    return [marked(0.001 if i < detected else 0.5, attack=attack, judgements=(judge(quality),)) for i in range(n)]
+
+
+def tamper_rows(judge=rating) -> list[dict]:
+    rows = [marked(0.001, judgements=(judge(0.8),)) for _ in range(4)]
+    rows += _attack_rows("swap:p=0.1", 0.72, 3, judge=judge)          # (0.9, 0.3)
+    rows += _attack_rows("synonym:p=0.25", 0.4, 5, judge=judge)       # (0.5, 0.5)
+    rows += _attack_rows("translate:fr:openai:t", 0.68, 6, judge=judge)  # (0.85, 0.6): kept
+    rows += _attack_rows("Paraphrase:openai:gpt", 0.8, 0, judge=judge)   # (1.0, 0.0): left out of R
+    return rows
+
+
+def test_tamper_resistance_leaves_paraphrase_out_and_names_the_best_attack() -> None:
+    records = compute(tamper_rows())
+    rec = find(records, "tamper_resistance:rating", attack=ALL_ATTACKS)
+    points = {"swap:p=0.1": (0.9, 0.3), "synonym:p=0.25": (0.5, 0.5), "translate:fr:openai:t": (0.85, 0.6)}
+    assert rec.value == pytest.approx(metrics.tamper_resistance(points))
+    assert rec.value > 0.2   # with the paraphrase at (1, 0) it would be 0
+    assert metrics.tamper_resistance({**points, "p": (1.0, 0.0)}) == 0.0
+    assert rec.ci_low <= rec.value <= rec.ci_high and rec.n == 4 + 30
+    best = [r for r in records if r.metric == "best_attack:rating"]
+    assert [(b.attack, b.value, b.n) for b in best] == [("swap:p=0.1", 0.3, 10)]
+    # the points are the quality_retention and detection_rate records of the attacks
+    for attack, (q, d) in points.items():
+        assert find(records, "quality_retention:rating", attack=attack).value == pytest.approx(q)
+        assert find(records, "detection_rate", attack=attack).value == pytest.approx(d)
+
+
+def test_no_tamper_record_without_quality_or_attacks() -> None:
+    no_quality = [marked(0.001), *[marked(0.5, attack="swap") for _ in range(3)]]
+    only_paraphrase = [marked(0.001, judgements=(rating(0.8),)),
+                       marked(0.5, attack="paraphrase:openai:x", judgements=(rating(0.8),))]
+    for rows in (no_quality, only_paraphrase):
+        assert not [r for r in compute(rows) if r.metric.startswith(("tamper", "best_attack"))]
+    assert excluded_from_tamper("PARAPHRASE:dipper") and not excluded_from_tamper("translate:ru:x")
+
+
+def test_derived_metrics_from_a_proxy_say_so() -> None:
+    rows = tamper_rows(judge=proxy) + [unmarked({KGW: 0.5}, judgements=(proxy(0.8),))]
+    names = metric_names(compute(rows))
+    for metric in ("quality", "quality_retention", "quality_degradation", "tamper_resistance", "best_attack"):
+        assert f"{metric}:perplexity-proxy" in names
+        assert f"{metric}:rating" not in names
+
+
+def test_compute_is_deterministic_and_writes_valid_json(tmp_path) -> None:
+    rows = tamper_rows() + [unmarked({KGW: p}, attack=a, judgements=(rating(0.8),))
+                            for p in (0.5, 0.01) for a in ("none", "swap:p=0.1")]
+    first = compute(rows)
+    assert first == compute(list(reversed(rows)))
+    path = write_metrics_json(first, tmp_path / "m.json")
+    assert len(json.loads(path.read_text())) == len(first)
+
+
+def test_quality_degradation_function() -> None:
+    assert metrics.quality_degradation(0.72, 0.8) == pytest.approx(0.1)
+    assert metrics.quality_degradation(0.88, 0.8) == pytest.approx(-0.1)
+    for bad in ((0.5, 0.0), (math.nan, 0.8), (0.5, math.inf)):
+        with pytest.raises(ValueError):
+            metrics.quality_degradation(*bad)
