@@ -52,8 +52,8 @@ def unlearning_parser() -> argparse.ArgumentParser:
                       "(about 10 minutes on 2 CPU cores)")
     demo.add_argument("--d4", action="store_true", help="also the 'exact duplicate' setting of seed 004 D4")
     demo.add_argument("--seed", type=int, default=0, help="seed of sampling, shuffling and initialisation (default 0)")
-    demo.add_argument("--threads", type=int, help="torch threads (default: all cores, or 1 when the "
-                      "load average shows the cores busy)")
+    demo.add_argument("--threads", type=int, help="torch threads (default 1: the tiny model gains "
+                      "nothing from a second thread on a shared 2-core machine)")
     demo.add_argument("--key", help="secret from which owner ids are derived (default: $EVALRUN_WATERMARK_KEY)")
     return p
 

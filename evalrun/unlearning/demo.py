@@ -164,15 +164,12 @@ def store_scores(db: Path) -> dict[str, dict[str, dict[str, float]]]:
 
 
 def choose_threads(threads: int | None) -> int:
-    """torch threads: ``threads`` when given, else all cores on an idle machine and 1 on a
-    busy one (1-minute load average >= cores). Measured on a 2-core machine at load 9: one
-    training step took 3.6 s with 1 thread and 15 s with 2 (threads spinning at barriers
-    while other processes hold the cores)."""
-    if threads:
-        return threads
-    cores = os.cpu_count() or 1
-    load = _load()
-    return 1 if load and load[0] >= cores else cores
+    """torch threads: ``threads`` when given, else 1. The 5 M-parameter model's steps are too
+    small to gain from a second thread on a 2-core machine that anything else uses: measured
+    there, a training step took 15 s with 2 threads and 3.6 s with 1 at load 9, and a quick
+    demo's first fine-tune 105 s with 2 threads (one other process busy) against 48 s with 1
+    at load 8. ``--threads`` sets more on an idle or larger machine."""
+    return threads if threads else 1
 
 
 def run_demo(out: Path, *, quick: bool = False, secret: str | None = None, d4: bool = False,
