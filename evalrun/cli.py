@@ -92,6 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("detect", allow_abbrev=False, help="detect a watermark in a text or token ids (see `evalrun detect -h`)",
                    add_help=False)
 
+    # parsed by evalrun.unlearning.cli (listed here for `evalrun -h`)
+    sub.add_parser("watermark-data", add_help=False, help="watermark owners' data with Waterfall under each owner's key")
+    sub.add_parser("unlearning", add_help=False, help="WaterDrum unlearning demo (`evalrun unlearning demo -h`)")
+
     attack = sub.add_parser("attack", allow_abbrev=False, help="show what a text attack does to a text")
     attack.add_argument("--attack", required=True, metavar="SPEC", help="text attack spec, e.g. swap:p=0.1")
     attack.add_argument("--seed", type=int, default=0, help="the attack's seed (default 0)")
@@ -514,6 +518,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from evalrun.detect import detect_main
 
         return detect_main(argv[1:])
+    from evalrun.unlearning.cli import COMMANDS, main as unlearning_main
+
+    if argv and argv[0] in COMMANDS:
+        return unlearning_main(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -17,9 +17,12 @@ CHART_NAMES = ("watermark_stacked_bar.png", "watermark_by_task.png",
                "extraction_by_scheme.png", "extraction_false_positives.png")
 
 
-def build_report(db: str | Path, out_dir: str | Path, run_id: str | None = None) -> Path:
+def build_report(db: str | Path, out_dir: str | Path, run_id: str | None = None, *,
+                 sections: Sequence[Section] = (), metrics: Sequence[MetricRecord] = ()) -> Path:
     """Write report.md, report.html and the charts for ``db`` (one run or all) into
-    ``out_dir``; returns the path of report.md."""
+    ``out_dir``; returns the path of report.md. ``sections`` (charts already drawn into
+    ``out_dir``) and ``metrics`` come from an experiment that knows more than the store,
+    such as ``evalrun unlearning demo``; they lead the report and ``metrics.json``."""
     data = load(db, run_id)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
@@ -29,7 +32,8 @@ def build_report(db: str | Path, out_dir: str | Path, run_id: str | None = None)
         (out / stale).unlink(missing_ok=True)
     records = compute(r.row for r in data.results)
     doc = compose(data, out, records)
-    write_metrics_json([*records, *data.quality], out / "metrics.json")
+    doc.sections[:0] = list(sections)
+    write_metrics_json([*metrics, *records, *data.quality], out / "metrics.json")
     md_path = out / "report.md"
     md_path.write_text(render_markdown(doc), encoding="utf-8")
     (out / "report.html").write_text(render_html(doc, out), encoding="utf-8")

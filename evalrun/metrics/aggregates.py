@@ -171,5 +171,8 @@ def metrics_path_beside(path: str | Path) -> Path:
     return path.with_name(f"{path.stem}.metrics.json")
 
 
+# WaterDrum (seed 004): forget/retain verification scores and AUROC per model
+AGGREGATES.register_lazy("waterdrum", "evalrun.unlearning.aggregates:waterdrum_aggregate")
+
 # the watermark benchmark's aggregates (seed 000) register themselves on import
 from evalrun.metrics import benchmark as _benchmark  # noqa: E402,F401

@@ -1,0 +1,170 @@
+"""The WaterDrum section of the demo's report: table, Fig. 4, calibration plot, metrics.
+
+Drawn here (not in ``report/``) because it needs what the store does not hold: which model
+is the original, the retrained, a calibration or an unlearned one. It is handed to
+:func:`evalrun.report.build_report`, which puts it first and adds the records to
+``metrics.json``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+from evalrun.unlearning.aggregates import Summary
+
+TARGET_AUROC, TARGET_R2 = 0.9, 0.8
+#: seed 004 Table 4, Waterfall row
+SEED_AUROC, SEED_R2 = 0.965, 0.963
+FIG4 = "waterdrum_fig4_forget_vs_retain.png"
+FIG3 = "waterdrum_calibration.png"
+
+
+def _fmt(x: Any, digits: int = 3) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def draw_fig4(summary: Summary, path: Path) -> Path:
+    """Seed 004 Fig. 4: scaled forget aggregate (y) against scaled retain aggregate (x);
+    perfect unlearning sits bottom right (retain 1, forget 0)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5.5, 4.5))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    style = {"original": ("o", "tab:blue"), "retrained": ("*", "tab:green"),
+             "calibration": (".", "0.6"), "unlearned": ("s", "tab:red")}
+    for m in summary.models.values():
+        marker, colour = style.get(m["role"], ("x", "k"))
+        ax.scatter([m["retain_scaled"]], [m["forget_scaled"]], marker=marker, color=colour,
+                   s=80 if m["role"] != "calibration" else 40, zorder=3)
+        ax.annotate(m["label"], (m["retain_scaled"], m["forget_scaled"]), fontsize=7,
+                    xytext=(4, 4), textcoords="offset points")
+    ax.axhline(0, color="0.85", lw=0.8)
+    ax.set_xlabel("retain set aggregate WaterDrum (original = 1)")
+    ax.set_ylabel("forget set aggregate WaterDrum (original = 1)")
+    ax.set_title("Unlearning algorithms with WaterDrum (seed 004 Fig. 4)")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def draw_calibration(summary: Summary, path: Path) -> Path:
+    """Seed 004 Fig. 3: scaled forget aggregate against k/|F| with the line through 0."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5, 4))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    xs = [p[0] for p in summary.calibration]
+    ys = [p[1] for p in summary.calibration]
+    ax.plot(xs, ys, "o-", label="WaterDrum (forget set)")
+    if not math.isnan(summary.d2_slope):
+        ax.plot([0, 1], [0, summary.d2_slope], ":", color="k",
+                label=f"best fit through origin, R² = {_fmt(summary.d2_r2)}")
+    ax.set_xlabel("k / |F| (share of the forget set trained on)")
+    ax.set_ylabel("forget set aggregate (original = 1)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def records(summary: Summary, retrained: str, d4_auroc: float | None) -> list[Any]:
+    """``metrics.json`` records: D1, D2 (and D4) plus each model's scaled aggregates."""
+    from evalrun.metrics.aggregates import MetricRecord
+
+    def num(x: float | None) -> float | None:
+        return None if x is None or math.isnan(x) else float(x)
+
+    base = {"pack": "waterdrum", "watermark": "none", "attack": "none", "ci_low": None,
+            "ci_high": None}
+    r = summary.models[retrained]
+    plain = {k: v for k, v in base.items() if not k.startswith("ci_")}
+    out = [MetricRecord(metric="waterdrum_d1_auroc", value=num(summary.d1_auroc),
+                        n=r["n_forget"] + r["n_retain"], model=retrained,
+                        ci_low=num(summary.d1_ci[0]), ci_high=num(summary.d1_ci[1]), **plain),
+           MetricRecord(metric="waterdrum_d2_calibration_r2", value=num(summary.d2_r2),
+                        n=len(summary.calibration), model="calibration models",
+                        ci_low=num(summary.d2_ci[0]), ci_high=num(summary.d2_ci[1]), **plain)]
+    if d4_auroc is not None:
+        out.append(MetricRecord(metric="waterdrum_d4_exact_duplicate_auroc", value=num(d4_auroc),
+                                n=r["n_forget"] + r["n_retain"], model="retrained-d4", **base))
+    for model, m in summary.models.items():
+        for key in ("forget_scaled", "retain_scaled"):
+            out.append(MetricRecord(metric=f"waterdrum_{key}:{m['label']}", value=num(m[key]),
+                                    n=m["n_forget"] if key.startswith("forget") else m["n_retain"],
+                                    model=model, **base))
+    return out
+
+
+def write_report(db: Path, out: Path, summary: Summary, retrained: str, *, config: Any,
+                 timings: dict[str, Any], d4_auroc: float | None,
+                 data: Sequence[dict[str, Any]], secret: bool) -> dict[str, Any]:
+    """Build the report (store report + WaterDrum section) into ``out``; the headline."""
+    from evalrun.report import build_report
+    from evalrun.report.document import Figure, Paragraph, Section, Table
+
+    out.mkdir(parents=True, exist_ok=True)
+    draw_fig4(summary, out / FIG4)
+    draw_calibration(summary, out / FIG3)
+    rows = []
+    for model, m in summary.models.items():
+        rows.append([m["label"], m["role"], _fmt(m["fraction"], 2) if m["fraction"] is not None else "-",
+                     _fmt(m["forget"], 4), _fmt(m["retain"], 4), _fmt(m["forget_scaled"]),
+                     _fmt(m["retain_scaled"]), _fmt(m["auroc"]), model])
+    table = Table(id="waterdrum-models", headers=["model", "role", "k/|F|", "forget q", "retain q",
+                                                  "forget (scaled)", "retain (scaled)",
+                                                  "AUROC retain vs forget", "model spec"],
+                  rows=rows, caption="Aggregate WaterDrum per model: mean verification score "
+                  "(q-score) over the set's queries, and scaled so that the original model is 1.0.")
+    sim = [p["similarity"] for p in data]
+    wm_q = [p["verification_score"] for p in data]
+    steps = "; ".join(f"{s['step']}: {s['seconds']:.0f} s" for s in timings["steps"])
+    d1_ok = summary.d1_auroc >= TARGET_AUROC
+    d2_ok = summary.d2_r2 >= TARGET_R2
+    paras = [
+        f"D1 separability: AUROC of retain vs forget verification scores on the retrained model "
+        f"= {_fmt(summary.d1_auroc)} (95% bootstrap CI {_fmt(summary.d1_ci[0])}-{_fmt(summary.d1_ci[1])}; target >= {TARGET_AUROC}, {'met' if d1_ok else 'NOT met'}; "
+        f"seed 004 Table 4, Waterfall: {SEED_AUROC}). "
+        f"D2 calibration: R² of the scaled forget aggregate against k/|F| through the origin "
+        f"(points {', '.join(f'({x:.2f}, {y:.3f})' for x, y in summary.calibration)}) = "
+        f"{_fmt(summary.d2_r2)} (95% bootstrap CI over the points {_fmt(summary.d2_ci[0])}-"
+        f"{_fmt(summary.d2_ci[1])}; target >= {TARGET_R2}, {'met' if d2_ok else 'NOT met'}; seed: "
+        f"{SEED_R2})." + (f" D4 (exact duplicates of the forget set in the retain set under "
+                          f"other owners' keys): AUROC {_fmt(d4_auroc)}." if d4_auroc is not None else ""),
+        f"Setting: {config.owners} owners x {config.points} passages (owner(s) "
+        f"{', '.join(map(str, config.forget_owners))} forgotten), {config.continuation_tokens}-token "
+        f"watermarked continuations, full fine-tuning {config.train.epochs} epochs at lr "
+        f"{config.train.lr:g}, unlearning {config.unlearn.epochs} epochs at lr {config.unlearn.lr:g}, "
+        f"{config.repetitions} outputs per query at temperature 1 (seed 004 App. E.2 uses 10), "
+        f"seed {config.seed}. Owner keys: {'derived from the secret key' if secret else 'the owner indices'}.",
+        "Deviation from seed 004: the data are not paraphrased. The embedded 5 M-parameter model "
+        "cannot paraphrase, so each owner's data point is the passage's first 12 words followed by "
+        "the embedded model's continuation generated under the owner's Waterfall perturbation "
+        f"(evalrun watermark-data --mode continue). Mean verification score of the watermarked "
+        f"data {_fmt(sum(wm_q) / len(wm_q))}; mean unigram-F1 similarity to the original passage "
+        f"{_fmt(sum(sim) / len(sim))} (a continuation keeps little of the original).",
+        f"Timings ({'--quick' if timings.get('quick') else 'full'}; {timings.get('cpu_count')} CPUs; "
+        f"1/5/15-min load average at start {timings.get('load_avg_start')}, at the end of the "
+        f"last step {timings['steps'][-1]['load_avg'] if timings['steps'] else 'n/a'}): {steps}.",
+    ]
+    section = Section("WaterDrum: unlearning metric (seed 004)", "waterdrum-demo", 2, [
+        Paragraph(paras[0]), table,
+        Figure(filename=FIG4, alt="forget vs retain aggregate WaterDrum per model",
+               caption=f"{FIG4}: seed 004 Fig. 4 -- perfect unlearning is bottom right."),
+        Figure(filename=FIG3, alt="calibration of the forget aggregate against k/|F|",
+               caption=f"{FIG3}: seed 004 Fig. 3 -- calibration curve and its line through the origin."),
+        *[Paragraph(p) for p in paras[1:]],
+    ])
+    build_report(db, out, sections=[section], metrics=records(summary, retrained, d4_auroc))
+    return {"d1_auroc": summary.d1_auroc, "d2_r2": summary.d2_r2, "d4_auroc": d4_auroc,
+            "report": str(out / "report.md"),
+            "models": {m["label"]: {"forget_scaled": m["forget_scaled"],
+                                    "retain_scaled": m["retain_scaled"]}
+                       for m in summary.models.values()}}
