@@ -95,7 +95,6 @@ def mlp_scores(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, *, 
     """P(watermarked) of the test rows from the seed's MLP (module docstring). Seeded: the
     global torch RNG is left as it was."""
     import torch
-    from torch import nn
 
     threads = torch.get_num_threads()
     # a network this small gains nothing from threads; on a busy machine they cost 20x

@@ -41,6 +41,7 @@ from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 from evalrun.errors import EvalrunError
+from evalrun.metrics.aggregates import row_metadata
 from evalrun.specs import Spec, is_none, parse_spec
 
 #: delta values swept by default (the outer values come from the scheme's strength grid)
@@ -79,10 +80,6 @@ def _quality(row: Mapping[str, Any], method: str) -> float | None:
     return None
 
 
-def _meta(row: Mapping[str, Any]) -> dict[str, Any]:
-    return json.loads(row["metadata_json"]) if row.get("metadata_json") else {}
-
-
 def _graded(row: Mapping[str, Any]) -> bool:
     return row["error"] is None and row["label"] is not None
 
@@ -95,7 +92,7 @@ def summarise(rows: Sequence[Mapping[str, Any]], spec: str, method: str, *, seed
 
     plain = [r for r in rows if r["watermark"] == spec and is_none(r["attack"]) and _graded(r)]
     base = [r for r in rows if is_none(r["watermark"]) and is_none(r["attack"]) and _graded(r)]
-    sizes = [_meta(r).get("size") for r in plain]
+    sizes = [row_metadata(r).get("size") for r in plain]
     size = watermark_size_ci(sizes, seed=seed) if sizes else None
     q_mark = [q for q in (_quality(r, method) for r in plain) if q is not None]
     q_base = [q for q in (_quality(r, method) for r in base) if q is not None]
@@ -191,7 +188,7 @@ def sweep(store: Any, pack: Any, options: Any, *, scheme: str, grid_overrides: S
                             watermarks=(chosen["watermark"],), attacks=("none",), judges=())
             run = execute_run(store, pack, again, argv=argv)
             run_ids.append(run.run_id)
-            sizes = [_meta(r).get("size") for r in run.rows if _graded(r)]
+            sizes = [row_metadata(r).get("size") for r in run.rows if _graded(r)]
             pooled += sizes
             entry = {"index": i, "seed": again.seed, "n": len(sizes), "size": watermark_size(sizes),
                      "seconds": run.seconds}

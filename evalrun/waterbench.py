@@ -26,17 +26,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from evalrun import stats
 from evalrun.hashing import stable_int
-from evalrun.metrics.aggregates import MetricRecord
+from evalrun.metrics.aggregates import MetricRecord, row_metadata
 from evalrun.specs import is_none
-
-def _meta(row: Mapping[str, Any]) -> dict[str, Any]:
-    text = row.get("metadata_json")
-    try:
-        value = json.loads(text) if text else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
 
 def _levels(row: Mapping[str, Any]) -> list[str]:
     try:
@@ -58,7 +49,7 @@ def waterbench_records(rows: Iterable[Mapping[str, Any]]) -> list[MetricRecord]:
     from evalrun.metrics.aggregates import _number
 
     graded = [r for r in rows if r.get("error") is None and r.get("label") is not None]
-    graded = [(r, _meta(r)) for r in graded]
+    graded = [(r, row_metadata(r)) for r in graded]
     graded = [(r, m) for r, m in graded if "gm_metric" in m]
     base: dict[tuple[str, str, str], list[tuple[Mapping[str, Any], dict[str, Any]]]] = defaultdict(list)
     marked: dict[tuple[str, str, str, str], list[tuple[Mapping[str, Any], dict[str, Any]]]] = defaultdict(list)

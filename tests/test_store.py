@@ -67,3 +67,20 @@ def test_readonly_and_foreign_databases_are_clear_errors(tmp_path: Path) -> None
     junk.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(EvalrunError, match="not an SQLite file"):
         Store(junk)
+
+
+def test_watermarks_of_follows_writes_of_this_and_other_connections(tmp_path: Path) -> None:
+    """The answer is cached (one query per pack and model, not per graded item), yet a
+    watermark written since, here or by another process's connection, is seen."""
+    store = Store(tmp_path / "db.sqlite")
+    store.start_run("r1", {}, {})
+    store.store_generation([{**_row("a"), "watermark": "kgw"}, {**_row("b"), "watermark": "none"}], "r1")
+    assert store.watermarks_of("p", "m") == ("kgw",)
+    assert store.watermarks_of("p", "other") == ()
+    store.store_generation([{**_row("c"), "watermark": "exp"}], "r1")
+    assert store.watermarks_of("p", "m") == ("exp", "kgw")
+    other = Store(tmp_path / "db.sqlite")
+    other.store_generation([{**_row("d"), "watermark": "unigram"}], "r1")
+    other.close()
+    assert store.watermarks_of("p", "m") == ("exp", "kgw", "unigram")
+    store.close()

@@ -80,6 +80,17 @@ def graded(row: Row) -> bool:
     return row["error"] is None and row["label"] is not None and row["score"] is not None
 
 
+def row_metadata(row: Row) -> dict[str, Any]:
+    """A result row's grade metadata (``metadata_json``) as a dict; an empty one when absent
+    or unreadable, so an aggregate skips the row instead of failing the whole report."""
+    text = row.get("metadata_json")
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def group_seed(pack: str, model: str, watermark: str, attack: str) -> int:
     """A group's bootstrap seed: stable, and independent of which other groups exist."""
     return stable_int("metrics", pack, model, watermark, attack, bits=31)

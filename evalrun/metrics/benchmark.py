@@ -69,7 +69,7 @@ from evalrun.metrics import (auroc_ci, best_attack, detection_rate, false_positi
                              quality_degradation, quality_retention, tamper_resistance_ci,
                              tpr_at_fpr_ci, watermark_size_ci)
 from evalrun.metrics.aggregates import (AGGREGATES, SELECTION_AGGREGATES, Estimated,
-                                        MetricRecord, Row, graded, record)
+                                        MetricRecord, Row, graded, record, row_metadata)
 from evalrun.specs import is_none
 
 __all__ = ["ALL_ATTACKS", "DETECTION_LABELS", "FPR_TARGETS", "RATING", "TamperInputs",
@@ -96,21 +96,12 @@ def is_detection(rows: Iterable[Row]) -> bool:
     return bool(labels) and labels <= DETECTION_LABELS
 
 
-def _metadata(row: Row) -> dict[str, Any]:
-    text = row.get("metadata_json")
-    try:
-        value = json.loads(text) if text else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def _evidence(row: Row, spec: str | None = None) -> dict[str, Any] | None:
     """A graded row's detection evidence: its own watermark's, or (unwatermarked rows) the
     detection under ``spec``; None when there is none."""
     if not graded(row):
         return None
-    meta = _metadata(row)
+    meta = row_metadata(row)
     if spec is not None:
         meta = (meta.get("detections") or {}).get(spec) or {}
     return meta if isinstance(meta.get("p_value"), (int, float)) else None
@@ -118,7 +109,7 @@ def _evidence(row: Row, spec: str | None = None) -> dict[str, Any] | None:
 
 def _threshold(rows: Iterable[Row]) -> float | None:
     """The p-value threshold the rows were graded at, None when they disagree (or say none)."""
-    found = {float(m["threshold"]) for m in map(_metadata, (r for r in rows if graded(r)))
+    found = {float(m["threshold"]) for m in map(row_metadata, (r for r in rows if graded(r)))
              if isinstance(m.get("threshold"), (int, float))}
     return found.pop() if len(found) == 1 else None
 
@@ -126,7 +117,7 @@ def _threshold(rows: Iterable[Row]) -> float | None:
 def _z_threshold(rows: Iterable[Row]) -> float | None:
     """The z-score threshold the rows were graded at (a pack's ``z_threshold``, WaterBench's
     z >= 4), None when they were graded by p-value alone or disagree."""
-    found = {float(m["z_threshold"]) for m in map(_metadata, (r for r in rows if graded(r)))
+    found = {float(m["z_threshold"]) for m in map(row_metadata, (r for r in rows if graded(r)))
              if isinstance(m.get("z_threshold"), (int, float))}
     return found.pop() if len(found) == 1 else None
 
@@ -276,7 +267,7 @@ def _false_positive_rate(rows: Sequence[Row], seed: int) -> list[Estimated]:
     """Unwatermarked texts detected under each detector spec; the record names the spec."""
     if not rows or not is_none(rows[0]["watermark"]) or not is_detection(rows):
         return []
-    specs = sorted({s for r in rows if graded(r) for s in (_metadata(r).get("detections") or {})})
+    specs = sorted({s for r in rows if graded(r) for s in (row_metadata(r).get("detections") or {})})
     t, z = _threshold(rows), _z_threshold(rows)
     out: list[Estimated] = []
     for spec in specs:

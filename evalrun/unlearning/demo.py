@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evalrun.errors import EvalrunError
-from evalrun.unlearning.aggregates import Role, Summary, point_scores, summarize
+from evalrun.unlearning.aggregates import Role, point_scores, summarize
 from evalrun.unlearning.data import (FORGET, case_of, load_owners, shipped_owners_path,
                                      watermark_data)
 from evalrun.unlearning.finetune import TrainConfig, train, unlearn

@@ -54,7 +54,7 @@ def test_report_and_metrics_json_carry_the_quality_analyses(store_copy: Path, tm
     relevance = records[f"judge_score:relevance:watermarked:{name}"]
     assert relevance["value"] == pytest.approx(3.0) and relevance["n"] == 60
     assert records[f"judge_score:accuracy:unwatermarked:{name}"]["value"] == pytest.approx(4.0)
-    assert f"judge_score:relevance:watermarked:simple:openai:judge" not in records
+    assert "judge_score:relevance:watermarked:simple:openai:judge" not in records
     assert records[f"judge_agreement:{name}|simple:openai:judge"]["value"] == 1.0
     acc = records["distinguish_accuracy:logreg:embedded"]
     auc = records["distinguish_roc_auc:logreg:embedded"]
