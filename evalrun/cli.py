@@ -521,7 +521,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from evalrun.unlearning.cli import COMMANDS, main as unlearning_main
 
     if argv and argv[0] in COMMANDS:
-        return unlearning_main(argv)
+        from evalrun.report.unlearning import write_report
+
+        return unlearning_main(argv, write_report=write_report)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

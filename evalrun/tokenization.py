@@ -1,4 +1,5 @@
-"""Tokenizers outside the providers: re-tokenizing attacked texts for detection.
+"""Tokenizers outside the providers: re-tokenizing attacked texts for detection, and the one
+way a prompt becomes token ids (the local providers generate from it; fine-tuning trains on it).
 
 A watermark is detected on token ids. After an attack the text must be tokenized again, with
 the tokenizer that generated it: :func:`load_tokenizer` reads a local tokenizer (transformers,
@@ -15,7 +16,28 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evalrun.errors import EvalrunError
+from evalrun.generation import Prompt
 from evalrun.hashing import canonical_json
+
+
+def render_plain(prompt: Prompt) -> str:
+    """Prompt text for tokenizers without a chat template: system, blank line, user, blank line."""
+    parts = [prompt.system] if prompt.system else []
+    parts.append(prompt.user)
+    return "\n\n".join(parts) + "\n\n"
+
+
+def prompt_text(tokenizer: Any, prompt: Prompt) -> str:
+    """The exact text fed to the model (the chat template when the tokenizer has one)."""
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(prompt.messages(), tokenize=False, add_generation_prompt=True)
+    return render_plain(prompt)
+
+
+def encode_prompt(tokenizer: Any, prompt: Prompt) -> list[int]:
+    """Prompt token ids; a chat template already holds the special tokens it wants."""
+    templated = bool(getattr(tokenizer, "chat_template", None))
+    return list(tokenizer(prompt_text(tokenizer, prompt), add_special_tokens=not templated)["input_ids"])
 
 
 def tokenizer_fingerprint(tokenizer: Any, source: str | Path) -> str:

@@ -85,7 +85,7 @@ def _imports(folder: Path) -> dict[Path, set[str]]:
 def test_imports_run_one_direction() -> None:
     """kernels import nothing of ours; the core imports neither plugins nor report (the CLI
     alone may: it drives pytest and renders reports); packs use only the small grading API
-    (and the shared detection grader)."""
+    (and the shared detection and Waterfall verification graders)."""
     for path, names in _imports(REPO / "kernels").items():
         ours = {n for n in names if n.startswith("evalrun") and not n.startswith("evalrun.kernels")}
         assert not ours, f"{path} imports {ours}"
@@ -98,7 +98,7 @@ def test_imports_run_one_direction() -> None:
         assert not {n for n in names if n.startswith("evalrun.report")}, path
     for path, names in _imports(REPO / "packs").items():
         bad = {n for n in names if n.startswith("evalrun") and n not in (
-            "evalrun", "evalrun.grading", "evalrun.detection_grading")}
+            "evalrun", "evalrun.grading", "evalrun.detection_grading", "evalrun.unlearning.grading")}
         assert not bad, f"{path} imports {bad}"
 
 

@@ -8,7 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from evalrun.errors import EvalrunError
 
@@ -81,22 +81,24 @@ def cmd_watermark_data(argv: Sequence[str]) -> int:
     return 0
 
 
-def cmd_unlearning(argv: Sequence[str]) -> int:
+def cmd_unlearning(argv: Sequence[str], write_report: Callable[..., dict[str, Any]]) -> int:
     from evalrun.unlearning.demo import run_demo
 
     args = unlearning_parser().parse_args(argv)
     headline = run_demo(Path(args.out), quick=args.quick, secret=_secret(args), d4=args.d4,
-                        seed=args.seed, threads=args.threads, log=lambda s: print(s, file=sys.stderr))
+                        seed=args.seed, threads=args.threads, log=lambda s: print(s, file=sys.stderr),
+                        write_report=write_report)
     print(json.dumps(headline, indent=1))
     return 0
 
 
-def main(argv: Sequence[str]) -> int:
-    """``argv`` starts with the command name (one of :data:`COMMANDS`)."""
+def main(argv: Sequence[str], *, write_report: Callable[..., dict[str, Any]]) -> int:
+    """``argv`` starts with the command name (one of :data:`COMMANDS`); ``write_report``
+    renders the demo's report (:mod:`evalrun.report.unlearning`, passed in by the CLI)."""
     try:
         if argv[0] == "watermark-data":
             return cmd_watermark_data(argv[1:])
-        return cmd_unlearning(argv[1:])
+        return cmd_unlearning(argv[1:], write_report)
     except EvalrunError as exc:
         print(f"evalrun: error: {exc}", file=sys.stderr)
         return 2

@@ -174,9 +174,11 @@ def choose_threads(threads: int | None) -> int:
 
 def run_demo(out: Path, *, quick: bool = False, secret: str | None = None, d4: bool = False,
              seed: int = 0, threads: int | None = None, config: DemoConfig | None = None,
-             log: Callable[[str], None] = print) -> dict[str, Any]:
+             log: Callable[[str], None] = print, write_report: Callable[..., dict[str, Any]]) -> dict[str, Any]:
     """The whole experiment into ``out``; returns the headline numbers. ``config`` replaces
-    the quick/full setting (tests use a tiny one)."""
+    the quick/full setting (tests use a tiny one). ``write_report`` is
+    :func:`evalrun.report.unlearning.write_report`, handed in by the caller: the core does not
+    import the report package (the CLI renders reports)."""
     import torch
 
     from evalrun.embedded import embedded_model_path
@@ -250,8 +252,6 @@ def run_demo(out: Path, *, quick: bool = False, secret: str | None = None, d4: b
         from evalrun.metrics import auroc
         s = scores[ident[d4_path]]
         d4_auroc = auroc(list(s["retain"].values()), list(s[FORGET].values()))
-    from evalrun.unlearning.report import write_report
-
     timings = {"steps": clock.steps, "total_seconds": round(clock.total(), 1),
                "load_avg_start": load_start, "load_avg_end": _load(),
                "cpu_count": os.cpu_count(), "torch_threads": n_threads, "quick": quick}

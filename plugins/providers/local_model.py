@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from evalrun.errors import EvalrunError
-from evalrun.generation import Generation, GenerationRequest, Prompt, ResultSink
-from evalrun.tokenization import tokenizer_fingerprint  # noqa: F401  (re-exported for providers)
+from evalrun.generation import Generation, GenerationRequest, ResultSink
+from evalrun.tokenization import (encode_prompt, prompt_text, render_plain,  # noqa: F401  (re-exported for providers)
+                                  tokenizer_fingerprint)
 
 
 def resolve_model_path(model_path: str, *, provider: str) -> str:
@@ -34,26 +35,6 @@ def check_local_model(spec: Any) -> None:
         embedded_model_path()
     else:
         resolve_model_path(spec.arg, provider=spec.name)
-
-
-def render_plain(prompt: Prompt) -> str:
-    """Prompt text for tokenizers without a chat template: system, blank line, user, blank line."""
-    parts = [prompt.system] if prompt.system else []
-    parts.append(prompt.user)
-    return "\n\n".join(parts) + "\n\n"
-
-
-def prompt_text(tokenizer: Any, prompt: Prompt) -> str:
-    """The exact text fed to the model (the chat template when the tokenizer has one)."""
-    if getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template(prompt.messages(), tokenize=False, add_generation_prompt=True)
-    return render_plain(prompt)
-
-
-def encode_prompt(tokenizer: Any, prompt: Prompt) -> list[int]:
-    """Prompt token ids; a chat template already holds the special tokens it wants."""
-    templated = bool(getattr(tokenizer, "chat_template", None))
-    return list(tokenizer(prompt_text(tokenizer, prompt), add_special_tokens=not templated)["input_ids"])
 
 
 def generate_in_batches(requests: Sequence[GenerationRequest], batch_size: int,

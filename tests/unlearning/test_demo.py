@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from evalrun.report.unlearning import write_report
 from evalrun.unlearning.demo import DemoConfig, FRACTIONS, run_demo
 from evalrun.unlearning.finetune import TrainConfig
 
@@ -21,7 +22,7 @@ TINY = DemoConfig(owners=2, points=4, continuation_tokens=12, repetitions=1,
 
 def test_tiny_demo_writes_models_report_and_metrics(tmp_path: Path) -> None:
     headline = run_demo(tmp_path, config=TINY, threads=1, d4=True, secret="tiny-secret-42",
-                        log=lambda s: None)
+                        log=lambda s: None, write_report=write_report)
     models = tmp_path / "models"
     names = {"original", "retrained", "unlearned-gradient_difference", "unlearned-kl",
              "retrained-d4", *(f"calibration-{f:g}" for f in FRACTIONS)}
@@ -59,7 +60,7 @@ def test_tiny_demo_writes_models_report_and_metrics(tmp_path: Path) -> None:
     # resumable: a second call reuses data and models (no model directory is rewritten)
     stamp = {n: (models / n / "model.safetensors").stat().st_mtime_ns for n in names}
     again = run_demo(tmp_path, config=TINY, threads=1, d4=True, secret="tiny-secret-42",
-                     log=lambda s: None)
+                     log=lambda s: None, write_report=write_report)
     assert again["d1_auroc"] == pytest.approx(headline["d1_auroc"])
     assert stamp == {n: (models / n / "model.safetensors").stat().st_mtime_ns for n in names}
 
