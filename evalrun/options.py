@@ -247,22 +247,26 @@ def parse_model_args(args: Iterable[str]) -> dict[str, dict[str, str]]:
     return out
 
 
+def _argparse_kwargs(o: Option, dest: str) -> dict[str, Any]:
+    """One declaration's argparse settings, the same for its CLI flag and its pytest twin
+    (default None: "not given", so ``[tool.evalrun]`` and the declared default fill it in)."""
+    kwargs: dict[str, Any] = {"dest": dest, "default": None,
+                              "help": argparse.SUPPRESS if o.hidden else o.help}
+    if o.kind is bool:
+        kwargs.update(action="store_const", const=True)
+    else:
+        kwargs.update(action="append" if o.many else "store", metavar=o.metavar)
+    return kwargs
+
+
 def add_cli_options(parser: argparse.ArgumentParser, *, skip: Sequence[str] = ()) -> None:
     """The ``evalrun run`` flags (values default to None: "not given", so ``[tool.evalrun]``
     and the declared default can fill them in)."""
     for o in OPTIONS:
         if not o.cli or o.name in skip:
             continue
-        kwargs: dict[str, Any] = {"dest": o.name, "default": None,
-                                  "help": argparse.SUPPRESS if o.hidden else o.help}
-        if o.kind is bool:
-            kwargs["action"] = "store_const"
-            kwargs["const"] = True
-        else:
-            kwargs["action"] = "append" if o.many else "store"
-            kwargs["metavar"] = o.metavar
         flags = [o.cli_flag] + (["-k"] if o.name == "select" else [])
-        parser.add_argument(*flags, **kwargs)
+        parser.add_argument(*flags, **_argparse_kwargs(o, o.name))
 
 
 def add_pytest_options(group: Any) -> None:
@@ -270,15 +274,7 @@ def add_pytest_options(group: Any) -> None:
     for o in OPTIONS:
         if not o.pytest:
             continue
-        kwargs: dict[str, Any] = {"dest": o.dest, "default": None,
-                                  "help": argparse.SUPPRESS if o.hidden else o.help}
-        if o.kind is bool:
-            kwargs["action"] = "store_const"
-            kwargs["const"] = True
-        else:
-            kwargs["action"] = "append" if o.many else "store"
-            kwargs["metavar"] = o.metavar
-        group.addoption(o.pytest_flag, **kwargs)
+        group.addoption(o.pytest_flag, **_argparse_kwargs(o, o.dest))
 
 
 def pytest_args_for(values: Mapping[str, Any]) -> list[str]:
