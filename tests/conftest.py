@@ -9,6 +9,12 @@ from typing import Any, Callable, Sequence
 
 import pytest
 
+# pytester's in-process runs (runpytest) forget the modules an inner run imported, and the
+# C extensions of numpy and scipy cannot be loaded twice in one process: an inner run's
+# summary (metrics.json) imports them, so they are loaded here, before any inner run, and
+# the tests do not depend on which test pytest-randomly happens to run first
+import evalrun.metrics  # noqa: E402,F401
+
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
