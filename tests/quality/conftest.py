@@ -71,3 +71,29 @@ def store_copy(marked_store: Path, tmp_path: Path) -> Path:
         src_conn.close()
         dst_conn.close()
     return dst
+
+
+def detection_pack(root: Path, name: str, cases: int, *, description: str, topic: str,
+                   z_threshold: float | None = None) -> Path:
+    """A small detection pack (the shared detection grader, 16 sampled tokens per case) whose
+    case i asks to write about ``f"{topic} {i}"``."""
+    pack = root / name
+    (pack / "cases").mkdir(parents=True)
+    z_line = f"z_threshold = {z_threshold}\n" if z_threshold is not None else ""
+    (pack / "pack.toml").write_text(
+        f'name = "{name}"\nversion = "1.0"\ndescription = "{description}"\n'
+        'labels = ["DETECTED", "NOT_DETECTED"]\npass_score = 0.0\n' + z_line +
+        'system_prompt = "Continue."\nprompt_template = "Write about {word}"\n'
+        '[defaults]\ntemperature = 1.0\nmax_tokens = 16\n')
+    (pack / "grader.py").write_text("from evalrun.detection_grading import grade_detection\n\n"
+                                    "def grade(case, output, context):\n"
+                                    "    return grade_detection(case, output, context)\n")
+    (pack / "cases" / "c.jsonl").write_text("".join(json.dumps({"id": f"c{i}", "word": f"{topic} {i}"}) + "\n"
+                                                    for i in range(cases)))
+    return pack
+
+
+@pytest.fixture
+def make_detection_pack():
+    """:func:`detection_pack` for the tests (conftest helpers are reached through fixtures)."""
+    return detection_pack

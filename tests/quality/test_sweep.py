@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -68,28 +67,12 @@ def test_grid_points_and_helpers() -> None:
     assert remeasure_key("k", 0) != remeasure_key("k", 1) != "k"
 
 
-def test_sweep_end_to_end_on_the_embedded_model(tmp_path: Path, capsys, monkeypatch) -> None:
+def test_sweep_end_to_end_on_the_embedded_model(tmp_path: Path, capsys, monkeypatch,
+                                                 make_detection_pack) -> None:
     from evalrun.cli import main
 
     monkeypatch.delenv("EVALRUN_WATERMARK_KEY", raising=False)
-    pack = tmp_path / "tiny_p"
-    (pack / "cases").mkdir(parents=True)
-    (pack / "pack.toml").write_text(textwrap.dedent('''
-        name = "tiny_p"
-        version = "1.0"
-        description = "test pack"
-        labels = ["DETECTED", "NOT_DETECTED"]
-        pass_score = 0.0
-        system_prompt = "Continue."
-        prompt_template = "Write about {word}"
-        [defaults]
-        temperature = 1.0
-        max_tokens = 16
-    '''))
-    (pack / "grader.py").write_text("from evalrun.detection_grading import grade_detection\n\n"
-                                    "def grade(case, output, context):\n    return grade_detection(case, output, context)\n")
-    (pack / "cases" / "c.jsonl").write_text("".join(json.dumps({"id": f"c{i}", "word": f"a garden {i}"}) + "\n"
-                                                    for i in range(8)))
+    pack = make_detection_pack(tmp_path, "tiny_p", 8, description="test pack", topic="a garden")
     db, out, secret = tmp_path / "s.sqlite", tmp_path / "s.json", "sweep-secret-key-9"
     assert main(["sweep", "--pack", str(pack), "--scheme", "kgw", "--grid", "gamma=0.25", "--grid", "delta=3,8",
                  "--attack", "lowercase", "--max-degradation", "10", "--min-tamper", "-1", "--remeasure", "2",

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -104,35 +103,16 @@ def test_grid_overrides_and_their_errors() -> None:
         STRENGTH_GRIDS.get("exp")
 
 
-def _pack(root: Path, cases: int = 10) -> Path:
-    pack = root / "tiny_detect"
-    (pack / "cases").mkdir(parents=True)
-    (pack / "pack.toml").write_text(textwrap.dedent('''
-        name = "tiny_detect"
-        version = "1.0"
-        description = "test pack: detection on short continuations"
-        labels = ["DETECTED", "NOT_DETECTED"]
-        pass_score = 0.0
-        z_threshold = 2.0
-        system_prompt = "Continue."
-        prompt_template = "Write about {word}"
-        [defaults]
-        temperature = 1.0
-        max_tokens = 16
-    '''))
-    (pack / "grader.py").write_text("from evalrun.detection_grading import grade_detection\n\n"
-                                    "def grade(case, output, context):\n"
-                                    "    return grade_detection(case, output, context)\n")
-    (pack / "cases" / "c.jsonl").write_text("".join(json.dumps({"id": f"c{i}", "word": f"the garden {i}"}) + "\n"
-                                                    for i in range(cases)))
-    return pack
+def _pack(make_detection_pack, root: Path, cases: int = 10) -> Path:
+    return make_detection_pack(root, "tiny_detect", cases, description="test pack: detection on short continuations",
+                          z_threshold=2.0, topic="the garden")
 
 
-def test_tune_end_to_end_on_the_embedded_model(tmp_path: Path, capsys, monkeypatch) -> None:
+def test_tune_end_to_end_on_the_embedded_model(tmp_path: Path, capsys, monkeypatch, make_detection_pack) -> None:
     from evalrun.cli import main
 
     monkeypatch.delenv("EVALRUN_WATERMARK_KEY", raising=False)
-    pack = _pack(tmp_path)
+    pack = _pack(make_detection_pack, tmp_path)
     db, out = tmp_path / "tune.sqlite", tmp_path / "tune.json"
     secret = "tune-secret-key-123"
     args = ["tune", "--pack", str(pack), "--scheme", "kgw", "--target-tpr", "0.7", "--grid", "gamma=0.25",
@@ -176,11 +156,11 @@ def test_tune_end_to_end_on_the_embedded_model(tmp_path: Path, capsys, monkeypat
     assert "Strength tuning" in (tmp_path / "r" / "report.md").read_text()
 
 
-def test_tune_refuses_what_it_cannot_do(tmp_path: Path, capsys, monkeypatch) -> None:
+def test_tune_refuses_what_it_cannot_do(tmp_path: Path, capsys, monkeypatch, make_detection_pack) -> None:
     from evalrun.cli import main
 
     monkeypatch.delenv("EVALRUN_WATERMARK_KEY", raising=False)
-    pack = _pack(tmp_path)
+    pack = _pack(make_detection_pack, tmp_path)
     base = ["tune", "--pack", str(pack), "--out", str(tmp_path / "x.sqlite")]
     for extra, message in [(["--scheme", "kgw", "--target-tpr", "0.7"], "needs the watermark key"),
                            (["--scheme", "kgw", "--target-tpr", "1.5", "--key", "k"], "--target-tpr 1.5"),
