@@ -58,7 +58,7 @@ import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -358,44 +358,39 @@ def _ratio_ci(top: Sequence[float], bottom: Sequence[float], ratio: Any, seed: i
     return stats.bootstrap_groups_ci([np.asarray(top, float), np.asarray(bottom, float)], statistic, seed)
 
 
-@SELECTION_AGGREGATES.register("quality_retention")
-def _quality_retention(rows: Sequence[Row]) -> list[MetricRecord]:
-    """Seed 000 IV-C's Q_A per attacked group against the same watermark unattacked."""
+def _quality_ratios(rows: Sequence[Row], name: str, ratio: Callable[[float, float], float],
+                    baseline_of: Callable[[Mapping[Key, list[Row]], Key], Key | None]) -> list[MetricRecord]:
+    """``ratio`` of each group's mean quality to its baseline group's (``baseline_of``; None:
+    the group has no such metric), per quality source, with a bootstrap CI."""
     out = []
     for pack, groups in _detection_packs(rows).items():
         for key in sorted(groups):
-            model, wm, attack = key
-            base = _unattacked_key(groups, model, wm)
-            if is_none(attack) or base is None:
+            base = baseline_of(groups, key)
+            if base is None:
                 continue
             for source in quality_sources(groups[key]):
-                attacked, baseline = _quality(groups[key], source), _quality(groups[base], source)
+                measured, baseline = _quality(groups[key], source), _quality(groups[base], source)
                 if not baseline:
                     continue
-                metric = f"quality_retention:{source}"
-                est = _ratio_ci(attacked, baseline, quality_retention, _seed(pack, *key, metric))
-                out.append(record(pack, metric, est, len(attacked), model, wm, attack))
+                metric = f"{name}:{source}"
+                est = _ratio_ci(measured, baseline, ratio, _seed(pack, *key, metric))
+                out.append(record(pack, metric, est, len(measured), *key))
     return out
+
+
+@SELECTION_AGGREGATES.register("quality_retention")
+def _quality_retention(rows: Sequence[Row]) -> list[MetricRecord]:
+    """Seed 000 IV-C's Q_A per attacked group against the same watermark unattacked."""
+    return _quality_ratios(rows, "quality_retention", quality_retention,
+                           lambda groups, key: None if is_none(key[2]) else _unattacked_key(groups, key[0], key[1]))
 
 
 @SELECTION_AGGREGATES.register("quality_degradation")
 def _quality_degradation(rows: Sequence[Row]) -> list[MetricRecord]:
     """Relative quality lost to each watermark (unattacked, against unwatermarked texts)."""
-    out = []
-    for pack, groups in _detection_packs(rows).items():
-        for key in sorted(groups):
-            model, wm, attack = key
-            unmarked = _unmarked_key(groups, model, attack)
-            if is_none(wm) or not is_none(attack) or unmarked is None:
-                continue
-            for source in quality_sources(groups[key]):
-                marked, baseline = _quality(groups[key], source), _quality(groups[unmarked], source)
-                if not baseline:
-                    continue
-                metric = f"quality_degradation:{source}"
-                est = _ratio_ci(marked, baseline, quality_degradation, _seed(pack, *key, metric))
-                out.append(record(pack, metric, est, len(marked), model, wm, attack))
-    return out
+    return _quality_ratios(rows, "quality_degradation", quality_degradation,
+                           lambda groups, key: (None if is_none(key[1]) or not is_none(key[2])
+                                                else _unmarked_key(groups, key[0], key[2])))
 
 
 @dataclass
