@@ -29,6 +29,7 @@ import numpy as np
 
 from evalrun.errors import EvalrunError
 from evalrun.options import KEY_ENV
+from evalrun.token_lines import decode_lines
 from evalrun.watermark.base import WatermarkScheme
 from evalrun.watermark.registry import parse_watermark
 
@@ -98,9 +99,10 @@ CHUNK_TEXTS = 1000
 
 
 def _token_records(path: str, errors: list[tuple[int, str]],
-                   chunk: int | None = None) -> Iterator[list[tuple[int, Any, list[int]]]]:
+                   chunk: int | None = None) -> Iterator[list[tuple[int, Any, Any]]]:
     """Chunks of (line number, id, token ids) of the valid lines, read as the file streams
-    (at most ``chunk`` records at a time); problems are appended to ``errors``.
+    (at most ``chunk`` records at a time); problems are appended to ``errors``. Token ids
+    are int64 arrays where :mod:`evalrun.token_lines` reads them fast, lists elsewhere.
 
     Lines are split at ``\n``, ``\r\n`` and ``\r`` (Python's universal newlines)."""
     try:
@@ -108,41 +110,42 @@ def _token_records(path: str, errors: list[tuple[int, str]],
     except OSError as exc:
         raise EvalrunError(f"{path}: cannot read: {exc.strerror or exc}") from None
     chunk = chunk or CHUNK_TEXTS
-    out: list[tuple[int, Any, list[int]]] = []
     with fh:
-        try:
-            for no, line in enumerate(fh, start=1):
-                if not line.strip():
+        numbered = ((no, line) for no, line in enumerate(fh, start=1) if line.strip())
+        while True:
+            try:
+                batch = list(itertools.islice(numbered, chunk))
+            except UnicodeDecodeError as exc:
+                raise EvalrunError(f"{path}: cannot read: not UTF-8 ({exc.reason})") from None
+            except OSError as exc:
+                raise EvalrunError(f"{path}: cannot read: {exc.strerror or exc}") from None
+            if not batch:
+                return
+            out: list[tuple[int, Any, Any]] = []
+            for (no, _), decoded in zip(batch, decode_lines([line for _, line in batch])):
+                if isinstance(decoded, json.JSONDecodeError):
+                    errors.append((no, f"{path}:{no}: bad JSON: {decoded.msg}"))
                     continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    errors.append((no, f"{path}:{no}: bad JSON: {exc.msg}"))
-                    continue
-                ids = obj.get("token_ids") if isinstance(obj, dict) else None
+                obj, ids = decoded
                 # JSON integers decode to int exactly (booleans to bool, which is refused)
-                if not isinstance(ids, list) or not set(map(type, ids)) <= _INT:
+                if not isinstance(ids, (list, np.ndarray)) or (
+                        isinstance(ids, list) and not set(map(type, ids)) <= _INT):
                     errors.append((no, f"{path}:{no}: token_ids: expected a list of integers"))
                     continue
                 out.append((no, obj.get("id"), ids))
-                if len(out) >= chunk:
-                    yield out
-                    out = []
-        except UnicodeDecodeError as exc:
-            raise EvalrunError(f"{path}: cannot read: not UTF-8 ({exc.reason})") from None
-        except OSError as exc:
-            raise EvalrunError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if out:
-        yield out
+            if out:
+                yield out
 
 
 _INT = {int}
 
 
-def _as_arrays(records: list[tuple[int, Any, list[int]]]) -> list[Any]:
-    """The records' token ids as int64 arrays, converted in one call (lists of ints, checked
-    by the reader); the lists themselves where an id does not fit in 64 bits (the scheme
-    then rejects it with its own message)."""
+def _as_arrays(records: list[tuple[int, Any, Any]]) -> list[Any]:
+    """The records' token ids as int64 arrays (the reader's arrays as they are, its lists of
+    ints converted in one call); the lists themselves where an id does not fit in 64 bits
+    (the scheme then rejects it with its own message)."""
+    if all(isinstance(ids, np.ndarray) for _, _, ids in records):
+        return [ids for _, _, ids in records]
     lengths = [len(ids) for _, _, ids in records]
     try:
         flat = np.fromiter(itertools.chain.from_iterable(ids for _, _, ids in records),

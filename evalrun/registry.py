@@ -11,7 +11,6 @@ and its object is what ``get`` returns. An unknown name is an error listing the 
 from __future__ import annotations
 
 import importlib
-from importlib import metadata
 from typing import Callable, Generic, Iterator, TypeVar
 
 from evalrun.errors import SpecError
@@ -60,6 +59,8 @@ class Registry(Generic[T]):
         if self._plugins_loaded:
             return
         self._plugins_loaded = True
+        from importlib import metadata  # ~20 ms of imports; only when a name is not in-tree
+
         for ep in metadata.entry_points(group=self.group):
             if ep.name in self._objects or ep.name in self._lazy:
                 continue  # in-tree names win; a plugin cannot silently replace them
@@ -69,7 +70,8 @@ class Registry(Generic[T]):
         """The entry named ``name``; a :class:`SpecError` listing the known names otherwise."""
         if name in self._objects:
             return self._objects[name]
-        self._load_plugins()
+        if name not in self._lazy:
+            self._load_plugins()
         target = self._lazy.get(name)
         if target is None:
             raise SpecError(f"{self.option} {name}: unknown {self.kind} {name!r}; known: {', '.join(self.names())}")

@@ -96,7 +96,7 @@ class NativeDetection:
             raise EvalrunError(f"vocab size must be at least 2, got {vocab_size}")
         inputs = list(token_id_arrays)
         ops = get_ops(backend, *[a for a in inputs if is_torch(a)][:1])
-        arrays = [_as_token_array(a, vocab_size) for a in inputs]  # raises as detect would
+        arrays = _as_token_arrays(inputs, vocab_size)  # raises as detect would
         key_word = rnd.derive_key(key)
         budget = max(1, BATCH_ELEMENTS // self.sampler.units_per_token(vocab_size))
         out: list[Any] = []
@@ -124,25 +124,27 @@ class NativeDetection:
         ev, units = s.sum_terms(ops, seeds, tokens, scored, vocab_size, scoring.count_repeats,
                                 segments)
         units_np = ops.to_numpy(units)
-        cum_units = lay.int_cumsum(units_np.round().astype(np.int64))
-        cum_n = lay.int_cumsum((units_np > 0).astype(np.int64))
+        units_int = units_np.round().astype(np.int64)
+        # integer counts: every prefix's running sum, or (detections) each text's total only
+        if prefixes:
+            cum_units = lay.int_cumsum(units_int)
+        else:
+            u, n = lay.totals(units_int), lay.totals((units_np > 0).astype(np.int64))
         if s.exact_null == "binomial":
-            green = lay.int_cumsum(ops.to_numpy(ev).round().astype(np.int64))
             gamma = s.green_fraction
+            ev_int = ops.to_numpy(ev).round().astype(np.int64)
             if prefixes:
-                return lay.split(nulls.binomial_p(green, cum_units, gamma))
-            g, u = lay.last(green), lay.last(cum_units)
-            p = nulls.binomial_p(g, u, gamma)
-            z = nulls.z_scores(g, u, gamma)
-            return lay.detections(self, lay.last(cum_n), g.astype(np.float64), p,
-                                  {"null": "binomial"}, units=u, green=g, z=z)
+                return lay.split(nulls.binomial_p(lay.int_cumsum(ev_int), cum_units, gamma))
+            g = lay.totals(ev_int)
+            return lay.detections(self, n, g.astype(np.float64), nulls.binomial_p(g, u, gamma),
+                                  {"null": "binomial"}, units=u, green=g,
+                                  z=nulls.z_scores(g, u, gamma))
         if s.exact_null == "erlang":
             total = ops.to_numpy(lay.ordered_cumsum(ops, ev))
             if prefixes:
                 return lay.split(nulls.erlang_p(total, cum_units))
-            t, u = lay.last(total), lay.last(cum_units)
-            return lay.detections(self, lay.last(cum_n), t, nulls.erlang_p(t, u),
-                                  {"null": "erlang"}, units=u)
+            t = lay.last(total)
+            return lay.detections(self, n, t, nulls.erlang_p(t, u), {"null": "erlang"}, units=u)
         mu = s.null_mean(vocab_size)
         observed = lay.ordered_cumsum(ops, ev - mu * units)
         counts = np.zeros(lay.size, dtype=np.int64)
@@ -156,8 +158,8 @@ class NativeDetection:
         if prefixes:
             return lay.split(p_all)
         score = ops.to_numpy(observed).astype(np.float64)
-        return lay.detections(self, lay.last(cum_n), lay.last(score), lay.last(p_all),
-                              self._perm_extra(), units=lay.last(cum_units))
+        return lay.detections(self, n, lay.last(score), lay.last(p_all), self._perm_extra(),
+                              units=u)
 
     def analyse(self, token_ids: Sequence[int] | Any, key: str, vocab_size: int, *,
                 backend: str | None = None) -> dict[str, Any]:
@@ -274,15 +276,34 @@ def _as_token_array(token_ids: Sequence[int] | Any, vocab_size: int) -> np.ndarr
         arr = np.asarray(list(token_ids) if not isinstance(token_ids, np.ndarray) else token_ids)
     if arr.size == 0:
         return np.zeros(0, dtype=np.int64)
+    if arr.ndim == 1 and arr.dtype == object and all(type(v) is int for v in arr.tolist()):
+        # Python ints beyond 64 bits: name the first one outside the vocabulary
+        i = next(i for i, v in enumerate(arr.tolist()) if not 0 <= v < vocab_size)
+        raise _outside_vocabulary(arr[i], i, vocab_size)
     if arr.ndim != 1 or arr.dtype.kind not in "iu":
         raise EvalrunError("token ids must be a flat list of integers")
     arr = arr.astype(np.int64)
     bad = (arr < 0) | (arr >= vocab_size)
     if bad.any():
         i = int(np.argmax(bad))
-        raise EvalrunError(f"token id {int(arr[i])} at position {i} is outside the vocabulary "
-                           f"[0, {vocab_size})")
+        raise _outside_vocabulary(int(arr[i]), i, vocab_size)
     return arr
+
+
+def _outside_vocabulary(token: int, position: int, vocab_size: int) -> EvalrunError:
+    return EvalrunError(f"token id {token} at position {position} is outside the vocabulary "
+                        f"[0, {vocab_size})")
+
+
+def _as_token_arrays(inputs: list[Any], vocab_size: int) -> list[np.ndarray]:
+    """:func:`_as_token_array` of every input; flat int64 arrays (what ``evalrun detect
+    --tokens`` reads) are checked in one pass over all of them instead of one call each."""
+    if inputs and all(type(a) is np.ndarray and a.ndim == 1 and a.dtype == np.int64
+                      for a in inputs):
+        flat = np.concatenate(inputs)
+        if not flat.size or (int(flat.min()) >= 0 and int(flat.max()) < vocab_size):
+            return inputs
+    return [_as_token_array(a, vocab_size) for a in inputs]
 
 
 class _Layout:
@@ -326,6 +347,13 @@ class _Layout:
         parts = [ops.ordered_cumsum(x[..., a:b], axis=-1)
                  for a, b in zip(self.starts.tolist(), self.ends.tolist()) if b > a]
         return ops.concat(parts, axis=-1) if parts else x
+
+    def totals(self, x: np.ndarray) -> np.ndarray:
+        """Each text's sum of integers (0 for empty texts): one global running sum read at
+        the text boundaries, exact in any order."""
+        cum = np.zeros(self.size + 1, dtype=np.int64)
+        np.cumsum(x, dtype=np.int64, out=cum[1:])
+        return cum[self.ends] - cum[self.starts]
 
     def last(self, x: np.ndarray) -> np.ndarray:
         """Each text's last entry (0 for empty texts, which the callers do not read)."""

@@ -66,6 +66,30 @@ def test_tokens_file_with_bad_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert "num_green_tokens" not in rows[0]
 
 
+def test_tokens_file_read_fast_or_by_json_gives_the_same_results(tmp_path: Path) -> None:
+    """Lines the fast reader takes and lines it leaves to json (escapes, odd spacing, ids
+    beyond int64, leading zeros, floats) are detected alike and reported by line."""
+    rng = np.random.default_rng(1)
+    rows = [rng.integers(0, VOCAB, n).tolist() for n in (30, 0, 50, 7)]
+    plain = [json.dumps({"id": i, "token_ids": r}) for i, r in enumerate(rows)]
+    odd = ['{"id": "a\\"b", "token_ids": %s}' % json.dumps(rows[0]),
+           '{"token_ids" :[ %s ]  , "id":1}' % " ,\t".join(map(str, rows[2])),
+           '{"token_ids": [1, 99999999999999999999]}', '{"token_ids": [1, 007]}',
+           '{"token_ids": [1, 2.0]}', '{"id": 3, "token_ids": %s}' % json.dumps(rows[3])]
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(plain + odd) + "\n")
+    rc, got, err = _run(["--watermark", SPEC, "--key", KEY, "--tokens", str(path),
+                         "--vocab-size", str(VOCAB)])
+    scheme = parse_watermark(SPEC)
+    want = [scheme.detect(r, KEY, VOCAB).as_json() for r in rows + [rows[0], rows[2], rows[3]]]
+    assert [{k: v for k, v in row.items() if k != "id"} for row in got] == want
+    assert [row.get("id") for row in got] == [0, 1, 2, 3, 'a"b', 1, 3]
+    errors = err.strip().splitlines()
+    assert rc == 2 and [line.split(":")[1] for line in errors] == ["7", "8", "9"]
+    assert "outside the vocabulary" in errors[0] and "bad JSON" in errors[1]
+    assert "expected a list of integers" in errors[2]
+
+
 def test_missing_key_and_missing_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("EVALRUN_WATERMARK_KEY", raising=False)
     rc, rows, err = _run(["--watermark", "kgw", "--tokens", str(tmp_path / "x.jsonl"),

@@ -1,0 +1,123 @@
+"""evalrun.token_lines: the fast reader of token-id lines decodes exactly what json.loads
+decodes, and hands every line it is unsure of to json.loads."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from evalrun.token_lines import decode_lines, parse_bodies, split_line
+
+INT64 = np.iinfo(np.int64)
+
+
+def reference(line: str) -> tuple[object, object] | type:
+    """What ``json.loads`` makes of a line: (object, its token_ids), or the error type."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError:
+        return json.JSONDecodeError
+    return obj, obj.get("token_ids") if isinstance(obj, dict) else None
+
+
+def same(decoded: object, expected: object) -> bool:
+    if expected is json.JSONDecodeError:
+        return isinstance(decoded, json.JSONDecodeError)
+    assert isinstance(decoded, tuple)
+    obj, ids = decoded
+    exp_obj, exp_ids = expected  # type: ignore[misc]
+    if isinstance(ids, np.ndarray):  # the fast path: ids equal, everything else equal too
+        assert ids.dtype == np.int64
+        ok = isinstance(exp_ids, list) and ids.tolist() == exp_ids and all(
+            type(v) is int for v in exp_ids)
+        return ok and obj == {**exp_obj, "token_ids": []}
+    return obj == exp_obj and ids == exp_ids
+
+
+# separators and fragments that the fast path must see through or refuse
+SPACE = st.sampled_from(["", " ", "  ", "\t", "\n", "\r", " \t "])
+IDS = st.one_of(st.integers(0, 40_000), st.integers(INT64.min, INT64.max),
+                st.integers(-(2**70), 2**70))
+FIELD = st.one_of(
+    IDS.map(str),
+    st.sampled_from(["007", "-0", "0", "-", "--1", "1-2", "1 2", "1.5", "1e3", "true",
+                     "null", "\"3\"", "[4]", "", "9223372036854775807",
+                     "-9223372036854775808", "00", "-01", "+1", "0x10"]))
+
+
+@st.composite
+def lines(draw: st.DrawFn) -> str:
+    fields = draw(st.lists(FIELD, max_size=12))
+    body = ",".join(draw(SPACE) + f + draw(SPACE) for f in fields)
+    if draw(st.booleans()):
+        body = body + draw(st.sampled_from([",", " ,", ""]))
+    item_id = draw(st.one_of(st.integers(), st.text(max_size=8), st.none(),
+                             st.just('x\\"token_ids\\": [9]'), st.just("token_ids")))
+    parts = [f'"token_ids"{draw(SPACE)}:{draw(SPACE)}[{body}]']
+    if draw(st.booleans()):
+        parts.append(f'"id": {json.dumps(item_id)}')
+    if draw(st.booleans()):
+        parts.append(draw(st.sampled_from(['"token_ids": []', '"token_ids": [1, 2]',
+                                           '"note": "]"', '"n": [1, [2]]', '"t": "\\u00e9"'])))
+    draw(st.randoms()).shuffle(parts)
+    line = "{" + ", ".join(parts) + "}"
+    if draw(st.integers(0, 9)) == 0:
+        line = line[: draw(st.integers(0, len(line)))]  # truncated: bad JSON
+    return line
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(lines(), min_size=1, max_size=6))
+def test_decode_lines_agrees_with_json_loads(batch: list[str]) -> None:
+    decoded = decode_lines(batch)
+    assert len(decoded) == len(batch)
+    for line, got in zip(batch, decoded):
+        assert same(got, reference(line)), line
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 10**6), max_size=30), min_size=1, max_size=8))
+def test_common_lines_take_the_fast_path(rows: list[list[int]]) -> None:
+    batch = [json.dumps({"id": i, "token_ids": row}) for i, row in enumerate(rows)]
+    decoded = decode_lines(batch)
+    for i, (got, row) in enumerate(zip(decoded, rows)):
+        obj, ids = got  # type: ignore[misc]
+        assert isinstance(ids, np.ndarray) and ids.tolist() == row
+        assert obj == {"id": i, "token_ids": []}
+
+
+def test_one_doubtful_line_does_not_send_its_chunk_to_json() -> None:
+    batch = ['{"token_ids": [1, 2]}', '{"token_ids": [007]}', '{"token_ids": [3]}']
+    decoded = decode_lines(batch)
+    assert decoded[0][1].tolist() == [1, 2]  # type: ignore[index,union-attr]
+    assert isinstance(decoded[1], json.JSONDecodeError)  # json.loads refuses the leading zero
+    assert decoded[2][1].tolist() == [3]  # type: ignore[index,union-attr]
+
+
+@pytest.mark.parametrize("body,expected", [
+    (b"1, 2,3", [1, 2, 3]), (b" -0 ,\t10\n", [0, 10]), (b"", []),
+    (b"9223372036854775806", [9223372036854775806]),
+])
+def test_parse_bodies_reads(body: bytes, expected: list[int]) -> None:
+    got = parse_bodies([body])
+    assert got is not None and got[0].tolist() == expected
+
+
+@pytest.mark.parametrize("body", [
+    b"01", b"1, 00", b"-", b"1,-", b"1-2", b"1 2", b"1,,2", b"1,", b",1", b"1.5",
+    b"9223372036854775807", b"-9223372036854775808", b"99999999999999999999",
+])
+def test_parse_bodies_refuses_what_it_cannot_vouch_for(body: bytes) -> None:
+    assert parse_bodies([body]) is None
+
+
+def test_split_line_refuses_escapes_and_duplicate_keys() -> None:
+    assert split_line('{"token_ids": [1], "note": "a\\"b"}') is None
+    assert split_line('{"token_ids": [1], "token_ids": [2]}') is None
+    assert split_line('{"token\\u005fids": [], "s": "\\"token_ids\\": [7]"}') is None
+    found = split_line('{"id": "a]", "token_ids": [5, 6]}')
+    assert found is not None and found[1] == b"5, 6"
