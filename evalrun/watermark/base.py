@@ -41,6 +41,26 @@ def token_id_array(token_ids: Sequence[int], vocab_size: int) -> np.ndarray:
     return ids
 
 
+def checked_int64_arrays(arrays: Sequence[Any], vocab_size: int) -> bool:
+    """Whether every input is already a 1-D int64 numpy array of ids in ``[0, vocab_size)``
+    (what ``evalrun detect --tokens`` reads): one check over all of them replaces a
+    conversion and a check per text."""
+    if not arrays or not all(type(a) is np.ndarray and a.ndim == 1 and a.dtype == np.int64
+                             for a in arrays):
+        return False
+    flat = np.concatenate(arrays)
+    return not flat.size or (int(flat.min()) >= 0 and int(flat.max()) < vocab_size)
+
+
+def token_id_arrays(sequences: Sequence[Sequence[int]], vocab_size: int) -> list[np.ndarray]:
+    """:func:`token_id_array` of every sequence (checked in one pass where they are int64
+    arrays already)."""
+    seqs = list(sequences)
+    if checked_int64_arrays(seqs, vocab_size):
+        return seqs
+    return [token_id_array(s, vocab_size) for s in seqs]
+
+
 @dataclass(frozen=True)
 class Detection:
     """Detector verdict for one token sequence (the JSON ``evalrun detect`` prints)."""

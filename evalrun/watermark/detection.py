@@ -22,7 +22,7 @@ from evalrun.kernels.permutation import count_at_least
 from evalrun.watermark import nulls
 from evalrun.watermark import randomness as rnd
 from evalrun.watermark import scores as sc
-from evalrun.watermark.base import Detection
+from evalrun.watermark.base import Detection, checked_int64_arrays
 
 if TYPE_CHECKING:
     from evalrun.watermark.engine import Sampler
@@ -298,11 +298,8 @@ def _outside_vocabulary(token: int, position: int, vocab_size: int) -> EvalrunEr
 def _as_token_arrays(inputs: list[Any], vocab_size: int) -> list[np.ndarray]:
     """:func:`_as_token_array` of every input; flat int64 arrays (what ``evalrun detect
     --tokens`` reads) are checked in one pass over all of them instead of one call each."""
-    if inputs and all(type(a) is np.ndarray and a.ndim == 1 and a.dtype == np.int64
-                      for a in inputs):
-        flat = np.concatenate(inputs)
-        if not flat.size or (int(flat.min()) >= 0 and int(flat.max()) < vocab_size):
-            return inputs
+    if checked_int64_arrays(inputs, vocab_size):
+        return inputs
     return [_as_token_array(a, vocab_size) for a in inputs]
 
 

@@ -59,8 +59,11 @@ import numpy as np
 
 from evalrun.errors import SpecError
 from evalrun.specs import Spec, check_keys, spec_float, spec_int
+from evalrun.kernels.backend import get_ops
+from evalrun.kernels.token_stats import first_occurrence
 from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_array
+from evalrun.watermark.base import token_id_arrays as checked_arrays
 from evalrun.watermark.counting import cumulative_counts
 from evalrun.watermark.processing import add_rows, host_view
 from evalrun.watermark.mask_tables import add_packed, previous_tokens
@@ -220,8 +223,9 @@ class GreenLists:
         return seed_tables().rows(space, seeds, build)
 
     def membership(self, seeds: Sequence[int], targets: np.ndarray, *,
-                   cache: bool = False) -> np.ndarray:
-        """``targets[i] in greenlist(seeds[i])`` for all i, each distinct green list drawn once.
+                   cache: bool = False, seed_of: np.ndarray | None = None) -> np.ndarray:
+        """``targets[i] in greenlist(seeds[i])`` for all i (``seeds[seed_of[i]]`` when
+        ``seed_of`` is given), each distinct green list drawn once.
 
         Generator seeds that agree in their low 32 bits draw the same permutation (torch's
         mt19937 is seeded with ``seed & 0xffffffff``), so pairs are grouped by those bits.
@@ -240,8 +244,11 @@ class GreenLists:
         # seeds are < 2**64 - 1, so they fit uint64 exactly
         low = np.asarray(seeds, dtype=np.uint64) & np.uint64(0xFFFFFFFF)
         uniq, inverse = np.unique(low, return_inverse=True)
-        order = np.argsort(inverse.reshape(-1), kind="stable")
-        bounds = np.searchsorted(inverse.reshape(-1)[order], np.arange(len(uniq) + 1))
+        inverse = inverse.reshape(-1)
+        if seed_of is not None:
+            inverse = inverse[seed_of]
+        order = np.argsort(inverse)  # pairs grouped by green list, in any order inside
+        bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
         valid = (targets >= 0) & (targets < self.vocab_size)
         if cache and self.size > 0:
             # targets grouped by seed; one gather of packed bytes per distinct seed
@@ -366,18 +373,21 @@ def _fisher_yates_consts(n: int, size: int) -> tuple[np.ndarray, np.ndarray]:
     return steps, spans
 
 
-def _unique_rows(rows: np.ndarray, vocab_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``np.unique(rows, axis=0, return_index=True, return_inverse=True)``, fast when each row
-    packs into one int64 (base ``vocab_size`` digits)."""
+def _unique_rows(rows: np.ndarray, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(rows, axis=0, return_inverse=True)``, fast when each row packs into one
+    int64 (base ``vocab_size`` digits; the rows come back unpacked from the digits)."""
     n, width = rows.shape
     if width * math.log2(max(vocab_size, 2)) < 62:
         packed = np.zeros(n, dtype=np.int64)
         for col in range(width):
             packed = packed * vocab_size + rows[:, col]
-        _, first, inverse = np.unique(packed, return_index=True, return_inverse=True)
-        return rows[first], first, inverse.reshape(-1)
-    uniq, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
-    return uniq, first, inverse.reshape(-1)
+        values, inverse = np.unique(packed, return_inverse=True)
+        uniq = np.empty((len(values), width), dtype=np.int64)
+        for col in range(width - 1, -1, -1):
+            values, uniq[:, col] = np.divmod(values, vocab_size)
+        return uniq, inverse.reshape(-1)
+    uniq, inverse = np.unique(rows, axis=0, return_inverse=True)
+    return uniq, inverse.reshape(-1)
 
 
 def _canonical_float(value: float) -> str:
@@ -435,46 +445,45 @@ class KGWCompat(WatermarkScheme):
         super().check_key(key)
         parse_hash_key(key, what=f"--key for {self.spec}")
 
+    def _flat_flags(self, seqs: list[np.ndarray], hash_key: int, vocab_size: int,
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(green, first, counts)``: the green and first-occurrence flags of the n-grams of
+        all sequences laid end to end, and each sequence's number of n-grams (0 where the
+        reference cannot score it).
+
+        One pass for the whole batch: every distinct n-gram (over all sequences) is looked
+        up once, one green list per seed; first occurrences are within each sequence."""
+        L = self.ngram_len
+        lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+        counts = np.where(lengths > self.context, lengths - L + 1, 0)
+        total = int(counts.sum())
+        if total == 0:
+            return np.zeros(0, bool), np.zeros(0, bool), counts
+        flat = np.concatenate(seqs).astype(np.int64, copy=False)
+        starts = np.cumsum(lengths) - lengths
+        gram_starts = np.cumsum(counts) - counts
+        pos = np.arange(total, dtype=np.int64) + np.repeat(starts - gram_starts, counts)
+        grams = flat[pos[:, None] + np.arange(L)]
+        uniq, inverse = _unique_rows(grams, vocab_size)
+        segment = np.repeat(np.arange(len(seqs), dtype=np.int64), counts)
+        first = np.asarray(first_occurrence(get_ops("numpy"), inverse, segment))
+        if self.self_salt:  # the window is the whole n-gram
+            windows, window_of = uniq, None
+        else:  # lefthash: one seed per distinct context, whatever the candidate
+            windows, window_of = _unique_rows(uniq[:, :-1], vocab_size)
+        seeds = prf_seeds(windows, self.seeding, hash_key)
+        # lefthash seeds recur: their green lists are kept across calls; selfhash seeds
+        # rarely do, so they are traced
+        green_u = GreenLists(vocab_size, self.gamma, capacity=0).membership(
+            seeds, uniq[:, -1], cache=not self.self_salt, seed_of=window_of)
+        return green_u[inverse], first, counts
+
     def _ngram_flags(self, seqs: list[np.ndarray], hash_key: int, vocab_size: int,
                      ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per sequence: (green flag of every n-gram, first-occurrence flag of every n-gram).
-
-        All distinct n-grams of all sequences share one pass: one permutation per seed.
-        """
-        L = self.ngram_len
-        per_seq: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = []
-        uniques: list[np.ndarray] = []
-        for ids in seqs:
-            if len(ids) - self.context < 1:
-                per_seq.append(None)
-                continue
-            grams = np.lib.stride_tricks.sliding_window_view(ids, L)
-            uniq, first, inverse = _unique_rows(grams, vocab_size)
-            is_first = np.zeros(len(grams), dtype=bool)
-            is_first[first] = True
-            per_seq.append((uniq, inverse, is_first))
-            uniques.append(uniq)
-        if not uniques:
-            return [(np.zeros(0, bool), np.zeros(0, bool)) for _ in seqs]
-        # the same n-gram in two sequences is scored once
-        all_grams, _, back = _unique_rows(np.concatenate(uniques, axis=0), vocab_size)
-        windows = all_grams if self.self_salt else all_grams[:, :-1]
-        seeds = prf_seeds(windows, self.seeding, hash_key)
-        # lefthash seeds recur (one per context, whatever the candidate): their green lists
-        # are kept across calls; selfhash seeds rarely do, so they are traced
-        green_all = GreenLists(vocab_size, self.gamma, capacity=0).membership(
-            seeds, all_grams[:, -1], cache=not self.self_salt)
-        out: list[tuple[np.ndarray, np.ndarray]] = []
-        offset = 0
-        for item in per_seq:
-            if item is None:
-                out.append((np.zeros(0, bool), np.zeros(0, bool)))
-                continue
-            uniq, inverse, is_first = item
-            green_u = green_all[back[offset: offset + len(uniq)]]
-            offset += len(uniq)
-            out.append((green_u[inverse], is_first))
-        return out
+        """Per sequence: (green flag of every n-gram, first-occurrence flag of every n-gram)."""
+        green, first, counts = self._flat_flags(seqs, hash_key, vocab_size)
+        cuts = np.cumsum(counts)[:-1]
+        return list(zip(np.split(green, cuts), np.split(first, cuts)))
 
     # -- detection --------------------------------------------------------------------------
     # z-scores: nulls.z_scores evaluates the reference's _compute_z_score in its operation
@@ -494,6 +503,10 @@ class KGWCompat(WatermarkScheme):
         p = float(nulls.normal_p(z))
         p_binom = float(nulls.binomial_p(count, total,
                                          greenlist_size(vocab_size, self.gamma) / vocab_size))
+        return self._detection_of(total, count, z, p, p_binom)
+
+    def _detection_of(self, total: int, count: int, z: float, p: float,
+                      p_binom: float) -> Detection:
         return Detection(
             num_tokens_scored=total, score=z, p_value=p, num_green_tokens=count, z_score=z,
             extra={"green_fraction": count / total, "binomial_p_value": p_binom,
@@ -507,10 +520,29 @@ class KGWCompat(WatermarkScheme):
 
     def detect_many(self, sequences: Sequence[Sequence[int]], key: str, vocab_size: int,
                      ) -> list[Detection]:
-        """:meth:`detect` for many sequences, computing each distinct green list once."""
-        seqs = [token_id_array(s, vocab_size) for s in sequences]
-        flags = self._ngram_flags(seqs, parse_hash_key(key), vocab_size)
-        return [self._detection(g, f, vocab_size) for g, f in flags]
+        """:meth:`detect` for many sequences, bit for bit: each distinct green list drawn
+        once, counts and statistics computed for all sequences in array passes."""
+        seqs = checked_arrays(sequences, vocab_size)
+        green, first, counts = self._flat_flags(seqs, parse_hash_key(key), vocab_size)
+        if self.repeats != "count":
+            green = green & first
+        cum = np.zeros(len(green) + 1, dtype=np.int64)
+        ends = np.cumsum(counts)
+        np.cumsum(green, out=cum[1:])
+        count = cum[ends] - cum[ends - counts]
+        if self.repeats == "count":
+            total = counts
+        else:
+            np.cumsum(first, out=cum[1:])
+            total = cum[ends] - cum[ends - counts]
+        z = nulls.z_scores(count, total, self.gamma)
+        p = nulls.normal_p(z)
+        p_binom = nulls.binomial_p(count, total,
+                                   greenlist_size(vocab_size, self.gamma) / vocab_size)
+        return [self._detection_of(int(n), int(c), float(zi), float(pi), float(bi))
+                if n else self._detection(np.zeros(0, bool), np.zeros(0, bool), vocab_size)
+                for n, c, zi, pi, bi in zip(total.tolist(), count.tolist(), z.tolist(),
+                                            p.tolist(), p_binom.tolist())]
 
     def green_token_mask(self, token_ids: Sequence[int], key: str, vocab_size: int) -> np.ndarray:
         """Green flag of every scored token (one per n-gram, repeats included)."""
@@ -525,7 +557,7 @@ class KGWCompat(WatermarkScheme):
     def prefix_p_values_many(self, token_id_arrays: Sequence[Sequence[int]], key: str,
                              vocab_size: int) -> list[np.ndarray]:
         """:meth:`prefix_p_values` of many sequences, each distinct green list drawn once."""
-        seqs = [token_id_array(s, vocab_size) for s in token_id_arrays]
+        seqs = checked_arrays(token_id_arrays, vocab_size)
         flags = self._ngram_flags(seqs, parse_hash_key(key), vocab_size)
         return [self._prefix_p(ids, green, first) for ids, (green, first) in zip(seqs, flags)]
 

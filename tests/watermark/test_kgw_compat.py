@@ -655,3 +655,19 @@ if __name__ == "__main__":
         print(f"wrote {DATA}")
     else:
         print("usage: python tests/watermark/test_kgw_compat.py --write-fixtures")
+
+
+@pytest.mark.parametrize("seeding,repeats", [("lefthash", "ignore"), ("lefthash", "count"),
+                                             ("selfhash", "ignore"), ("selfhash", "count")])
+@pytest.mark.parametrize("vocab", [50, 2**17])  # 2**17: selfhash n-grams do not pack in int64
+def test_detect_many_is_detect_text_by_text(seeding: str, repeats: str, vocab: int) -> None:
+    """The batched pass (all texts' n-grams at once, repeats counted within each text only)
+    gives every text the Detection it gets alone, extras included, at every length the
+    reference does or does not score."""
+    scheme = parse_watermark(f"kgw:seeding={seeding},gamma=0.25,repeats={repeats}")
+    rng = np.random.default_rng(3)
+    small = rng.integers(0, 6, 40).tolist()  # many repeated n-grams inside the text
+    texts = [[], [1], small, rng.integers(0, vocab, 30).tolist(), small[:5], small[3:],
+             list(range(scheme.context)), list(range(scheme.context + 1))]
+    many = scheme.detect_many(texts, KEY, vocab)
+    assert many == [scheme.detect(t, KEY, vocab) for t in texts]
