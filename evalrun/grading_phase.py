@@ -59,10 +59,11 @@ def _repeats(key: str, value: Any) -> bool:
     return False
 
 
-def grade_row(pack: Pack, row: Mapping[str, Any], *, key: str | None, case: Mapping[str, Any] | None = None,
-              transform: Mapping[str, Any] | None = None, judgements: Sequence[Mapping[str, Any]] = (),
-              run_watermarks: Sequence[str] = ()) -> GradedRow:
-    """Grade a stored result row that has an output. ``case`` defaults to the stored case."""
+def grade_input(pack: Pack, row: Mapping[str, Any], *, key: str | None,
+                transform: Mapping[str, Any] | None = None, judgements: Sequence[Mapping[str, Any]] = (),
+                run_watermarks: Sequence[str] = ()) -> tuple[str, GradeContext] | GradedRow:
+    """What the grader of a stored row gets -- ``(the text, its GradeContext)`` -- or, when
+    the row cannot be graded (its attack was not applied or failed), the failed GradedRow."""
     attacked = not is_none(row["attack"])
     text = row["raw_output"]
 
@@ -89,7 +90,19 @@ def grade_row(pack: Pack, row: Mapping[str, Any], *, key: str | None, case: Mapp
         extra=json.loads(row["extra_json"]) if row["extra_json"] else {}, token_note=note,
         judgements=read_judgements(judgements), run_watermarks=tuple(run_watermarks), settings=pack.meta,
     )
-    attacked_output = text if attacked else None
+    return text, context
+
+
+def grade_row(pack: Pack, row: Mapping[str, Any], *, key: str | None, case: Mapping[str, Any] | None = None,
+              transform: Mapping[str, Any] | None = None, judgements: Sequence[Mapping[str, Any]] = (),
+              run_watermarks: Sequence[str] = ()) -> GradedRow:
+    """Grade a stored result row that has an output. ``case`` defaults to the stored case."""
+    found = grade_input(pack, row, key=key, transform=transform, judgements=judgements,
+                        run_watermarks=run_watermarks)
+    if isinstance(found, GradedRow):
+        return found
+    text, context = found
+    attacked_output = text if not is_none(row["attack"]) else None
     try:
         grade = pack.grade(case if case is not None else json.loads(row["case_json"]), text, context)
         metadata = grade.metadata_json() if grade.metadata else None
@@ -106,12 +119,54 @@ def grade_row(pack: Pack, row: Mapping[str, Any], *, key: str | None, case: Mapp
     return GradedRow(grade=grade, text=text, record=record)
 
 
-def grade_stored(pack: Pack, store: Store, row: Mapping[str, Any], *, key: str | None,
-                 case: Mapping[str, Any] | None = None) -> GradedRow:
-    """Grade ``row`` with everything the store holds about it."""
+def _stored_facts(store: Store, row: Mapping[str, Any]) -> dict[str, Any]:
+    """What the store holds about ``row`` besides the row: its transform, judgements, and
+    the watermarks of its pack and model."""
     transform = None
     if row["transform_key"]:
         transform = store.transforms([row["transform_key"]]).get(row["transform_key"])
-    return grade_row(pack, row, key=key, case=case, transform=transform,
-                     judgements=store.judgements_for(row["item_key"]),
-                     run_watermarks=store.watermarks_of(row["pack"], row["model"]))
+    return {"transform": transform, "judgements": store.judgements_for(row["item_key"]),
+            "run_watermarks": store.watermarks_of(row["pack"], row["model"])}
+
+
+def grade_stored(pack: Pack, store: Store, row: Mapping[str, Any], *, key: str | None,
+                 case: Mapping[str, Any] | None = None) -> GradedRow:
+    """Grade ``row`` with everything the store holds about it."""
+    return grade_row(pack, row, key=key, case=case, **_stored_facts(store, row))
+
+
+def prepare_stored(pack: Pack, store: Store,
+                   rows: Sequence[tuple[Mapping[str, Any], Mapping[str, Any] | None]], *,
+                   key: str | None) -> None:
+    """Hand the grader of ``pack`` the inputs of the stored ``(row, case)`` pairs about to be
+    graded (:meth:`Pack.prepare`), so that it can work in bulk. Rows without an output or
+    that cannot be graded are left out; a grader whose ``prepare`` fails is graded item by
+    item as without it, where any real problem is reported with its item."""
+    batch = []
+    for row, case in rows:
+        if row["raw_output"] is None:
+            continue
+        found = grade_input(pack, row, key=key, **_stored_facts(store, row))
+        if isinstance(found, GradedRow):
+            continue
+        text, context = found
+        batch.append((case if case is not None else json.loads(row["case_json"]), text, context))
+    if batch:
+        try:
+            pack.prepare(batch)
+        except Exception:  # noqa: BLE001 - the item-by-item grading reports it, per item
+            pass
+
+
+def prepare_items(items: Sequence[Any], store: Store, *, key: str | None) -> None:
+    """:func:`prepare_stored` for the plan items about to be graded, pack by pack (only for
+    packs whose grader has a ``prepare``)."""
+    by_pack: dict[int, tuple[Pack, list[tuple[Mapping[str, Any], Mapping[str, Any] | None]]]] = {}
+    for item in items:
+        if not item.pack.prepares:
+            continue
+        row = store.result_by_key(item.item_key)
+        if row is not None:
+            by_pack.setdefault(id(item.pack), (item.pack, []))[1].append((row, item.case.data))
+    for pack, rows in by_pack.values():
+        prepare_stored(pack, store, rows, key=key)

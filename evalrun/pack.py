@@ -182,6 +182,23 @@ class Pack:
         params = inspect.signature(self._grade_fn).parameters
         return len(params) >= 3
 
+    @property
+    def prepares(self) -> bool:
+        """Whether grader.py defines ``prepare`` (see :meth:`prepare`)."""
+        return getattr(self.grader_module, "prepare", None) is not None
+
+    def prepare(self, batch: Sequence[tuple[Mapping[str, Any], str, GradeContext]]) -> None:
+        """Let the grader do in bulk what it would otherwise do item by item (optional
+        ``prepare(batch)`` in grader.py, e.g. batched watermark detection): called with the
+        ``(case, output, context)`` of items about to be graded, it may only make the later
+        :meth:`grade` calls faster, never change them."""
+        fn = getattr(self.grader_module, "prepare", None)
+        if not self.prepares:
+            return
+        if not callable(fn):
+            raise PackError(f"{self.path / 'grader.py'}: prepare is not a function")
+        fn(list(batch))
+
     def group_of(self, case: Mapping[str, Any]) -> str | None:
         field_name = self.group_field
         return None if field_name is None else str(case.get(field_name, ""))

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from evalrun.errors import EvalrunError, PackError
-from evalrun.grading_phase import grade_stored
+from evalrun.grading_phase import grade_stored, prepare_stored
 from evalrun.pack import Pack, load_pack, resolve_pack
 from evalrun.store import ATTACK_ERROR, GRADER_ERROR, Store
 
@@ -37,6 +37,7 @@ def regrade(db: str | Path, *, run_id: str | None = None, packs_dirs: Sequence[s
         raise EvalrunError(f"--run {run_id}: not in {db}; runs: {', '.join(store.run_ids())}")
     packs: dict[str, Pack | None] = {}
     try:
+        rows = []
         for row in store.results(run_id=run_id):
             if row["raw_output"] is None or (row["error"] is not None and row["label"] not in (GRADER_ERROR,
                                                                                               ATTACK_ERROR)):
@@ -49,9 +50,14 @@ def regrade(db: str | Path, *, run_id: str | None = None, packs_dirs: Sequence[s
                 except PackError as exc:
                     packs[name] = None
                     summary.missing_packs[name] = str(exc)
-            pack = packs[name]
-            if pack is None:
-                continue
+            if packs[name] is not None:
+                rows.append(row)
+        for name, pack in packs.items():
+            if pack is not None and pack.prepares:  # e.g. batched detection
+                prepare_stored(pack, store, [(row, None) for row in rows if row["pack"] == name], key=key)
+        for row in rows:
+            pack = packs[row["pack"]]
+            assert pack is not None
             graded = grade_stored(pack, store, row, key=key)
             new = graded.record
             if new.label != row["label"] or new.score != row["score"]:

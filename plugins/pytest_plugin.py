@@ -25,7 +25,7 @@ from evalrun.errors import CaseError, EvalrunError, PackError
 from evalrun.executors import make_executor
 from evalrun.generation_phase import ProgressBar, run_generation
 from evalrun.grading import Grade
-from evalrun.grading_phase import grade_stored
+from evalrun.grading_phase import grade_stored, prepare_items
 from evalrun.options import (
     OPTIONS,
     RunOptions,
@@ -381,6 +381,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                             f" {transforms.errors} failed")
     for line in judged if reporter is not None and not state.is_worker else ():
         reporter.write_line(line)
+    prepare_items(items, store, key=options.resolved_key())  # e.g. batched detection
 
 
 def _run_judges(store: Store, state: EvalrunState, factory: Any, show: bool) -> list[str]:

@@ -96,6 +96,7 @@ def test_grader_is_the_shared_detection_grader(name: str) -> None:
     source = (PACKS / name / "grader.py").read_text(encoding="utf-8")
     assert "from evalrun.detection_grading import grade_detection" in source
     assert "return grade_detection(case, output, context)" in source
+    assert "prepare_detection as prepare" in source  # batched detection before grading
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,6 +264,7 @@ def test_validation_pack_toml() -> None:
     assert template_fields(meta["prompt_template"]) == {"prompt"}
     source = (PACKS / VALIDATION / "grader.py").read_text(encoding="utf-8")
     assert "return grade_detection(case, output, context)" in source
+    assert "prepare_detection as prepare" in source  # batched detection before grading
 
 
 def test_validation_counts_per_set_and_task() -> None:
