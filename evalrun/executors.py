@@ -1,43 +1,66 @@
-"""Where a run's unique generations execute: ``--executor local`` (this process, the default)
-or ``--executor ray`` (Ray actors, ``pip install "evalrun[ray]"``).
+"""Where a run's model calls execute: ``--executor local`` (this process, the default) or
+``--executor ray`` (Ray actors, :mod:`evalrun.ray_executor`, ``pip install "evalrun[ray]"``).
 
-Whatever the executor, results come back to the one process that writes the store, through
-the generation phase's ``sink``: SQLite keeps a single writer and resume works unchanged.
-Every generation is a function of its request alone (the sample seed is derived from the
-request), so spreading requests over actors changes where they run, never what they return.
+One primitive serves every stage: :meth:`Executor.map` runs a :data:`Task` over a stage's
+unique calls (generations, attack rewrites, text attacks, judge questions) with the named
+model's provider, and hands each answer to the stage's ``sink`` in this process. Whatever the
+executor, results come back to the one process that writes the store: SQLite keeps a single
+writer and resume works unchanged. Every call is a function of its input alone (generation
+seeds come from the request, text attacks from :func:`~evalrun.transform_phase.attack_seed`,
+attack and judge calls are greedy with seed 0), so spreading calls over processes changes
+where they run, never what they return.
 
-Ray: each of ``--ray-actors`` actors builds the model's provider once (model loaded once per
-actor) and answers chunks of requests; chunks go out round-robin and are stored as they come
-back. ``--ray-address`` joins a running cluster (``ray start --head`` on one node, ``ray start
---address HEAD:6379`` on the others); without it a local Ray instance is started. GPUs are Ray
-resources: each actor asks for ``EVALRUN_RAY_GPUS_PER_ACTOR`` of them (default 0).
+Executors register in :data:`EXECUTORS` (third-party ones through the ``evalrun.executors``
+entry-point group) under the name ``--executor`` gives; a stage never asks which one it has.
 """
 
 from __future__ import annotations
 
-import math
-import os
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
-from evalrun.errors import EvalrunError
 from evalrun.generation import Generation, GenerationRequest
 from evalrun.registry import Registry
 
 Sink = Callable[[GenerationRequest, Generation], None]
 ProviderFactory = Callable[[str], Any]
+#: ``emit(input, output)``: one input's answer, called as soon as it is known
+Emit = Callable[[Any, Any], None]
+#: ``task(provider, inputs, emit)``: the work of a stage on some of its inputs, with the
+#: model's provider (None for work that needs no model), calling ``emit`` once per input.
+#: Tasks travel to other processes: a module-level function or a ``functools.partial`` of
+#: one with picklable arguments, and every input a distinct object.
+Task = Callable[[Any, list[Any], Emit], None]
 
-#: chunks per actor: small enough to stream results, large enough to batch on each actor
-CHUNKS_PER_ACTOR = 4
-ENV_GPUS = "EVALRUN_RAY_GPUS_PER_ACTOR"
+
+def generation_task(provider: Any, requests: list[GenerationRequest], emit: Emit) -> None:
+    """Generations by the provider (its own batching and API concurrency apply)."""
+    provider.generate(list(requests), emit)
 
 
 class Executor(ABC):
-    """Runs one model's generation requests, calling ``sink`` in this process for each."""
+    """Runs a stage's calls and calls the stage's ``sink`` in this process for each answer.
+    Use it as a context manager: :meth:`close` releases what it holds between calls."""
 
     @abstractmethod
+    def map(self, model: str | None, task: Task, inputs: Sequence[Any], sink: Emit,
+            make_provider: ProviderFactory) -> None:
+        """Run ``task`` over ``inputs`` with ``model``'s provider (built by ``make_provider`` in
+        this process, or once per worker elsewhere); ``sink(input, output)`` for each input."""
+
     def generate(self, model: str, requests: Sequence[GenerationRequest], sink: Sink,
-                 make_provider: ProviderFactory) -> None: ...
+                 make_provider: ProviderFactory) -> None:
+        """One model's generation requests."""
+        self.map(model, generation_task, requests, sink, make_provider)
+
+    def close(self) -> None:
+        """Release workers kept between calls (none by default)."""
+
+    def __enter__(self) -> "Executor":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 EXECUTORS: Registry[Callable[..., Executor]] = Registry("executor", "evalrun.executors",
@@ -46,100 +69,22 @@ EXECUTORS: Registry[Callable[..., Executor]] = Registry("executor", "evalrun.exe
 
 @EXECUTORS.register("local")
 class LocalExecutor(Executor):
-    """The provider in this process (its own batching and API concurrency apply)."""
+    """The provider in this process, built for each call and closed after it."""
 
     def __init__(self, **_: Any) -> None:
         pass
 
-    def generate(self, model: str, requests: Sequence[GenerationRequest], sink: Sink,
-                 make_provider: ProviderFactory) -> None:
-        provider = make_provider(model)
+    def map(self, model: str | None, task: Task, inputs: Sequence[Any], sink: Emit,
+            make_provider: ProviderFactory) -> None:
+        provider = make_provider(model) if model is not None else None
         try:
-            provider.generate(list(requests), sink)
+            task(provider, list(inputs), sink)
         finally:
-            provider.close()
+            if provider is not None:
+                provider.close()
 
 
-def _import_ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise EvalrunError('--executor ray needs Ray: pip install "evalrun[ray]"') from None
-    return ray
-
-
-class _ProviderActor:
-    """One provider, built once in the actor's process; answers lists of requests."""
-
-    def __init__(self, model: str, provider_options: Mapping[str, Any]) -> None:
-        from evalrun.providers import make_provider
-
-        self.provider = make_provider(model, **provider_options)
-
-    def generate(self, indexed: list[tuple[int, GenerationRequest]]) -> list[tuple[int, Generation]]:
-        out: list[tuple[int, Generation]] = []
-        index = {id(req): i for i, req in indexed}
-        self.provider.generate([req for _, req in indexed],
-                               lambda req, gen: out.append((index[id(req)], gen)))
-        return out
-
-    def close(self) -> None:
-        self.provider.close()
-
-
-@EXECUTORS.register("ray")
-class RayExecutor(Executor):
-    """Requests spread over Ray actors; results stored here as each chunk returns."""
-
-    def __init__(self, *, ray_address: str | None = None, ray_actors: int = 2,
-                 provider_options: Mapping[str, Any] | None = None, **_: Any) -> None:
-        self.address = ray_address
-        self.actors = max(1, int(ray_actors))
-        self.provider_options = {k: v for k, v in (provider_options or {}).items() if v is not None}
-
-    def _ray(self) -> Any:
-        ray = _import_ray()
-        if not ray.is_initialized():
-            if self.address:
-                ray.init(address=self.address, log_to_driver=False)
-            else:
-                ray.init(num_cpus=max(self.actors, os.cpu_count() or 1), log_to_driver=False,
-                         include_dashboard=False)
-        return ray
-
-    def generate(self, model: str, requests: Sequence[GenerationRequest], sink: Sink,
-                 make_provider: ProviderFactory) -> None:
-        if not requests:
-            return
-        ray = self._ray()
-        gpus = float(os.environ.get(ENV_GPUS, "0") or 0)
-        actor_cls = ray.remote(num_cpus=1, num_gpus=gpus)(_ProviderActor)
-        actors = [actor_cls.remote(model, self.provider_options) for _ in range(self.actors)]
-        size = max(1, math.ceil(len(requests) / (self.actors * CHUNKS_PER_ACTOR)))
-        indexed = list(enumerate(requests))
-        pending = {}
-        for n, start in enumerate(range(0, len(indexed), size)):
-            ref = actors[n % len(actors)].generate.remote(indexed[start: start + size])
-            pending[ref] = None
-        try:
-            while pending:
-                done, _ = ray.wait(list(pending), num_returns=1)
-                for ref in done:
-                    del pending[ref]
-                    try:
-                        results = ray.get(ref)
-                    except Exception as exc:  # an actor that could not build its provider
-                        cause = getattr(exc, "cause", None) or exc
-                        raise EvalrunError(f"--executor ray: {model}: {cause}") from None
-                    for i, gen in results:
-                        sink(requests[i], gen)
-        finally:
-            for actor in actors:
-                try:
-                    ray.get(actor.close.remote())
-                except Exception:  # noqa: BLE001 - a dead actor has nothing left to close
-                    pass
-                ray.kill(actor)
+EXECUTORS.register_lazy("ray", "evalrun.ray_executor:RayExecutor")
 
 
 def make_executor(name: str, **options: Any) -> Executor:

@@ -122,8 +122,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("select", str, "pytest -k expression selecting items", metavar="EXPR", pytest=False, toml=None),
     Option("workers", int, "pytest-xdist worker processes for grading", default=0, pytest=False, toml=None,
            check=_at_least(0)),
-    Option("executor", str, "where unique generations run: local (this process) or ray (Ray "
-           "actors; pip install \"evalrun[ray]\")", default="local", check=_executor),
+    Option("executor", str, "where a run's unique model calls run (generations, attacks, judges): "
+           "local (this process) or ray (Ray actors; pip install \"evalrun[ray]\")", default="local",
+           check=_executor),
     Option("ray_address", str, "Ray cluster to join with --executor ray (default: a local Ray)",
            metavar="ADDR"),
     Option("ray_actors", int, "Ray actors per model with --executor ray, each holding the model "
@@ -158,7 +159,7 @@ class RunOptions:
     model_args: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     #: (judge method, judge model spec) pairs run after the transform stage
     judges: tuple[tuple[str, str], ...] = ()
-    #: where generations run (:mod:`evalrun.executors`); not part of the stored configuration:
+    #: where model calls run (:mod:`evalrun.executors`); not part of the stored configuration:
     #: every executor stores the same results
     executor: str = "local"
     ray_address: str | None = None

@@ -5,9 +5,11 @@ text and its token ids, re-tokenized with the generating model's tokenizer after
 tokenizer's fingerprint against the one stored with the output; without a tokenizer (an API
 model and no ``--tokenizer``) it stores the text and says why there are no ids. Text attacks
 are seeded per generation; model attacks (``paraphrase:``, ``translate:``) call their provider,
-batched like generation. Transforms are keyed by their inputs: a re-run reuses finished ones
-and retries failed ones, and each is stored the moment it is complete, so a run killed here
-resumes here. Unattacked API outputs get token ids the same way when a tokenizer is given.
+batched like generation. Both are executor tasks (:mod:`evalrun.transform_tasks`): the run's
+executor may spread them over other processes, while tokenizing and storing stay here.
+Transforms are keyed by their inputs: a re-run reuses finished ones and retries failed ones,
+and each is stored the moment it is complete, so a run killed here resumes here. Unattacked
+API outputs get token ids the same way when a tokenizer is given.
 """
 
 from __future__ import annotations
@@ -15,25 +17,22 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Mapping, Sequence
 
-from evalrun.attacks import Attack, ModelAttack, parse_attack
-from evalrun.attacks.model import clean_answer
+from evalrun.attacks import ModelAttack, parse_attack
 from evalrun.errors import EvalrunError
-from evalrun.generation import (
-    Generation,
-    GenerationRequest,
-    GenParams,
-    Prompt,
-    Provider,
-)
-from evalrun.hashing import stable_int
+from evalrun.executors import Executor, LocalExecutor
+from evalrun.generation import Generation, Provider
 from evalrun.options import RunOptions
 from evalrun.plan import Item
 from evalrun.providers import model_revision, parse_model, provider_kind
 from evalrun.specs import is_none
 from evalrun.store import HAS_OUTPUT, Store, transform_key, utc_now
 from evalrun.tokenization import TextTokenizer, load_tokenizer
+from evalrun.transform_tasks import AttackInput, AttackOutcome, attack_seed, model_attack_task, text_attack_task
+
+__all__ = ["TOKENS_ONLY", "TransformSummary", "attack_seed", "run_transforms"]
 
 ProviderFactory = Callable[[str], Provider]
 Progress = Callable[[int, int], None]
@@ -47,11 +46,6 @@ class TransformSummary:
     applied: int = 0
     errors: int = 0
     per_attack_seconds: dict[str, float] = field(default_factory=dict)
-
-
-def attack_seed(gen_key: str, attack: str) -> int:
-    """Seed of a text attack on one stored generation."""
-    return stable_int("attack", gen_key, attack)
 
 
 @dataclass
@@ -103,9 +97,12 @@ class _Tokens:
 
 
 def run_transforms(items: Sequence[Item], store: Store, run_id: str, options: RunOptions,
-                   make_provider: ProviderFactory, *, progress: Progress | None = None) -> TransformSummary:
+                   make_provider: ProviderFactory, *, progress: Progress | None = None,
+                   executor: Executor | None = None) -> TransformSummary:
     """Store the transform of every attacked item (and token ids of unattacked outputs from
-    providers without them, when a tokenizer is known). Never raises for one failed call."""
+    providers without them, when a tokenizer is known). Never raises for one failed call.
+    ``executor`` runs each attack's calls (default: in this process); the re-tokenizing and
+    the store writes stay here."""
     summary = TransformSummary()
     rows = {r["item_key"]: r for r in _rows(store, [it.item_key for it in items])}
     tokens = _Tokens(options)
@@ -164,20 +161,19 @@ def run_transforms(items: Sequence[Item], store: Store, run_id: str, options: Ru
     for attack_text, group in pending.items():
         start = time.perf_counter()
         attack = None if attack_text == TOKENS_ONLY else parse_attack(attack_text)
-        if isinstance(attack, ModelAttack):
-            _model_attack(attack, group, make_provider, stored)
-        else:
+        if attack is None:  # token ids only: the tokenizer is here, no call to make
             for job in group:
-                text = job.row["raw_output"]
-                seed = None
-                if isinstance(attack, Attack):
-                    seed = attack_seed(job.gen_key, attack_text)
-                    try:
-                        text = attack.apply(text, seed)
-                    except Exception as exc:  # one bad input must not end the run
-                        stored(job, None, f"{type(exc).__name__}: {exc}", seed, None)
-                        continue
-                stored(job, text, None, seed, None)
+                stored(job, job.row["raw_output"], None, None, None)
+        else:
+            by_input = {AttackInput(job.key, job.gen_key, job.row["raw_output"], job.item.pack.name,
+                                    job.item.case.id): job for job in group}
+
+            def sink(value: AttackInput, outcome: AttackOutcome, _by_input=by_input) -> None:
+                stored(_by_input[value], outcome.text, outcome.error, outcome.seed, outcome.gen, outcome.extra())
+
+            model, task = ((attack.model, model_attack_task) if isinstance(attack, ModelAttack)
+                           else (None, text_attack_task))
+            (executor or LocalExecutor()).map(model, partial(task, attack_text), list(by_input), sink, make_provider)
         summary.per_attack_seconds[attack_text] = time.perf_counter() - start
     return summary
 
@@ -190,46 +186,3 @@ def _rows(store: Store, item_keys: Sequence[str]) -> list[Any]:
         out += store.conn.execute(
             f"SELECT * FROM results WHERE item_key IN ({marks}) AND {HAS_OUTPUT}", chunk).fetchall()
     return out
-
-
-def _request_budget(text: str) -> int:
-    """max_tokens of an attack call: room for a rewrite somewhat longer than the input."""
-    return min(4096, 3 * len(text.split()) + 64)
-
-
-def _model_attack(attack: ModelAttack, jobs: list[_Job], make_provider: ProviderFactory,
-                  stored: Callable[..., None]) -> None:
-    """Run the attack's calls step by step over all its jobs, one provider for the attack."""
-    provider = make_provider(attack.model)
-    try:
-        texts = {job.key: job.row["raw_output"] for job in jobs}
-        answers: dict[str, list[str]] = {job.key: [] for job in jobs}
-        last: dict[str, Generation] = {}
-        alive = list(jobs)
-        steps = attack.prompts()
-        for number, template in enumerate(steps):
-            by_key = {f"{job.key}:{number}": job for job in alive}
-            requests = [GenerationRequest(
-                gen_key=rk, pack=job.item.pack.name, case={"id": job.item.case.id},
-                prompt=Prompt(system=template.system, user=template.user.replace("{text}", texts[job.key])),
-                params=GenParams(temperature=0.0, max_tokens=_request_budget(texts[job.key]), seed=0),
-                repetition=0) for rk, job in by_key.items()]
-            failed: set[str] = set()
-
-            def sink(request: GenerationRequest, gen: Generation, _by_key=by_key, _final=number == len(steps) - 1) -> None:
-                job = _by_key[request.gen_key]
-                if gen.error or gen.text is None:
-                    failed.add(job.key)
-                    stored(job, None, f"{attack.name} call {number + 1}: {gen.error or 'no text'}", None, gen,
-                           {"answers": answers[job.key]})
-                    return
-                answers[job.key].append(gen.text)
-                texts[job.key] = clean_answer(gen.text)
-                last[job.key] = gen
-                if _final:
-                    stored(job, texts[job.key], None, None, gen, {"answers": answers[job.key]})
-
-            provider.generate(requests, sink)
-            alive = [job for job in alive if job.key not in failed]
-    finally:
-        provider.close()

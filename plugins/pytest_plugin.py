@@ -22,7 +22,7 @@ from typing import Any, Iterator
 import pytest
 
 from evalrun.errors import CaseError, EvalrunError, PackError
-from evalrun.executors import make_executor
+from evalrun.executors import Executor, make_executor
 from evalrun.generation_phase import ProgressBar, run_generation
 from evalrun.grading import Grade
 from evalrun.grading_phase import grade_stored, prepare_items
@@ -358,17 +358,18 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     with open(f"{state.db}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            executor = make_executor(options.executor, ray_address=options.ray_address,
-                                     ray_actors=options.ray_actors,
-                                     provider_options={"base_url": options.base_url,
-                                                       "concurrency": options.concurrency})
-            summary = run_generation(items, store, state.run_id, factory, key=options.resolved_key(),
-                                     progress=progress, executor=executor)
-            attacking = None
-            if progress is not None and any(not is_none(it.attack) for it in items):
-                attacking = ProgressBar("evalrun: attacking", stream=sys.stderr)
-            transforms = run_transforms(items, store, state.run_id, options, factory, progress=attacking)
-            judged = _run_judges(store, state, factory, progress is not None)
+            with make_executor(options.executor, ray_address=options.ray_address,
+                               ray_actors=options.ray_actors,
+                               provider_options={"base_url": options.base_url,
+                                                 "concurrency": options.concurrency}) as executor:
+                summary = run_generation(items, store, state.run_id, factory, key=options.resolved_key(),
+                                         progress=progress, executor=executor)
+                attacking = None
+                if progress is not None and any(not is_none(it.attack) for it in items):
+                    attacking = ProgressBar("evalrun: attacking", stream=sys.stderr)
+                transforms = run_transforms(items, store, state.run_id, options, factory, progress=attacking,
+                                            executor=executor)
+                judged = _run_judges(store, state, factory, progress is not None, executor)
         except EvalrunError as exc:  # e.g. a provider refusing the run; stored results stay
             raise pytest.UsageError(str(exc)) from None
         finally:
@@ -384,14 +385,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     prepare_items(items, store, key=options.resolved_key())  # e.g. batched detection
 
 
-def _run_judges(store: Store, state: EvalrunState, factory: Any, show: bool) -> list[str]:
+def _run_judges(store: Store, state: EvalrunState, factory: Any, show: bool, executor: Executor) -> list[str]:
     """The run's judge stage: every --judge over the run's stored results, before grading."""
     lines = []
     for method, model in state.options.judges:
         judge = get_judge(method)
         progress = ProgressBar(f"evalrun: judging ({method})", stream=sys.stderr) if show else None
         summary = run_judges(store, judge, model_identity(model), lambda _m, _model=model: factory(_model),
-                             run_id=state.run_id, selection=subjects(store, state.run_id), progress=progress)
+                             run_id=state.run_id, selection=subjects(store, state.run_id), progress=progress,
+                             executor=executor, spec=model)
         if summary.asked or summary.errors:
             lines.append(f"evalrun: {summary.asked} {method} answers stored ({model}), {summary.cached} cached, "
                          f"{summary.errors} failed, {summary.unparsed} unparsed")

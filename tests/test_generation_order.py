@@ -12,7 +12,7 @@ import random
 from pathlib import Path
 from typing import Sequence
 
-from evalrun.executors import Executor, LocalExecutor
+from evalrun.executors import LocalExecutor
 from evalrun.generation import GenerationRequest
 from evalrun.generation_phase import run_generation
 from evalrun.options import RunOptions
@@ -22,7 +22,7 @@ from evalrun.providers import make_provider
 from evalrun.store import Store
 
 
-class Recording(Executor):
+class Recording(LocalExecutor):
     """The in-process executor, remembering the order requests reach the provider."""
 
     def __init__(self) -> None:
@@ -30,7 +30,7 @@ class Recording(Executor):
 
     def generate(self, model: str, requests: Sequence[GenerationRequest], sink, make_provider) -> None:
         self.order += [r.gen_key for r in requests]
-        LocalExecutor().generate(model, requests, sink, make_provider)
+        super().generate(model, requests, sink, make_provider)
 
 
 def test_requests_reach_the_provider_in_the_same_order_whatever_the_item_order(tmp_path: Path,

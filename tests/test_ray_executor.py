@@ -1,6 +1,7 @@
-"""``--executor ray``: a run whose generations go through Ray actors stores exactly the outputs
-and grades of an in-process run (a local Ray cluster, ``ray.init(num_cpus=2)``, joined by
-address as a multi-node run would join its head)."""
+"""``--executor ray``: a run whose model calls (generations, attacks, judges) go through Ray
+actors stores exactly the outputs, attacked texts, judge answers and grades of an in-process
+run (a local Ray cluster, ``ray.init(num_cpus=2)``, joined by address as a multi-node run would
+join its head)."""
 
 from __future__ import annotations
 
@@ -53,6 +54,48 @@ def test_ray_run_stores_what_an_in_process_run_stores(tmp_path: Path, make_pack,
     assert len(want) == 24 * 3 * 2
     assert all(row[8] for row in want)  # every output stored
     assert got == want
+
+
+#: every stored column of the stages that does not say when or how fast (ids, times, latencies)
+STAGES = {
+    "results": COLUMNS + ", transform_key, metadata_json",
+    "transforms": "transform_key, gen_key, attack, seed, text, token_ids_json, tokenizer_hash, token_note, error, "
+                  "served_model, extra_json",
+    "judgements": "judgement_key, judge, method, subjects_json, prompt_json, raw_answer, error, served_model",
+    "judged": "judgement_key, item_key, position",
+}
+
+
+def _stages(db: Path) -> dict[str, list[tuple]]:
+    conn = sqlite3.connect(db)
+    try:
+        return {table: sorted(conn.execute(f"SELECT {cols} FROM {table}")) for table, cols in STAGES.items()}
+    finally:
+        conn.close()
+
+
+def test_ray_run_of_a_transformers_model_stores_every_stage_of_an_in_process_run(tmp_path: Path, cluster) -> None:
+    """The embedded model generates (two watermarks) on Ray actors, a text attack and a model
+    attack (a paraphrase by the same model) transform, the perplexity judge scores: two
+    batches of two rows, so both actors work, and every stage matches row by row."""
+    run = [sys.executable, "-m", "evalrun.cli", "run", "--pack", "mmw_stories", "--select",
+           "(holy or college) and funny", "--model", "embedded?batch_size=2", "--watermark", "none",
+           "--watermark", "kgw", "--attack", "none", "--attack", "swap:p=0.3", "--attack",
+           "paraphrase:embedded", "--judge", "perplexity:embedded", "--max-tokens", "8", "--n", "1",
+           "--key", "ray-test-key", "--no-progress"]
+    stores = {}
+    for name, extra in (("local", ()), ("ray", ("--executor", "ray", "--ray-address", cluster, "--ray-actors", "2"))):
+        stores[name] = tmp_path / f"{name}.sqlite"
+        proc = subprocess.run([*run, "--out", str(stores[name]), *extra], capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    want, got = _stages(stores["local"]), _stages(stores["ray"])
+    assert {table: len(rows) for table, rows in want.items()} == {
+        "results": 2 * 2 * 3, "transforms": 2 * 2 * 2, "judgements": 2 * 2 * 3, "judged": 2 * 2 * 3}
+    assert all(row[8] for row in want["results"]) and all(row[4] for row in want["transforms"])
+    assert all(row[5] and row[6] is None for row in want["judgements"])
+    assert {row[2].partition(":")[0] for row in want["transforms"]} == {"swap", "paraphrase"}
+    for table in STAGES:
+        assert got[table] == want[table], table
 
 
 def test_unknown_executor_is_refused(tmp_path: Path, make_pack) -> None:
