@@ -17,12 +17,7 @@ from evalrun.attacks import Attack, ModelAttack, parse_attack
 from evalrun.attacks.model import clean_answer
 from evalrun.executors import Emit
 from evalrun.generation import Generation, GenerationRequest, GenParams, Prompt
-from evalrun.hashing import stable_int
-
-
-def attack_seed(gen_key: str, attack: str) -> int:
-    """Seed of a text attack on one stored generation."""
-    return stable_int("attack", gen_key, attack)
+from evalrun.plan import attack_seed
 
 
 @dataclass(frozen=True, eq=False)
