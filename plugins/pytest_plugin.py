@@ -14,6 +14,7 @@ import fcntl
 import json
 import os
 import sys
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from evalrun.commit_batch import CommitBatch
 from evalrun.errors import CaseError, EvalrunError, PackError
 from evalrun.executors import make_executor
 from evalrun.generation_phase import ProgressBar, run_generation
@@ -38,7 +40,7 @@ from evalrun.plan import Item, make_items
 from evalrun.provenance import collect as collect_provenance
 from evalrun.providers import check_model, check_watermark_support, make_provider, model_identity
 from evalrun.specs import is_none
-from evalrun.store import ATTACK_ERROR, GRADER_ERROR, Store
+from evalrun.store import ATTACK_ERROR, GRADER_ERROR, GradeRecord, Store
 from evalrun.transform_phase import run_transforms
 from evalrun.judge_phase import run_judges, subjects, with_judgements
 from evalrun.judges import get_judge
@@ -70,6 +72,9 @@ class EvalrunState:
     #: (kind of item, pack, nodeid, failure text) of every finished item, for the summary
     outcomes: list[tuple[str, str, str, str]] = field(default_factory=list)
     _store: Store | None = None
+    #: grades not yet committed: grading is redone by every run, so a kill loses nothing
+    #: that costs a model call; flushed when the session ends, interrupted or not
+    _grades: CommitBatch[GradeRecord] | None = None
     packs: dict[Path, Pack] = field(default_factory=dict)
 
     def store(self) -> Store:
@@ -77,8 +82,18 @@ class EvalrunState:
             self._store = Store(self.db, what="--evalrun-db")
         return self._store
 
+    def record_grade(self, record: GradeRecord, cost_ms: float) -> None:
+        if self._grades is None:
+            self._grades = CommitBatch(self.store().record_grades)
+        self._grades.add([record], cost_ms)
+
+    def flush(self) -> None:
+        if self._grades is not None:
+            self._grades.flush()
+
     def close(self) -> None:
         if self._store is not None:
+            self.flush()
             self._store.close()
             self._store = None
 
@@ -244,8 +259,9 @@ class CaseItem(pytest.Item):
                 raise GenerationFailure("no stored output for this item: the generation phase did not reach it")
             raise GenerationFailure(f"generation failed: {row['error'] or 'no output'}")
         pack = self.item.pack
+        start = time.perf_counter()
         graded = grade_stored(pack, store, row, key=state.options.resolved_key(), case=self.item.case.data)
-        store.record_grade(graded.record)
+        state.record_grade(graded.record, (time.perf_counter() - start) * 1000.0)
         if graded.grade is None:
             kind = "attack_error" if graded.record.label == ATTACK_ERROR else "grader_error"
             self.user_properties.append((KIND, kind))
@@ -401,6 +417,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = session.config.stash.get(STATE_KEY, None)
     if state is None:
         return
+    state.flush()
     if not state.is_worker and (state._store is not None or state.db.exists()):
         try:
             store = state.store()
