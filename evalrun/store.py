@@ -376,10 +376,9 @@ class Store:
         self.path = Path(path)
         self.what = what
         self.readonly = readonly
-        #: watermarks_of's answers, valid while SQLite's data_version (other connections'
-        #: commits) stays and this connection writes no results
-        self._watermark_sets: dict[tuple[str, str], tuple[str, ...]] = {}
-        self._watermark_version: int | None = None
+        #: answers to questions asked once per graded item (see :meth:`_answer`)
+        self._answers: dict[tuple[str, ...], Any] = {}
+        self._answers_version: int | None = None
         check_store_path(self.path, what=what, write=not readonly)
         if not readonly and not self.path.parent.exists():
             try:
@@ -466,7 +465,21 @@ class Store:
             self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def transaction(self) -> "_Transaction":
-        return _Transaction(self.conn)
+        """A write transaction; what it writes may change any cached answer."""
+        self._answers.clear()
+        return _Transaction(self.conn, on_exit=self._answers.clear)
+
+    def _answer(self, key: tuple[str, ...], ask: Callable[[], Any]) -> Any:
+        """``ask()``, cached until the store changes: another connection commits (SQLite's
+        data_version moves) or this one writes (:meth:`transaction`). For questions asked
+        once per graded item whose answer rarely changes, about 3 us instead of a query."""
+        version = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._answers_version:
+            self._answers.clear()
+            self._answers_version = version
+        if key not in self._answers:
+            self._answers[key] = ask()
+        return self._answers[key]
 
     def close(self) -> None:
         self.conn.close()
@@ -537,7 +550,6 @@ class Store:
             " metadata_json = NULL, transform_key = NULL"
         )
         keys = [row["item_key"] for row in rows]
-        self._watermark_sets.clear()  # a new watermark may arrive with these rows
         with self.transaction():
             # executemany, not one execute ... RETURNING per row: a third of the cost
             self.conn.executemany(sql, ([row.get(c) for c in cols] for row in rows))
@@ -632,7 +644,8 @@ class Store:
 
     def judgements_for(self, item_key: str) -> list[sqlite3.Row]:
         """Every stored judge answer about a result, with its position among the subjects."""
-        if not self.has_table("judgements"):
+        if not self._answer(("any judged",), lambda: self.has_table("judged") and self.conn.execute(
+                "SELECT 1 FROM judged LIMIT 1").fetchone() is not None):
             return []
         return self.conn.execute(
             "SELECT j.*, d.position FROM judged d JOIN judgements j USING (judgement_key)"
@@ -685,16 +698,9 @@ class Store:
         detected under each of them (the false-positive side), from the store alone. Asked
         once per graded item, so the answer is cached: the query reads every row of the pack
         and model, which made grading quadratic in the number of cases."""
-        version = self.conn.execute("PRAGMA data_version").fetchone()[0]
-        if version != self._watermark_version:
-            self._watermark_sets.clear()
-            self._watermark_version = version
-        found = self._watermark_sets.get((pack, model))
-        if found is None:
-            found = self._watermark_sets[(pack, model)] = tuple(r[0] for r in self.conn.execute(
-                "SELECT DISTINCT watermark FROM results WHERE pack = ? AND model = ? AND watermark != 'none'"
-                " ORDER BY watermark", (pack, model)))
-        return found
+        return self._answer(("watermarks", pack, model), lambda: tuple(r[0] for r in self.conn.execute(
+            "SELECT DISTINCT watermark FROM results WHERE pack = ? AND model = ? AND watermark != 'none'"
+            " ORDER BY watermark", (pack, model))))
 
     def has_table(self, name: str) -> bool:
         return self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
@@ -723,10 +729,12 @@ class Store:
 
 
 class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT, retried while another process holds the write lock."""
+    """BEGIN IMMEDIATE ... COMMIT, retried while another process holds the write lock;
+    ``on_exit`` runs after it ends, committed or not."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, on_exit: Callable[[], None] = lambda: None) -> None:
         self.conn = conn
+        self.on_exit = on_exit
 
     def __enter__(self) -> sqlite3.Connection:
         for attempt in range(200):
@@ -740,8 +748,8 @@ class _Transaction:
         return self.conn
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
-            self.conn.execute("COMMIT")
-        else:
-            self.conn.execute("ROLLBACK")
+        try:
+            self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        finally:
+            self.on_exit()
 

@@ -84,3 +84,25 @@ def test_watermarks_of_follows_writes_of_this_and_other_connections(tmp_path: Pa
     other.close()
     assert store.watermarks_of("p", "m") == ("exp", "kgw", "unigram")
     store.close()
+
+
+def _judgement(key: str) -> dict:
+    return {"judgement_key": key, "judge": "j", "method": "rating", "subjects_json": "[]", "prompt_json": "{}",
+            "raw_answer": "80", "created_at": "2026-01-01"}
+
+
+def test_judgements_for_follows_writes_of_this_and_other_connections(tmp_path: Path) -> None:
+    """A store without judge answers answers from a cache (no query per graded item), yet an
+    answer stored since, here or by another process's connection, is seen."""
+    store = Store(tmp_path / "db.sqlite")
+    store.start_run("r1", {}, {})
+    store.store_generation([_row("a"), _row("b")], "r1")
+    assert store.judgements_for("a") == []
+    other = Store(tmp_path / "db.sqlite")
+    other.store_judgement(_judgement("j1"), ["a"])
+    other.close()
+    assert [(j["judgement_key"], j["position"]) for j in store.judgements_for("a")] == [("j1", 0)]
+    assert store.judgements_for("b") == []
+    store.store_judgement(_judgement("j2"), ["x", "b"])
+    assert [(j["judgement_key"], j["position"]) for j in store.judgements_for("b")] == [("j2", 1)]
+    store.close()
