@@ -531,7 +531,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                       " ".join(f"{k}={v}" for k, v in sorted(counts.items())), errors])
     graded_n = sum(totals.values())
     cases = len({(r["pack"], r["case_id"]) for r in rows if graded(r)})
-    run_mean = sum(case_means(rows).values()) / len(case_means(rows))
+    run_means = case_means(rows)
+    run_mean = sum(run_means.values()) / len(run_means)
     metrics = write_metrics_json(compute(rows), metrics_path_beside(state.db))
     terminalreporter.write_sep("=", "evalrun summary")
     terminalreporter.write_line(tabulate(table, headers=["pack", "model", "watermark", "attack", "results",
