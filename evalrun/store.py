@@ -465,14 +465,13 @@ class Store:
             self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def transaction(self) -> "_Transaction":
-        """A write transaction; what it writes may change any cached answer."""
-        self._answers.clear()
-        return _Transaction(self.conn, on_exit=self._answers.clear)
+        return _Transaction(self.conn)
 
     def _answer(self, key: tuple[str, ...], ask: Callable[[], Any]) -> Any:
         """``ask()``, cached until the store changes: another connection commits (SQLite's
-        data_version moves) or this one writes (:meth:`transaction`). For questions asked
-        once per graded item whose answer rarely changes, about 3 us instead of a query."""
+        data_version moves) or this one writes results or judge answers (which clear the
+        cache; grades do not, or every batch of them would). For questions asked once per
+        graded item whose answer rarely changes, about 3 us instead of a query."""
         version = self.conn.execute("PRAGMA data_version").fetchone()[0]
         if version != self._answers_version:
             self._answers.clear()
@@ -550,6 +549,7 @@ class Store:
             " metadata_json = NULL, transform_key = NULL"
         )
         keys = [row["item_key"] for row in rows]
+        self._answers.clear()  # a new watermark may arrive with these rows
         with self.transaction():
             # executemany, not one execute ... RETURNING per row: a third of the cost
             self.conn.executemany(sql, ([row.get(c) for c in cols] for row in rows))
@@ -632,6 +632,7 @@ class Store:
     def store_judgement(self, row: Mapping[str, Any], item_keys: Sequence[str]) -> None:
         """One judge answer (replacing an errored attempt) and the results it judged, in order."""
         cols = list(row)
+        self._answers.clear()
         with self.transaction():
             self.conn.execute(
                 f"INSERT INTO judgements ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
@@ -729,12 +730,10 @@ class Store:
 
 
 class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT, retried while another process holds the write lock;
-    ``on_exit`` runs after it ends, committed or not."""
+    """BEGIN IMMEDIATE ... COMMIT, retried while another process holds the write lock."""
 
-    def __init__(self, conn: sqlite3.Connection, on_exit: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
-        self.on_exit = on_exit
 
     def __enter__(self) -> sqlite3.Connection:
         for attempt in range(200):
@@ -748,8 +747,8 @@ class _Transaction:
         return self.conn
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        try:
-            self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
-        finally:
-            self.on_exit()
+        if exc_type is None:
+            self.conn.execute("COMMIT")
+        else:
+            self.conn.execute("ROLLBACK")
 
