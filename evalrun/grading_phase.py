@@ -77,18 +77,8 @@ def grade_row(pack: Pack, row: Mapping[str, Any], *, key: str | None, case: Mapp
         if transform["error"] is not None:
             return failed(ATTACK_ERROR, f"attack failed: {transform['error']}")
         text = transform["text"]
-    if transform is not None and transform["error"] is None:
-        tokens, tokenizer_hash, note = transform["token_ids_json"], transform["tokenizer_hash"], transform["token_note"]
-    else:
-        tokens, tokenizer_hash = row["output_tokens_json"], row["tokenizer_hash"]
-        note = None if tokens else (f"model {row['model']} stored no token ids (an API or replay model): pass "
-                                    "--tokenizer PATH to tokenize its outputs")
-    context = GradeContext(
-        token_ids=tuple(json.loads(tokens)) if tokens else None, tokenizer_hash=tokenizer_hash,
-        watermark=row["watermark"], key=key, attack=row["attack"], model=row["model"],
-        extra=json.loads(row["extra_json"]) if row["extra_json"] else {}, token_note=note,
-        judgements=read_judgements(judgements), run_watermarks=tuple(run_watermarks), settings=pack.meta,
-    )
+    context = (_context(pack, row, key=key, transform=transform, judgements=judgements,
+                        run_watermarks=run_watermarks) if pack.grader_reads_context else None)
     attacked_output = text if attacked else None
     try:
         grade = pack.grade(case if case is not None else json.loads(row["case_json"]), text, context)
@@ -106,12 +96,31 @@ def grade_row(pack: Pack, row: Mapping[str, Any], *, key: str | None, case: Mapp
     return GradedRow(grade=grade, text=text, record=record)
 
 
+def _context(pack: Pack, row: Mapping[str, Any], *, key: str | None, transform: Mapping[str, Any] | None,
+             judgements: Sequence[Mapping[str, Any]], run_watermarks: Sequence[str]) -> GradeContext:
+    """What a context-reading grader sees besides the text: token ids (of the attacked text
+    when there is one), judge answers, the run's watermarks, the pack's settings."""
+    if transform is not None and transform["error"] is None:
+        tokens, tokenizer_hash, note = transform["token_ids_json"], transform["tokenizer_hash"], transform["token_note"]
+    else:
+        tokens, tokenizer_hash = row["output_tokens_json"], row["tokenizer_hash"]
+        note = None if tokens else (f"model {row['model']} stored no token ids (an API or replay model): pass "
+                                    "--tokenizer PATH to tokenize its outputs")
+    return GradeContext(
+        token_ids=tuple(json.loads(tokens)) if tokens else None, tokenizer_hash=tokenizer_hash,
+        watermark=row["watermark"], key=key, attack=row["attack"], model=row["model"],
+        extra=json.loads(row["extra_json"]) if row["extra_json"] else {}, token_note=note,
+        judgements=read_judgements(judgements), run_watermarks=tuple(run_watermarks), settings=pack.meta,
+    )
+
+
 def grade_stored(pack: Pack, store: Store, row: Mapping[str, Any], *, key: str | None,
                  case: Mapping[str, Any] | None = None) -> GradedRow:
-    """Grade ``row`` with everything the store holds about it."""
+    """Grade ``row`` with everything the store holds about it (that its grader reads)."""
     transform = None
     if row["transform_key"]:
         transform = store.transforms([row["transform_key"]]).get(row["transform_key"])
+    reads = pack.grader_reads_context
     return grade_row(pack, row, key=key, case=case, transform=transform,
-                     judgements=store.judgements_for(row["item_key"]),
-                     run_watermarks=store.watermarks_of(row["pack"], row["model"]))
+                     judgements=store.judgements_for(row["item_key"]) if reads else (),
+                     run_watermarks=store.watermarks_of(row["pack"], row["model"]) if reads else ())
