@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from evalrun.commit_batch import CommitBatch
 from evalrun.grading import Grade, GradeContext
 from evalrun.judge_phase import read_judgements
 from evalrun.pack import Pack
@@ -124,3 +126,13 @@ def grade_stored(pack: Pack, store: Store, row: Mapping[str, Any], *, key: str |
     return grade_row(pack, row, key=key, case=case, transform=transform,
                      judgements=store.judgements_for(row["item_key"]) if reads else (),
                      run_watermarks=store.watermarks_of(row["pack"], row["model"]) if reads else ())
+
+
+def grade_into(grades: CommitBatch[GradeRecord], pack: Pack, store: Store, row: Mapping[str, Any], *,
+               key: str | None, case: Mapping[str, Any] | None = None) -> GradedRow:
+    """:func:`grade_stored`, its record queued on ``grades`` with what grading took: grades
+    are committed in batches holding at most that much work, which a rerun redoes."""
+    start = time.perf_counter()
+    graded = grade_stored(pack, store, row, key=key, case=case)
+    grades.add([graded.record], (time.perf_counter() - start) * 1000.0)
+    return graded

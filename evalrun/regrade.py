@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Sequence
 
 from evalrun.errors import EvalrunError, PackError
-from evalrun.grading_phase import grade_stored
+from evalrun.commit_batch import CommitBatch
+from evalrun.grading_phase import grade_into
 from evalrun.pack import Pack, load_pack, resolve_pack
 from evalrun.store import ATTACK_ERROR, GRADER_ERROR, Store
 
@@ -37,30 +38,30 @@ def regrade(db: str | Path, *, run_id: str | None = None, packs_dirs: Sequence[s
         raise EvalrunError(f"--run {run_id}: not in {db}; runs: {', '.join(store.run_ids())}")
     packs: dict[str, Pack | None] = {}
     try:
-        for row in store.results(run_id=run_id):
-            if row["raw_output"] is None or (row["error"] is not None and row["label"] not in (GRADER_ERROR,
-                                                                                              ATTACK_ERROR)):
-                summary.skipped_errors += 1
-                continue
-            name = row["pack"]
-            if name not in packs:
-                try:
-                    packs[name] = load_pack(resolve_pack(name, packs_dirs))
-                except PackError as exc:
-                    packs[name] = None
-                    summary.missing_packs[name] = str(exc)
-            pack = packs[name]
-            if pack is None:
-                continue
-            graded = grade_stored(pack, store, row, key=key)
-            new = graded.record
-            if new.label != row["label"] or new.score != row["score"]:
-                summary.changed += 1
-                summary.changes.append((name, row["case_id"], row["model"], row["label"], new.label))
-            if graded.error:
-                summary.grader_errors.append(graded.error)
-            store.record_grade(graded.record)
-            summary.regraded += 1
+        with CommitBatch(store.record_grades) as grades:  # regrading again redoes a lost batch
+            for row in store.results(run_id=run_id):
+                if row["raw_output"] is None or (row["error"] is not None
+                                                 and row["label"] not in (GRADER_ERROR, ATTACK_ERROR)):
+                    summary.skipped_errors += 1
+                    continue
+                name = row["pack"]
+                if name not in packs:
+                    try:
+                        packs[name] = load_pack(resolve_pack(name, packs_dirs))
+                    except PackError as exc:
+                        packs[name] = None
+                        summary.missing_packs[name] = str(exc)
+                pack = packs[name]
+                if pack is None:
+                    continue
+                graded = grade_into(grades, pack, store, row, key=key)
+                new = graded.record
+                if new.label != row["label"] or new.score != row["score"]:
+                    summary.changed += 1
+                    summary.changes.append((name, row["case_id"], row["model"], row["label"], new.label))
+                if graded.error:
+                    summary.grader_errors.append(graded.error)
+                summary.regraded += 1
     finally:
         store.close()
     return summary

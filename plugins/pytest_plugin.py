@@ -14,7 +14,6 @@ import fcntl
 import json
 import os
 import sys
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from evalrun.errors import CaseError, EvalrunError, PackError
 from evalrun.executors import make_executor
 from evalrun.generation_phase import ProgressBar, run_generation
 from evalrun.grading import Grade
-from evalrun.grading_phase import grade_stored
+from evalrun.grading_phase import grade_into
 from evalrun.options import (
     OPTIONS,
     RunOptions,
@@ -82,10 +81,10 @@ class EvalrunState:
             self._store = Store(self.db, what="--evalrun-db")
         return self._store
 
-    def record_grade(self, record: GradeRecord, cost_ms: float) -> None:
+    def grades(self) -> CommitBatch[GradeRecord]:
         if self._grades is None:
             self._grades = CommitBatch(self.store().record_grades)
-        self._grades.add([record], cost_ms)
+        return self._grades
 
     def flush(self) -> None:
         if self._grades is not None:
@@ -259,9 +258,8 @@ class CaseItem(pytest.Item):
                 raise GenerationFailure("no stored output for this item: the generation phase did not reach it")
             raise GenerationFailure(f"generation failed: {row['error'] or 'no output'}")
         pack = self.item.pack
-        start = time.perf_counter()
-        graded = grade_stored(pack, store, row, key=state.options.resolved_key(), case=self.item.case.data)
-        state.record_grade(graded.record, (time.perf_counter() - start) * 1000.0)
+        graded = grade_into(state.grades(), pack, store, row, key=state.options.resolved_key(),
+                            case=self.item.case.data)
         if graded.grade is None:
             kind = "attack_error" if graded.record.label == ATTACK_ERROR else "grader_error"
             self.user_properties.append((KIND, kind))

@@ -123,3 +123,20 @@ def test_every_grade_is_stored_when_the_run_ends(pytester: pytest.Pytester, make
         assert conn.execute("SELECT COUNT(*), COUNT(label), COUNT(graded_at) FROM results").fetchone() == (12, 12, 12)
     finally:
         conn.close()
+
+
+def test_an_interrupted_regrade_keeps_the_grades_it_finished(pytester: pytest.Pytester, make_pack) -> None:
+    from evalrun.regrade import regrade
+
+    pack = make_pack(root=pytester.path / "packs")
+    db = pytester.path / "r.sqlite"
+    pytester.runpytest("packs", "--evalrun-db", str(db)).assert_outcomes(passed=4)
+    (pack / "grader.py").write_text(INTERRUPTING_GRADER)
+    with pytest.raises(KeyboardInterrupt):
+        regrade(db, packs_dirs=[str(pack.parent)])
+    conn = sqlite3.connect(db)
+    try:
+        labels = dict(conn.execute("SELECT case_id, reason FROM results"))
+    finally:
+        conn.close()
+    assert labels == {"c1": "fine", "c2": "fine", "c3": "exact", "c4": "exact"}  # c1, c2 regraded, then Ctrl-C
