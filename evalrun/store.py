@@ -649,10 +649,14 @@ class Store:
                 "INSERT OR IGNORE INTO judged (judgement_key, item_key, position) VALUES (?, ?, ?)",
                 [(row["judgement_key"], k, i) for i, k in enumerate(item_keys)])
 
+    def has_judgements(self) -> bool:
+        """Whether the store holds any judge answer about a result (most do not): cached."""
+        return self._answer(("any judged",), lambda: self.has_table("judged") and self.conn.execute(
+            "SELECT 1 FROM judged LIMIT 1").fetchone() is not None)
+
     def judgements_for(self, item_key: str) -> list[sqlite3.Row]:
         """Every stored judge answer about a result, with its position among the subjects."""
-        if not self._answer(("any judged",), lambda: self.has_table("judged") and self.conn.execute(
-                "SELECT 1 FROM judged LIMIT 1").fetchone() is not None):
+        if not self.has_judgements():
             return []
         return self.conn.execute(
             "SELECT j.*, d.position FROM judged d JOIN judgements j USING (judgement_key)"
