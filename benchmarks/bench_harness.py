@@ -5,7 +5,7 @@ solver, each case cloned until there are N), then measures in one run:
   * baseline: solve + grade every case in a plain Python loop (no pytest, no store);
   * collection: `pytest --collect-only` over the pack (process wall time);
   * end to end: `evalrun run --model reference` (process wall time: generation phase, one
-    pytest item per case, one store transaction per generation and per grade);
+    pytest item per case, store writes committed in groups: evalrun.commit_batch);
   * a second, cached run of the same command (nothing regenerated).
 Prints the figures and the ratios against the baseline and against an empty pytest process.
 Usage: python benchmarks/bench_harness.py [--cases 10000]
