@@ -5,8 +5,10 @@ solver, each case cloned until there are N), then measures in one run:
   * baseline: solve + grade every case in a plain Python loop (no pytest, no store);
   * collection: `pytest --collect-only` over the pack (process wall time);
   * end to end: `evalrun run --model reference` (process wall time: generation phase, one
-    pytest item per case, one store transaction per generation and per grade);
-  * a second, cached run of the same command (nothing regenerated).
+    pytest item per case, one transaction per stored result and per grade);
+  * the same with `--commit-ms 50` (fast results and grades committed in groups holding at
+    most 50 ms of work: evalrun.commit_batch) on a fresh store;
+  * a second, cached run of the default command (nothing regenerated).
 Prints the figures and the ratios against the baseline and against an empty pytest process.
 Usage: python benchmarks/bench_harness.py [--cases 10000]
 """
@@ -79,6 +81,8 @@ def main() -> None:
                    "--out", str(db), "--no-progress"]
         run_s = timed(run_cmd, root)
         cached_s = timed(run_cmd, root)
+        grouped_cmd = [*run_cmd[:-2], str(root / "grouped.sqlite"), "--no-progress", "--commit-ms", "50"]
+        grouped_s = timed(grouped_cmd, root)
 
     n = args.cases
     print(f"cases: {n}")
@@ -89,6 +93,8 @@ def main() -> None:
           f"  ({collect_s - empty_s:.2f} s above an empty pytest; target <= 3 s)")
     print(f"evalrun run, end to end (process):         {run_s:.2f} s  (target <= 20 s)"
           f"  = {run_s / n * 1000:.2f} ms per case")
+    print(f"evalrun run --commit-ms 50:                {grouped_s:.2f} s"
+          f"  = {grouped_s / n * 1000:.2f} ms per case ({run_s / grouped_s:.2f}x faster)")
     print(f"evalrun run again, all cached:             {cached_s:.2f} s")
     print(f"ratio end-to-end / baseline loop:          {run_s / baseline_s:.1f}x")
     print(f"ratio end-to-end / empty pytest:           {run_s / empty_s:.1f}x")

@@ -2,7 +2,9 @@
 
 Runs before any item is graded. Finished rows (output, no error) are reused -- that is the
 cache and the resume -- errored or missing ones are (re)generated, and each generation is
-written the moment its provider hands it back, so a killed run loses nothing it finished.
+written as its provider hands it back: a slow one (a model call) is committed at once, fast
+ones (a reference solver) in groups holding at most 50 ms of model time
+(:mod:`evalrun.commit_batch`), so a killed run loses at most that much finished work.
 A generation that only lacks rows for a newly added attack reuses the stored output.
 """
 
@@ -14,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
+from evalrun.commit_batch import CommitBatch
 from evalrun.executors import Executor, LocalExecutor
 from evalrun.generation import Generation, GenerationRequest, Provider
 from evalrun.plan import Item, unique_generations
@@ -44,6 +47,12 @@ def generation_columns(gen: Generation) -> dict[str, object]:
     }
 
 
+def redo_cost_ms(gen: Generation) -> float | None:
+    """What losing ``gen`` before its commit would cost the next run: its model time (None
+    when unknown); nothing for a failed call, which the next run asks again anyway."""
+    return 0.0 if gen.error or gen.text is None else gen.latency_ms
+
+
 def _reuse_sibling(store: Store, gen_key: str) -> dict[str, object] | None:
     row = store.conn.execute(
         f"SELECT * FROM results WHERE gen_key = ? AND {HAS_OUTPUT} LIMIT 1",
@@ -58,55 +67,58 @@ def _reuse_sibling(store: Store, gen_key: str) -> dict[str, object] | None:
 
 def run_generation(items: Sequence[Item], store: Store, run_id: str, make_provider: ProviderFactory,
                    *, key: str | None = None, progress: Progress | None = None,
-                   executor: Executor | None = None) -> PhaseSummary:
+                   executor: Executor | None = None, commit_ms: float = 0.0) -> PhaseSummary:
     """Fill the store for ``items``; returns counts. Never raises for a single failed call.
-    ``executor`` runs each model's requests (default: its provider in this process)."""
+    ``executor`` runs each model's requests (default: its provider in this process);
+    ``commit_ms`` groups fast results into one transaction per that much work
+    (:mod:`evalrun.commit_batch`; 0: one transaction per generation)."""
     summary = PhaseSummary()
     done = store.finished_keys(item.item_key for item in items)
     store.link(run_id, done.values())
     summary.cached = len(done)
 
-    pending: dict[str, list[tuple[Item, list[Item]]]] = {}
-    for gen_key, group in unique_generations(items).items():
-        missing = [it for it in group if it.item_key not in done]
-        if not missing:
-            continue
-        if len(missing) < len(group):
-            sibling = _reuse_sibling(store, gen_key)
-            if sibling is not None:
-                now = utc_now()
-                store.store_generation([{**it.row(run_id, now), **sibling} for it in missing], run_id)
-                summary.generated += len(missing)
+    with CommitBatch(lambda rows: store.store_generation(rows, run_id), budget_ms=commit_ms) as batch:
+        pending: dict[str, list[tuple[Item, list[Item]]]] = {}
+        for gen_key, group in unique_generations(items).items():
+            missing = [it for it in group if it.item_key not in done]
+            if not missing:
                 continue
-        pending.setdefault(missing[0].model_spec, []).append((missing[0], missing))
+            if len(missing) < len(group):
+                sibling = _reuse_sibling(store, gen_key)
+                if sibling is not None:
+                    now = utc_now()
+                    batch.add([{**it.row(run_id, now), **sibling} for it in missing], cost_ms=0.0)
+                    summary.generated += len(missing)
+                    continue
+            pending.setdefault(missing[0].model_spec, []).append((missing[0], missing))
 
-    total = sum(len(v) for v in pending.values())
-    finished = 0
-    if progress and total:
-        progress(0, total)
-    for model, work in pending.items():
-        # a batch's composition changes a local model's floating-point sums, and so now and
-        # then a sampled token: batch in an order of the work itself, never of pytest's items
-        # (pytest-randomly shuffles those), so a rerun generates the same outputs
-        work.sort(key=lambda entry: (entry[0].watermark, entry[0].gen_key))
-        by_key: Mapping[str, list[Item]] = {first.gen_key: rows for first, rows in work}
-        requests: list[GenerationRequest] = [first.request(key) for first, _ in work]
+        total = sum(len(v) for v in pending.values())
+        finished = 0
+        if progress and total:
+            progress(0, total)
+        for model, work in pending.items():
+            # a batch's composition changes a local model's floating-point sums, and so now and
+            # then a sampled token: batch in an order of the work itself, never of pytest's items
+            # (pytest-randomly shuffles those), so a rerun generates the same outputs
+            work.sort(key=lambda entry: (entry[0].watermark, entry[0].gen_key))
+            by_key: Mapping[str, list[Item]] = {first.gen_key: rows for first, rows in work}
+            requests: list[GenerationRequest] = [first.request(key) for first, _ in work]
 
-        def sink(request: GenerationRequest, gen: Generation, _by_key=by_key) -> None:
-            nonlocal finished
-            cols = generation_columns(gen)
-            now = utc_now()
-            store.store_generation([{**it.row(run_id, now), **cols} for it in _by_key[request.gen_key]], run_id)
-            finished += 1
-            summary.generated += len(_by_key[request.gen_key])
-            if cols["error"]:
-                summary.errors += 1
-            if progress:
-                progress(finished, total)
+            def sink(request: GenerationRequest, gen: Generation, _by_key=by_key) -> None:
+                nonlocal finished
+                cols = generation_columns(gen)
+                now = utc_now()
+                batch.add([{**it.row(run_id, now), **cols} for it in _by_key[request.gen_key]], redo_cost_ms(gen))
+                finished += 1
+                summary.generated += len(_by_key[request.gen_key])
+                if cols["error"]:
+                    summary.errors += 1
+                if progress:
+                    progress(finished, total)
 
-        start = time.perf_counter()
-        (executor or LocalExecutor()).generate(model, requests, sink, make_provider)
-        summary.per_model_seconds[model] = time.perf_counter() - start
+            start = time.perf_counter()
+            (executor or LocalExecutor()).generate(model, requests, sink, make_provider)
+            summary.per_model_seconds[model] = time.perf_counter() - start
     return summary
 
 

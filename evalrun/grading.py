@@ -54,6 +54,8 @@ class Grade:
             raise ValueError(f"Grade.label must be a non-empty string, got {self.label!r}")
         if not isinstance(self.metadata, Mapping):
             raise ValueError(f"Grade.metadata must be a mapping, got {type(self.metadata).__name__}")
+        if not self.metadata:  # most grades: nothing to check, nothing to serialize
+            return
         _check_json(self.metadata, "")
         size = len(self.metadata_json().encode())
         if size > MAX_METADATA_BYTES:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from evalrun.commit_batch import CommitBatch
 from evalrun.grading import Grade, GradeContext
 from evalrun.judge_phase import read_judgements
 from evalrun.pack import Pack
@@ -59,50 +61,22 @@ def _repeats(key: str, value: Any) -> bool:
     return False
 
 
-def grade_input(pack: Pack, row: Mapping[str, Any], *, key: str | None,
-                transform: Mapping[str, Any] | None = None, judgements: Sequence[Mapping[str, Any]] = (),
-                run_watermarks: Sequence[str] = ()) -> tuple[str, GradeContext] | GradedRow:
-    """What the grader of a stored row gets -- ``(the text, its GradeContext)`` -- or, when
-    the row cannot be graded (its attack was not applied or failed), the failed GradedRow."""
-    attacked = not is_none(row["attack"])
-    text = row["raw_output"]
-
-    def failed(label: str, error: str) -> GradedRow:
-        record = GradeRecord(result_id=row["result_id"], score=None, label=label, reason="",
-                             grader_hash=pack.grader_hash, attacked_output=None, error=error)
-        return GradedRow(grade=None, text=text, record=record)
-
-    if attacked:
-        if transform is None:
-            return failed(ATTACK_ERROR, f"attack {row['attack']} has not been applied: run the command again")
-        if transform["error"] is not None:
-            return failed(ATTACK_ERROR, f"attack failed: {transform['error']}")
-        text = transform["text"]
-    if transform is not None and transform["error"] is None:
-        tokens, tokenizer_hash, note = transform["token_ids_json"], transform["tokenizer_hash"], transform["token_note"]
-    else:
-        tokens, tokenizer_hash = row["output_tokens_json"], row["tokenizer_hash"]
-        note = None if tokens else (f"model {row['model']} stored no token ids (an API or replay model): pass "
-                                    "--tokenizer PATH to tokenize its outputs")
-    context = GradeContext(
-        token_ids=tuple(json.loads(tokens)) if tokens else None, tokenizer_hash=tokenizer_hash,
-        watermark=row["watermark"], key=key, attack=row["attack"], model=row["model"],
-        extra=json.loads(row["extra_json"]) if row["extra_json"] else {}, token_note=note,
-        judgements=read_judgements(judgements), run_watermarks=tuple(run_watermarks), settings=pack.meta,
-    )
-    return text, context
-
-
 def grade_row(pack: Pack, row: Mapping[str, Any], *, key: str | None, case: Mapping[str, Any] | None = None,
               transform: Mapping[str, Any] | None = None, judgements: Sequence[Mapping[str, Any]] = (),
               run_watermarks: Sequence[str] = ()) -> GradedRow:
     """Grade a stored result row that has an output. ``case`` defaults to the stored case."""
-    found = grade_input(pack, row, key=key, transform=transform, judgements=judgements,
-                        run_watermarks=run_watermarks)
-    if isinstance(found, GradedRow):
-        return found
-    text, context = found
-    attacked_output = text if not is_none(row["attack"]) else None
+    attacked = not is_none(row["attack"])
+    text = row["raw_output"]
+    error = _attack_error(row, transform)
+    if error is not None:
+        record = GradeRecord(result_id=row["result_id"], score=None, label=ATTACK_ERROR, reason="",
+                             grader_hash=pack.grader_hash, attacked_output=None, error=error)
+        return GradedRow(grade=None, text=text, record=record)
+    if attacked:
+        text = transform["text"]  # type: ignore[index]
+    context = (_context(pack, row, key=key, transform=transform, judgements=judgements,
+                        run_watermarks=run_watermarks) if pack.grader_reads_context else None)
+    attacked_output = text if attacked else None
     try:
         grade = pack.grade(case if case is not None else json.loads(row["case_json"]), text, context)
         metadata = grade.metadata_json() if grade.metadata else None
@@ -119,20 +93,51 @@ def grade_row(pack: Pack, row: Mapping[str, Any], *, key: str | None, case: Mapp
     return GradedRow(grade=grade, text=text, record=record)
 
 
-def _stored_facts(store: Store, row: Mapping[str, Any]) -> dict[str, Any]:
-    """What the store holds about ``row`` besides the row: its transform, judgements, and
-    the watermarks of its pack and model."""
+def _attack_error(row: Mapping[str, Any], transform: Mapping[str, Any] | None) -> str | None:
+    """Why an attacked row cannot be graded (its attack was not applied, or failed), or None."""
+    if is_none(row["attack"]):
+        return None
+    if transform is None:
+        return f"attack {row['attack']} has not been applied: run the command again"
+    if transform["error"] is not None:
+        return f"attack failed: {transform['error']}"
+    return None
+
+
+def _context(pack: Pack, row: Mapping[str, Any], *, key: str | None, transform: Mapping[str, Any] | None,
+             judgements: Sequence[Mapping[str, Any]], run_watermarks: Sequence[str]) -> GradeContext:
+    """What a context-reading grader sees besides the text: token ids (of the attacked text
+    when there is one), judge answers, the run's watermarks, the pack's settings."""
+    if transform is not None and transform["error"] is None:
+        tokens, tokenizer_hash, note = transform["token_ids_json"], transform["tokenizer_hash"], transform["token_note"]
+    else:
+        tokens, tokenizer_hash = row["output_tokens_json"], row["tokenizer_hash"]
+        note = None if tokens else (f"model {row['model']} stored no token ids (an API or replay model): pass "
+                                    "--tokenizer PATH to tokenize its outputs")
+    return GradeContext(
+        token_ids=tuple(json.loads(tokens)) if tokens else None, tokenizer_hash=tokenizer_hash,
+        watermark=row["watermark"], key=key, attack=row["attack"], model=row["model"],
+        extra=json.loads(row["extra_json"]) if row["extra_json"] else {}, token_note=note,
+        judgements=read_judgements(judgements), run_watermarks=tuple(run_watermarks), settings=pack.meta,
+    )
+
+
+def _stored_facts(pack: Pack, store: Store, row: Mapping[str, Any]) -> dict[str, Any]:
+    """What the store holds about ``row`` besides the row, as far as its grader reads it: its
+    transform, judgements, and the watermarks of its pack and model."""
     transform = None
     if row["transform_key"]:
         transform = store.transforms([row["transform_key"]]).get(row["transform_key"])
-    return {"transform": transform, "judgements": store.judgements_for(row["item_key"]),
-            "run_watermarks": store.watermarks_of(row["pack"], row["model"])}
+    reads = pack.grader_reads_context
+    return {"transform": transform,
+            "judgements": store.judgements_for(row["item_key"]) if reads else (),
+            "run_watermarks": store.watermarks_of(row["pack"], row["model"]) if reads else ()}
 
 
 def grade_stored(pack: Pack, store: Store, row: Mapping[str, Any], *, key: str | None,
                  case: Mapping[str, Any] | None = None) -> GradedRow:
-    """Grade ``row`` with everything the store holds about it."""
-    return grade_row(pack, row, key=key, case=case, **_stored_facts(store, row))
+    """Grade ``row`` with everything the store holds about it (that its grader reads)."""
+    return grade_row(pack, row, key=key, case=case, **_stored_facts(pack, store, row))
 
 
 def prepare_stored(pack: Pack, store: Store,
@@ -144,12 +149,11 @@ def prepare_stored(pack: Pack, store: Store,
     item as without it, where any real problem is reported with its item."""
     batch = []
     for row, case in rows:
-        if row["raw_output"] is None:
+        facts = _stored_facts(pack, store, row)
+        if row["raw_output"] is None or _attack_error(row, facts["transform"]) is not None:
             continue
-        found = grade_input(pack, row, key=key, **_stored_facts(store, row))
-        if isinstance(found, GradedRow):
-            continue
-        text, context = found
+        text = row["raw_output"] if is_none(row["attack"]) else facts["transform"]["text"]
+        context = _context(pack, row, key=key, **facts)
         batch.append((case if case is not None else json.loads(row["case_json"]), text, context))
     if batch:
         try:
@@ -170,3 +174,13 @@ def prepare_items(items: Sequence[Any], store: Store, *, key: str | None) -> Non
             by_pack.setdefault(id(item.pack), (item.pack, []))[1].append((row, item.case.data))
     for pack, rows in by_pack.values():
         prepare_stored(pack, store, rows, key=key)
+
+
+def grade_into(grades: CommitBatch[GradeRecord], pack: Pack, store: Store, row: Mapping[str, Any], *,
+               key: str | None, case: Mapping[str, Any] | None = None) -> GradedRow:
+    """:func:`grade_stored`, its record queued on ``grades`` with what grading took: grades
+    are committed in batches holding at most that much work, which a rerun redoes."""
+    start = time.perf_counter()
+    graded = grade_stored(pack, store, row, key=key, case=case)
+    grades.add([graded.record], (time.perf_counter() - start) * 1000.0)
+    return graded

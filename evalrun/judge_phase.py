@@ -82,6 +82,8 @@ def read_judgements(rows: Sequence[Any]) -> tuple[Judgement, ...]:
 def with_judgements(store: Store, rows: Sequence[Any]) -> list[dict[str, Any]]:
     """Result rows as dicts with their parsed judge answers under ``judgements`` (what
     aggregates such as quality read)."""
+    if not store.has_judgements():
+        return [{**dict(r), "judgements": ()} for r in rows]
     return [{**dict(r), "judgements": read_judgements(store.judgements_for(r["item_key"]))} for r in rows]
 
 

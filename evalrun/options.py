@@ -129,6 +129,11 @@ OPTIONS: tuple[Option, ...] = (
            metavar="ADDR"),
     Option("ray_actors", int, "Ray actors per model with --executor ray, each holding the model "
            "once (default 2)", default=2, check=_at_least(1)),
+    Option("commit_ms", float, "group the writes of fast results and grades (a reference solver, a "
+           "replay) into one transaction per MS milliseconds of their work: a kill -9 then loses at "
+           "most that much work, which the next run redoes; model calls are still stored one by one "
+           "(default 0: one transaction per stored result)", default=0.0, metavar="MS",
+           check=_between(0.0, 60_000.0)),
     Option("report", str, "also write the run's report (Markdown, HTML, charts, metrics.json) into DIR",
            metavar="DIR", pytest=False, toml=None),
     Option("fail_under", float, "exit 1 when the run's mean score is below SCORE (default: exit 0 "
@@ -164,6 +169,9 @@ class RunOptions:
     executor: str = "local"
     ray_address: str | None = None
     ray_actors: int = 2
+    #: commit grouping of fast writes (:mod:`evalrun.commit_batch`); 0 = one transaction per
+    #: stored result. Not stored: it changes when rows are written, never what they hold
+    commit_ms: float = 0.0
 
     def as_json(self) -> dict[str, Any]:
         """The run's configuration as stored in ``runs.config_json`` (no key, no URL secrets)."""
@@ -346,7 +354,7 @@ def run_options(values: Mapping[str, Any], *, default_models: Sequence[str]) -> 
         tokenizer=values.get("tokenizer"), model_args=model_args,
         judges=tuple(dict.fromkeys(parse_judge(j) for j in values.get("judges") or ())),
         executor=values.get("executor") or "local", ray_address=values.get("ray_address"),
-        ray_actors=values.get("ray_actors") or 2,
+        ray_actors=values.get("ray_actors") or 2, commit_ms=float(values.get("commit_ms") or 0.0),
     )
     check_options(options)
     return options

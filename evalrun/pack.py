@@ -178,7 +178,9 @@ class Pack:
         return fn
 
     @cached_property
-    def _grade_takes_context(self) -> bool:
+    def grader_reads_context(self) -> bool:
+        """Whether grade() takes a GradeContext: a text-only grader needs nothing but the case
+        and the text, so nothing else is read or parsed for it."""
         params = inspect.signature(self._grade_fn).parameters
         return len(params) >= 3
 
@@ -214,7 +216,7 @@ class Pack:
     def grade(self, case: Mapping[str, Any], output: str,
               context: GradeContext | None = None) -> Grade:
         """Run the pack's grader and check its answer against the pack's declared labels."""
-        if self._grade_takes_context:
+        if self.grader_reads_context:
             grade = self._grade_fn(dict(case), output, context or GradeContext())
         else:
             grade = self._grade_fn(dict(case), output)

@@ -75,6 +75,10 @@ class Item:
     prompt: Prompt
     gen_key: str
     item_key: str
+    #: the stored forms of params, prompt and case (computed once per pack and case, shared)
+    params_json: str
+    prompt_json: str
+    case_json: str
 
     @property
     def name(self) -> str:
@@ -91,11 +95,11 @@ class Item:
         """The item's identity columns, as stored with its generation."""
         return {
             "run_id": run_id, "pack": self.pack.name, "case_id": self.case.id, "model": self.model,
-            "params_json": canonical_json(self.params.as_json()), "watermark": self.watermark,
+            "params_json": self.params_json, "watermark": self.watermark,
             "attack": self.attack, "repetition": self.repetition,
-            "prompt_json": canonical_json(self.prompt.as_json()), "created_at": created_at,
+            "prompt_json": self.prompt_json, "created_at": created_at,
             "item_key": self.item_key, "gen_key": self.gen_key,
-            "case_json": canonical_json(self.case.data), "group_value": self.pack.group_of(self.case.data),
+            "case_json": self.case_json, "group_value": self.pack.group_of(self.case.data),
         }
 
 
@@ -111,8 +115,11 @@ def make_items(pack: Pack, options: RunOptions, *, models: Sequence[str] | None 
         base = pack.render_prompt(case.data)
         # a prompt attack (emoji) asks the model differently: its items get their own generation
         prompts = {a: (rw(base) if rw else base) for a, rw in rewrites.items()}
+        case_json = canonical_json(case.data)
+        prompt_jsons = {p: canonical_json(p.as_json()) for p in set(prompts.values())}
         # the whole case, not just the prompt: solvers and graders read fields the prompt hides
-        prompt_jsons = {p: canonical_json([p.as_json(), case.data]) for p in set(prompts.values())}
+        # (canonical_json([prompt, case]), spelled from the parts already serialized)
+        key_jsons = {p: f"[{j},{case_json}]" for p, j in prompt_jsons.items()}
         for model_spec, spec in specs.items():
             model = spec.identity()
             for watermark in options.watermarks:
@@ -121,10 +128,11 @@ def make_items(pack: Pack, options: RunOptions, *, models: Sequence[str] | None 
                     for attack in options.attacks:
                         prompt = prompts[attack]
                         gen_key = sha256_hex("gen", pack.name, case.id, model, revisions[model_spec], params_json,
-                                             watermark, wm_fp, rep, prompt_jsons[prompt])
+                                             watermark, wm_fp, rep, key_jsons[prompt])
                         yield Item(pack=pack, case=case, model=model, model_spec=model_spec, watermark=watermark,
                                    attack=attack, repetition=rep, params=params, prompt=prompt,
-                                   gen_key=gen_key, item_key=sha256_hex("item", gen_key, attack))
+                                   gen_key=gen_key, item_key=sha256_hex("item", gen_key, attack),
+                                   params_json=params_json, prompt_json=prompt_jsons[prompt], case_json=case_json)
 
 
 def prompt_rewrite(attack: str) -> Any:

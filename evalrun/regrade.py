@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Sequence
 
 from evalrun.errors import EvalrunError, PackError
-from evalrun.grading_phase import grade_stored, prepare_stored
+from evalrun.commit_batch import CommitBatch
+from evalrun.grading_phase import grade_into, prepare_stored
 from evalrun.pack import Pack, load_pack, resolve_pack
 from evalrun.store import ATTACK_ERROR, GRADER_ERROR, Store
 
@@ -55,18 +56,18 @@ def regrade(db: str | Path, *, run_id: str | None = None, packs_dirs: Sequence[s
         for name, pack in packs.items():
             if pack is not None and pack.prepares:  # e.g. batched detection
                 prepare_stored(pack, store, [(row, None) for row in rows if row["pack"] == name], key=key)
-        for row in rows:
-            pack = packs[row["pack"]]
-            assert pack is not None
-            graded = grade_stored(pack, store, row, key=key)
-            new = graded.record
-            if new.label != row["label"] or new.score != row["score"]:
-                summary.changed += 1
-                summary.changes.append((name, row["case_id"], row["model"], row["label"], new.label))
-            if graded.error:
-                summary.grader_errors.append(graded.error)
-            store.record_grade(graded.record)
-            summary.regraded += 1
+        with CommitBatch(store.record_grades) as grades:  # regrading again redoes a lost batch
+            for row in rows:
+                pack = packs[row["pack"]]
+                assert pack is not None
+                graded = grade_into(grades, pack, store, row, key=key)
+                new = graded.record
+                if new.label != row["label"] or new.score != row["score"]:
+                    summary.changed += 1
+                    summary.changes.append((row["pack"], row["case_id"], row["model"], row["label"], new.label))
+                if graded.error:
+                    summary.grader_errors.append(graded.error)
+                summary.regraded += 1
     finally:
         store.close()
     return summary

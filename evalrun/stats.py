@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Mapping, Sequence
 
 import numpy as np
-from scipy import stats as _sps
 
 DEFAULT_LEVEL = 0.95
 DEFAULT_RESAMPLES = 2000
@@ -53,10 +52,21 @@ class SignTest:
     p_value: float
 
 
+#: the normal quantile of the default level, norm.ppf(0.975) to the bit (tested): a run's
+#: summary needs only this one, and importing scipy for it took ~0.3 s of every run
+Z_DEFAULT_LEVEL = 1.959963984540054
+
+
 def _z(level: float) -> float:
     if not 0.0 < level < 1.0:
         raise ValueError(f"confidence level must be in (0, 1), got {level!r}")
-    return float(_sps.norm.ppf(0.5 + level / 2.0))
+    if level == DEFAULT_LEVEL:
+        return Z_DEFAULT_LEVEL
+    # ndtri is what scipy.stats.norm.ppf computes (same bits), without importing
+    # scipy.stats (~1 s)
+    from scipy.special import ndtri
+
+    return float(ndtri(0.5 + level / 2.0))
 
 
 def wilson_interval(successes: int, n: int, level: float = DEFAULT_LEVEL) -> Estimate:
@@ -232,7 +242,9 @@ def sign_test(a: Sequence[float], b: Sequence[float]) -> SignTest:
     ties = int(d.size - wins - losses)
     if wins + losses == 0:
         return SignTest(wins, losses, ties, 1.0)
-    p = float(_sps.binomtest(wins, wins + losses, 0.5, alternative="two-sided").pvalue)
+    from scipy.stats import binomtest  # here, not at the top: importing scipy.stats takes ~1 s
+
+    p = float(binomtest(wins, wins + losses, 0.5, alternative="two-sided").pvalue)
     return SignTest(wins, losses, ties, min(1.0, p))
 
 

@@ -4,8 +4,9 @@ One row in ``results`` per item (pack, case, model, params, watermark, attack, r
 prompt). ``item_key`` makes a row findable again, which is what caching and resume rely on:
 a re-run looks up finished rows by key and only generates what is missing or errored. The
 ``run_items`` table records which rows each run covered, cached ones included, so a report can
-be restricted to one run. Every write is its own short transaction (WAL mode), so a process
-killed at any point loses nothing already stored.
+be restricted to one run. Every write is a short transaction (WAL mode), so a process
+killed at any point loses nothing already stored; callers group fast writes into one
+transaction (:mod:`evalrun.commit_batch`) only where losing them costs at most 50 ms of work.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 import socket
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -26,6 +27,10 @@ from evalrun.errors import EvalrunError
 SCHEMA_VERSION = 4
 #: first 16 bytes of every SQLite database file
 SQLITE_MAGIC = b"SQLite format 3\x00"
+#: page size of a store this evalrun creates: a result row (prompt, case, output and token ids,
+#: a few KB) fits in one page instead of spilling into overflow pages, so a store is ~30%
+#: smaller and writing results and grades takes about half the I/O (benchmarks/bench_harness.py)
+PAGE_SIZE = 16384
 READ_ONLY = "read-only: report and export open it read-only, run and regrade need write access"
 
 _SCHEMA = """
@@ -291,6 +296,8 @@ class GradeRecord:
     attacked_output: str | None
     error: str | None = None
     metadata_json: str | None = None
+    #: when it was graded (not when written: grades may be committed in batches)
+    graded_at: str = field(default_factory=utc_now)
 
 
 def _file_problem(path: Path) -> str | None:
@@ -373,10 +380,9 @@ class Store:
         self.path = Path(path)
         self.what = what
         self.readonly = readonly
-        #: watermarks_of's answers, valid while SQLite's data_version (other connections'
-        #: commits) stays and this connection writes no results
-        self._watermark_sets: dict[tuple[str, str], tuple[str, ...]] = {}
-        self._watermark_version: int | None = None
+        #: answers to questions asked once per graded item (see :meth:`_answer`)
+        self._answers: dict[tuple[str, ...], Any] = {}
+        self._answers_version: int | None = None
         check_store_path(self.path, what=what, write=not readonly)
         if not readonly and not self.path.parent.exists():
             try:
@@ -441,6 +447,8 @@ class Store:
 
     # -- schema ---------------------------------------------------------------------------
     def _init_schema(self) -> None:
+        if self.version == 0:  # a new store (only a database without pages takes a page size)
+            self.conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
         self.conn.execute("PRAGMA journal_mode = WAL")
         self.conn.execute("PRAGMA synchronous = NORMAL")
         if self.version == 0:
@@ -464,6 +472,19 @@ class Store:
 
     def transaction(self) -> "_Transaction":
         return _Transaction(self.conn)
+
+    def _answer(self, key: tuple[str, ...], ask: Callable[[], Any]) -> Any:
+        """``ask()``, cached until the store changes: another connection commits (SQLite's
+        data_version moves) or this one writes results or judge answers (which clear the
+        cache; grades do not, or every batch of them would). For questions asked once per
+        graded item whose answer rarely changes, about 3 us instead of a query."""
+        version = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._answers_version:
+            self._answers.clear()
+            self._answers_version = version
+        if key not in self._answers:
+            self._answers[key] = ask()
+        return self._answers[key]
 
     def close(self) -> None:
         self.conn.close()
@@ -505,21 +526,26 @@ class Store:
     # -- generation phase -----------------------------------------------------------------
     def finished_keys(self, item_keys: Iterable[str]) -> dict[str, int]:
         """item_key -> result_id for rows that hold an output and no error (the cache)."""
+        return self._result_ids(item_keys, HAS_OUTPUT)
+
+    def _result_ids(self, item_keys: Iterable[str], condition: str = "1") -> dict[str, int]:
+        """item_key -> result_id of the rows with these keys that meet ``condition``."""
         keys = list(item_keys)
         out: dict[str, int] = {}
         for start in range(0, len(keys), 500):
             chunk = keys[start:start + 500]
             marks = ",".join("?" * len(chunk))
             for row in self.conn.execute(
-                f"SELECT item_key, result_id FROM results WHERE item_key IN ({marks}) AND {HAS_OUTPUT}",
+                f"SELECT item_key, result_id FROM results WHERE item_key IN ({marks}) AND {condition}",
                 chunk,
             ):
                 out[row[0]] = row[1]
         return out
 
     def store_generation(self, rows: Sequence[Mapping[str, Any]], run_id: str) -> list[int]:
-        """Write the rows of one generation (one per attack) and link them to the run, in one
-        transaction. A row whose key exists (an earlier errored attempt) is overwritten."""
+        """Write generated rows (one per attack of each generation) and link them to the run,
+        in one transaction; returns their result ids. A row whose key exists (an earlier
+        errored attempt) is overwritten."""
         cols = GENERATION_COLUMNS
         update = ", ".join(f"{c} = excluded.{c}" for c in cols if c != "item_key")
         sql = (
@@ -527,18 +553,19 @@ class Store:
             f" ON CONFLICT(item_key) DO UPDATE SET {update}, score = NULL, label = NULL,"
             " reason = NULL, grader_hash = NULL, graded_at = NULL, attacked_output = NULL,"
             " metadata_json = NULL, transform_key = NULL"
-            " RETURNING result_id"
         )
-        ids: list[int] = []
-        self._watermark_sets.clear()  # a new watermark may arrive with these rows
+        keys = [row["item_key"] for row in rows]
+        self._answers.clear()  # a new watermark may arrive with these rows
         with self.transaction():
-            for row in rows:
-                ids.append(self.conn.execute(sql, [row.get(c) for c in cols]).fetchone()[0])
+            # executemany, not one execute ... RETURNING per row: a third of the cost
+            self.conn.executemany(sql, ([row.get(c) for c in cols] for row in rows))
             self.conn.executemany(
-                "INSERT OR IGNORE INTO run_items (run_id, result_id) VALUES (?, ?)",
-                [(run_id, rid) for rid in ids],
+                "INSERT OR IGNORE INTO run_items (run_id, result_id)"
+                " SELECT ?, result_id FROM results WHERE item_key = ?",
+                [(run_id, key) for key in keys],
             )
-        return ids
+            ids = self._result_ids(keys)
+        return [ids[key] for key in keys]
 
     def link(self, run_id: str, result_ids: Iterable[int]) -> None:
         """Record that ``run_id`` covered already-finished (cached) rows."""
@@ -553,12 +580,16 @@ class Store:
         return self.conn.execute("SELECT * FROM results WHERE item_key = ?", (item_key,)).fetchone()
 
     def record_grade(self, grade: GradeRecord) -> None:
+        self.record_grades([grade])
+
+    def record_grades(self, grades: Sequence[GradeRecord]) -> None:
+        """Store grades, in one transaction."""
         with self.transaction():
-            self.conn.execute(
+            self.conn.executemany(
                 "UPDATE results SET score = ?, label = ?, reason = ?, grader_hash = ?,"
                 " attacked_output = ?, error = ?, metadata_json = ?, graded_at = ? WHERE result_id = ?",
-                (grade.score, grade.label, grade.reason, grade.grader_hash,
-                 grade.attacked_output, grade.error, grade.metadata_json, utc_now(), grade.result_id),
+                [(g.score, g.label, g.reason, g.grader_hash, g.attacked_output, g.error, g.metadata_json,
+                  g.graded_at, g.result_id) for g in grades],
             )
 
     # -- transform stage ------------------------------------------------------------------
@@ -607,6 +638,7 @@ class Store:
     def store_judgement(self, row: Mapping[str, Any], item_keys: Sequence[str]) -> None:
         """One judge answer (replacing an errored attempt) and the results it judged, in order."""
         cols = list(row)
+        self._answers.clear()
         with self.transaction():
             self.conn.execute(
                 f"INSERT INTO judgements ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
@@ -617,9 +649,14 @@ class Store:
                 "INSERT OR IGNORE INTO judged (judgement_key, item_key, position) VALUES (?, ?, ?)",
                 [(row["judgement_key"], k, i) for i, k in enumerate(item_keys)])
 
+    def has_judgements(self) -> bool:
+        """Whether the store holds any judge answer about a result (most do not): cached."""
+        return self._answer(("any judged",), lambda: self.has_table("judged") and self.conn.execute(
+            "SELECT 1 FROM judged LIMIT 1").fetchone() is not None)
+
     def judgements_for(self, item_key: str) -> list[sqlite3.Row]:
         """Every stored judge answer about a result, with its position among the subjects."""
-        if not self.has_table("judgements"):
+        if not self.has_judgements():
             return []
         return self.conn.execute(
             "SELECT j.*, d.position FROM judged d JOIN judgements j USING (judgement_key)"
@@ -672,16 +709,9 @@ class Store:
         detected under each of them (the false-positive side), from the store alone. Asked
         once per graded item, so the answer is cached: the query reads every row of the pack
         and model, which made grading quadratic in the number of cases."""
-        version = self.conn.execute("PRAGMA data_version").fetchone()[0]
-        if version != self._watermark_version:
-            self._watermark_sets.clear()
-            self._watermark_version = version
-        found = self._watermark_sets.get((pack, model))
-        if found is None:
-            found = self._watermark_sets[(pack, model)] = tuple(r[0] for r in self.conn.execute(
-                "SELECT DISTINCT watermark FROM results WHERE pack = ? AND model = ? AND watermark != 'none'"
-                " ORDER BY watermark", (pack, model)))
-        return found
+        return self._answer(("watermarks", pack, model), lambda: tuple(r[0] for r in self.conn.execute(
+            "SELECT DISTINCT watermark FROM results WHERE pack = ? AND model = ? AND watermark != 'none'"
+            " ORDER BY watermark", (pack, model))))
 
     def has_table(self, name: str) -> bool:
         return self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",

@@ -240,8 +240,9 @@ def execute_run(store: Any, pack: Any, options: Any, *, argv: Sequence[str] = ()
     """One run of ``pack`` under ``options`` in this process, the stages of ``evalrun run`` in
     order -- generate, transform, judge, grade -- each reading what the store already holds
     (what ``tune`` and ``sweep`` measure a configuration with)."""
+    from evalrun.commit_batch import CommitBatch
     from evalrun.generation_phase import run_generation
-    from evalrun.grading_phase import grade_stored
+    from evalrun.grading_phase import grade_into
     from evalrun.judge_phase import run_judges, subjects, with_judgements
     from evalrun.judges import get_judge
     from evalrun.plan import make_items
@@ -264,15 +265,15 @@ def execute_run(store: Any, pack: Any, options: Any, *, argv: Sequence[str] = ()
         for method, judge_model in options.judges:
             run_judges(store, get_judge(method), model_identity(judge_model), lambda _m, _j=judge_model: factory(_j),
                        run_id=run_id, selection=subjects(store, run_id))
-        for item in items:
-            row = store.result_by_key(item.item_key)
-            if row is None or row["raw_output"] is None or (row["error"] and row["label"] not in (GRADER_ERROR,
-                                                                                                ATTACK_ERROR)):
-                errors += 1
-                continue
-            graded = grade_stored(pack, store, row, key=key, case=item.case.data)
-            store.record_grade(graded.record)
-            errors += graded.grade is None
+        with CommitBatch(store.record_grades) as grades:
+            for item in items:
+                row = store.result_by_key(item.item_key)
+                if row is None or row["raw_output"] is None or (row["error"] and row["label"] not in (GRADER_ERROR,
+                                                                                                    ATTACK_ERROR)):
+                    errors += 1
+                    continue
+                graded = grade_into(grades, pack, store, row, key=key, case=item.case.data)
+                errors += graded.grade is None
         rows = with_judgements(store, [r for r in (store.result_by_key(it.item_key) for it in items) if r is not None])
     finally:
         store.finish_run(run_id)

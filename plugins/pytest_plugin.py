@@ -21,11 +21,12 @@ from typing import Any, Iterator
 
 import pytest
 
+from evalrun.commit_batch import CommitBatch
 from evalrun.errors import CaseError, EvalrunError, PackError
 from evalrun.executors import Executor, make_executor
 from evalrun.generation_phase import ProgressBar, run_generation
 from evalrun.grading import Grade
-from evalrun.grading_phase import grade_stored, prepare_items
+from evalrun.grading_phase import grade_into, prepare_items
 from evalrun.options import (
     OPTIONS,
     RunOptions,
@@ -38,7 +39,7 @@ from evalrun.plan import Item, make_items
 from evalrun.provenance import collect as collect_provenance
 from evalrun.providers import check_model, check_watermark_support, make_provider, model_identity
 from evalrun.specs import is_none
-from evalrun.store import ATTACK_ERROR, GRADER_ERROR, Store
+from evalrun.store import ATTACK_ERROR, GRADER_ERROR, GradeRecord, Store
 from evalrun.transform_phase import run_transforms
 from evalrun.judge_phase import run_judges, subjects, with_judgements
 from evalrun.judges import get_judge
@@ -70,6 +71,9 @@ class EvalrunState:
     #: (kind of item, pack, nodeid, failure text) of every finished item, for the summary
     outcomes: list[tuple[str, str, str, str]] = field(default_factory=list)
     _store: Store | None = None
+    #: grades not yet committed: grading is redone by every run, so a kill loses nothing
+    #: that costs a model call; flushed when the session ends, interrupted or not
+    _grades: CommitBatch[GradeRecord] | None = None
     packs: dict[Path, Pack] = field(default_factory=dict)
 
     def store(self) -> Store:
@@ -77,8 +81,18 @@ class EvalrunState:
             self._store = Store(self.db, what="--evalrun-db")
         return self._store
 
+    def grades(self) -> CommitBatch[GradeRecord]:
+        if self._grades is None:
+            self._grades = CommitBatch(self.store().record_grades, budget_ms=self.options.commit_ms)
+        return self._grades
+
+    def flush(self) -> None:
+        if self._grades is not None:
+            self._grades.flush()
+
     def close(self) -> None:
         if self._store is not None:
+            self.flush()
             self._store.close()
             self._store = None
 
@@ -244,8 +258,8 @@ class CaseItem(pytest.Item):
                 raise GenerationFailure("no stored output for this item: the generation phase did not reach it")
             raise GenerationFailure(f"generation failed: {row['error'] or 'no output'}")
         pack = self.item.pack
-        graded = grade_stored(pack, store, row, key=state.options.resolved_key(), case=self.item.case.data)
-        store.record_grade(graded.record)
+        graded = grade_into(state.grades(), pack, store, row, key=state.options.resolved_key(),
+                            case=self.item.case.data)
         if graded.grade is None:
             kind = "attack_error" if graded.record.label == ATTACK_ERROR else "grader_error"
             self.user_properties.append((KIND, kind))
@@ -363,6 +377,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                                provider_options={"base_url": options.base_url,
                                                  "concurrency": options.concurrency}) as executor:
                 summary = run_generation(items, store, state.run_id, factory, key=options.resolved_key(),
+                                         commit_ms=options.commit_ms,
                                          progress=progress, executor=executor)
                 attacking = None
                 if progress is not None and any(not is_none(it.attack) for it in items):
@@ -404,6 +419,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = session.config.stash.get(STATE_KEY, None)
     if state is None:
         return
+    state.flush()
     if not state.is_worker and (state._store is not None or state.db.exists()):
         try:
             store = state.store()
@@ -517,7 +533,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                       " ".join(f"{k}={v}" for k, v in sorted(counts.items())), errors])
     graded_n = sum(totals.values())
     cases = len({(r["pack"], r["case_id"]) for r in rows if graded(r)})
-    run_mean = sum(case_means(rows).values()) / len(case_means(rows))
+    run_means = case_means(rows)
+    run_mean = sum(run_means.values()) / len(run_means)
     metrics = write_metrics_json(compute(rows), metrics_path_beside(state.db))
     terminalreporter.write_sep("=", "evalrun summary")
     terminalreporter.write_line(tabulate(table, headers=["pack", "model", "watermark", "attack", "results",

@@ -53,3 +53,26 @@ def test_requests_reach_the_provider_in_the_same_order_whatever_the_item_order(t
         orders.append(executor.order)
     assert orders[0] == orders[1]
     assert len(orders[0]) == len(set(orders[0])) == len({it.gen_key for it in items})
+
+
+def test_keys_and_stored_forms_are_those_of_the_documented_formula(make_pack) -> None:
+    """make_items spells canonical_json([prompt, case]) from the parts it already serialized;
+    the keys must be exactly those of the formula (stores of earlier runs are found by them)."""
+    from evalrun.hashing import canonical_json, sha256_hex
+    from evalrun.plan import key_fingerprint, params_for
+    from evalrun.providers import model_revision
+
+    pack = load_pack(make_pack(cases=[{"id": "c1", "word": "naïve \"quoted\" ünïcode", "kind": "a"}]))
+    options = RunOptions(models=("reference",), watermarks=("none", "kgw"), attacks=("none", "emoji"), key="k")
+    items = list(make_items(pack, options))
+    assert len(items) == 4
+    for it in items:
+        wm_fp = "" if it.watermark == "none" else key_fingerprint("k")
+        assert it.gen_key == sha256_hex("gen", pack.name, it.case.id, it.model,
+                                        model_revision("reference", pack, options),
+                                        canonical_json(params_for(options, pack).as_json()), it.watermark, wm_fp,
+                                        it.repetition, canonical_json([it.prompt.as_json(), it.case.data]))
+        assert it.item_key == sha256_hex("item", it.gen_key, it.attack)
+        row = it.row("r", "now")
+        assert (row["params_json"], row["prompt_json"], row["case_json"]) == (
+            canonical_json(it.params.as_json()), canonical_json(it.prompt.as_json()), canonical_json(it.case.data))

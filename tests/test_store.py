@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from evalrun.errors import EvalrunError
-from evalrun.store import SCHEMA_VERSION, GENERATION_COLUMNS, GradeRecord, Store
+from evalrun.store import PAGE_SIZE, SCHEMA_VERSION, GENERATION_COLUMNS, GradeRecord, Store
 
 PUBLIC_RESULTS = ("result_id run_id pack case_id model params_json watermark attack repetition prompt_json "
                   "raw_output output_tokens_json score label reason grader_hash latency_ms tokens_in "
@@ -32,6 +32,7 @@ def test_public_schema_wal_and_version(tmp_path: Path) -> None:
     assert set(PUBLIC_RUNS) <= {r[1] for r in store.conn.execute("PRAGMA table_info(runs)")}
     assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert store.conn.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE  # a row fits in a page
     store.close()
 
 
@@ -83,4 +84,26 @@ def test_watermarks_of_follows_writes_of_this_and_other_connections(tmp_path: Pa
     other.store_generation([{**_row("d"), "watermark": "unigram"}], "r1")
     other.close()
     assert store.watermarks_of("p", "m") == ("exp", "kgw", "unigram")
+    store.close()
+
+
+def _judgement(key: str) -> dict:
+    return {"judgement_key": key, "judge": "j", "method": "rating", "subjects_json": "[]", "prompt_json": "{}",
+            "raw_answer": "80", "created_at": "2026-01-01"}
+
+
+def test_judgements_for_follows_writes_of_this_and_other_connections(tmp_path: Path) -> None:
+    """A store without judge answers answers from a cache (no query per graded item), yet an
+    answer stored since, here or by another process's connection, is seen."""
+    store = Store(tmp_path / "db.sqlite")
+    store.start_run("r1", {}, {})
+    store.store_generation([_row("a"), _row("b")], "r1")
+    assert store.judgements_for("a") == []
+    other = Store(tmp_path / "db.sqlite")
+    other.store_judgement(_judgement("j1"), ["a"])
+    other.close()
+    assert [(j["judgement_key"], j["position"]) for j in store.judgements_for("a")] == [("j1", 0)]
+    assert store.judgements_for("b") == []
+    store.store_judgement(_judgement("j2"), ["x", "b"])
+    assert [(j["judgement_key"], j["position"]) for j in store.judgements_for("b")] == [("j2", 1)]
     store.close()

@@ -108,12 +108,17 @@ def case_means(rows: Iterable[Row]) -> dict[tuple[str, ...], float]:
 
 def mean_score(rows: Sequence[Row], seed: int) -> stats.Estimate:
     """The mean score of a group of results (see the module docstring)."""
-    return stats.bootstrap_mean_ci(list(case_means(rows).values()), seed=seed)
+    return _mean_of_cases(case_means(rows), seed)
+
+
+def _mean_of_cases(means: Mapping[tuple[str, ...], float], seed: int) -> stats.Estimate:
+    return stats.bootstrap_mean_ci(list(means.values()), seed=seed)
 
 
 @AGGREGATES.register("mean_score")
 def _mean_score(rows: Sequence[Row], seed: int) -> list[tuple[str, stats.Estimate, int]]:
-    return [("mean_score", mean_score(rows, seed), len(case_means(rows)))]
+    means = case_means(rows)
+    return [("mean_score", _mean_of_cases(means, seed), len(means))]
 
 
 @AGGREGATES.register("label_rate")

@@ -19,7 +19,6 @@ import math
 from typing import Sequence
 
 import numpy as np
-from scipy.stats import rankdata
 
 from evalrun import stats
 from evalrun.metrics._checks import (check_fpr, check_p_threshold, p_value_array,
@@ -93,6 +92,8 @@ def fpr_threshold(negative_scores: Sequence[float], fpr: float) -> float:
 def auroc_rows(pos: np.ndarray, neg: np.ndarray) -> np.ndarray:
     """AUROC of each row pair: rank both samples together (average ranks for ties), then
     ``U = sum of positive ranks - n_pos (n_pos + 1) / 2``."""
+    from scipy.stats import rankdata  # here, not at the top: importing scipy.stats takes ~1 s
+
     n_pos, n_neg = pos.shape[1], neg.shape[1]
     ranks = rankdata(np.concatenate([pos, neg], axis=1), axis=1)
     u = ranks[:, :n_pos].sum(axis=1) - n_pos * (n_pos + 1) / 2.0

@@ -24,6 +24,13 @@ def test_wilson_known_values() -> None:
     assert full.high == 1.0 and full.low == pytest.approx(1 - 0.277533, abs=1e-5)
 
 
+@pytest.mark.parametrize("level", [0.5, 0.8, 0.9, 0.95, 0.975, 0.99, 0.999, 1e-9, 1 - 1e-12])
+def test_normal_quantile_is_scipy_norm_ppf_to_the_bit(level: float) -> None:
+    from scipy.stats import norm
+
+    assert stats._z(level) == float(norm.ppf(0.5 + level / 2.0))
+
+
 def test_wilson_empty_and_invalid() -> None:
     assert all(math.isnan(x) for x in (stats.wilson_interval(0, 0).value,
                                        stats.wilson_interval(0, 0).low))
