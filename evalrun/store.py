@@ -27,10 +27,6 @@ from evalrun.errors import EvalrunError
 SCHEMA_VERSION = 4
 #: first 16 bytes of every SQLite database file
 SQLITE_MAGIC = b"SQLite format 3\x00"
-#: page size of a store this evalrun creates: a result row (prompt, case, output and token ids,
-#: a few KB) fits in one page instead of spilling into overflow pages, so a store is ~30%
-#: smaller and writing results and grades takes about half the I/O (benchmarks/bench_harness.py)
-PAGE_SIZE = 16384
 READ_ONLY = "read-only: report and export open it read-only, run and regrade need write access"
 
 _SCHEMA = """
@@ -447,8 +443,6 @@ class Store:
 
     # -- schema ---------------------------------------------------------------------------
     def _init_schema(self) -> None:
-        if self.version == 0:  # a new store (only a database without pages takes a page size)
-            self.conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
         self.conn.execute("PRAGMA journal_mode = WAL")
         self.conn.execute("PRAGMA synchronous = NORMAL")
         if self.version == 0:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from evalrun.errors import EvalrunError
-from evalrun.store import PAGE_SIZE, SCHEMA_VERSION, GENERATION_COLUMNS, GradeRecord, Store
+from evalrun.store import SCHEMA_VERSION, GENERATION_COLUMNS, GradeRecord, Store
 
 PUBLIC_RESULTS = ("result_id run_id pack case_id model params_json watermark attack repetition prompt_json "
                   "raw_output output_tokens_json score label reason grader_hash latency_ms tokens_in "
@@ -32,7 +32,6 @@ def test_public_schema_wal_and_version(tmp_path: Path) -> None:
     assert set(PUBLIC_RUNS) <= {r[1] for r in store.conn.execute("PRAGMA table_info(runs)")}
     assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    assert store.conn.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE  # a row fits in a page
     store.close()
 
 
