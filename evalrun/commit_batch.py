@@ -1,8 +1,10 @@
 """Group commits for store writes whose work is cheap to redo.
 
 A commit costs far more than a row: in WAL mode it appends every page the rows touched (the
-table and each of its indexes) to the log, about 0.2 ms for one result here, which made
+table and each of its indexes) to the log, about 0.15 ms for one result here, which makes
 commits the largest cost of a run of a fast model (the reference solver, replayed outputs).
+The store's contract is one transaction per stored result, so grouping is opt-in
+(``evalrun run --commit-ms MS``).
 A :class:`CommitBatch` holds such rows in memory and writes them in one transaction once the
 work behind them took ``budget_ms`` (or there are ``max_rows`` of them), and always at
 :meth:`~CommitBatch.flush`: the end of a phase, an exception, an interrupt (``with`` blocks
@@ -20,7 +22,7 @@ T = TypeVar("T")
 
 #: most work (milliseconds) a batch holds uncommitted: what a kill -9 can cost a run. The
 #: default 0 keeps the store's contract of one transaction per stored result; ``evalrun run
-#: --commit-ms MS`` opts into grouping (50 ms makes a 10,000-case reference run about 1.6x
+#: --commit-ms MS`` opts into grouping (50 ms makes a 10,000-case reference run about 1.4x
 #: faster here, see benchmarks/bench_harness.py)
 BUDGET_MS = 0.0
 #: most rows a batch holds (bounds memory and the size of one transaction)

@@ -2,9 +2,10 @@
 
 Runs before any item is graded. Finished rows (output, no error) are reused -- that is the
 cache and the resume -- errored or missing ones are (re)generated, and each generation is
-written as its provider hands it back: a slow one (a model call) is committed at once, fast
-ones (a reference solver) in groups holding at most 50 ms of model time
-(:mod:`evalrun.commit_batch`), so a killed run loses at most that much finished work.
+written as its provider hands it back, in its own transaction, so a killed run loses nothing
+it finished. With ``commit_ms`` (``evalrun run --commit-ms``) fast ones (a reference solver)
+are committed in groups holding at most that much model time (:mod:`evalrun.commit_batch`),
+and a killed run loses at most that much finished work.
 A generation that only lacks rows for a newly added attack reuses the stored output.
 """
 

@@ -4,9 +4,10 @@ One row in ``results`` per item (pack, case, model, params, watermark, attack, r
 prompt). ``item_key`` makes a row findable again, which is what caching and resume rely on:
 a re-run looks up finished rows by key and only generates what is missing or errored. The
 ``run_items`` table records which rows each run covered, cached ones included, so a report can
-be restricted to one run. Every write is a short transaction (WAL mode), so a process
-killed at any point loses nothing already stored; callers group fast writes into one
-transaction (:mod:`evalrun.commit_batch`) only where losing them costs at most 50 ms of work.
+be restricted to one run. Every stored result is its own short transaction (WAL mode), so a
+process killed at any point loses nothing already stored; only when the user asks
+(``evalrun run --commit-ms MS``) are fast writes grouped (:mod:`evalrun.commit_batch`), and
+then losing them costs at most MS milliseconds of work.
 """
 
 from __future__ import annotations
