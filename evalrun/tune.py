@@ -242,7 +242,7 @@ def execute_run(store: Any, pack: Any, options: Any, *, argv: Sequence[str] = ()
     (what ``tune`` and ``sweep`` measure a configuration with)."""
     from evalrun.commit_batch import CommitBatch
     from evalrun.generation_phase import run_generation
-    from evalrun.grading_phase import grade_into
+    from evalrun.grading_phase import grade_into, prepare_items
     from evalrun.judge_phase import run_judges, subjects, with_judgements
     from evalrun.judges import get_judge
     from evalrun.plan import make_items
@@ -265,6 +265,7 @@ def execute_run(store: Any, pack: Any, options: Any, *, argv: Sequence[str] = ()
         for method, judge_model in options.judges:
             run_judges(store, get_judge(method), model_identity(judge_model), lambda _m, _j=judge_model: factory(_j),
                        run_id=run_id, selection=subjects(store, run_id))
+        prepare_items(items, store, key=key)  # e.g. batched detection
         with CommitBatch(store.record_grades) as grades:
             for item in items:
                 row = store.result_by_key(item.item_key)
