@@ -63,24 +63,16 @@ def test_fast_generations_are_grouped_yet_all_stored_at_the_end(tmp_path: Path, 
     store.close()
 
 
-def test_by_default_each_fast_generation_is_its_own_transaction(tmp_path: Path, make_pack) -> None:
-    items = _items(make_pack, 6)
-    db = tmp_path / "s.sqlite"
-    store = Store(db)
-    store.start_run("r", {}, {})
-    executor = Scripted(db, latency_ms=0.01)
-    run_generation(items, store, "r", lambda spec: None, executor=executor)
-    assert executor.seen == [1, 2, 3, 4, 5, 6]
-    store.close()
-
-
-def test_a_slow_generation_is_committed_as_it_arrives(tmp_path: Path, make_pack) -> None:
+@pytest.mark.parametrize("latency_ms,commit_ms", [(0.01, 0.0), (800.0, 0.0), (800.0, 50.0)])
+def test_a_generation_is_committed_as_it_arrives(tmp_path: Path, make_pack, latency_ms: float,
+                                                  commit_ms: float) -> None:
+    """By default (each stored result its own transaction), and with grouping for a slow one."""
     items = _items(make_pack, 5)
     db = tmp_path / "s.sqlite"
     store = Store(db)
     store.start_run("r", {}, {})
-    executor = Scripted(db, latency_ms=800.0)
-    run_generation(items, store, "r", lambda spec: None, executor=executor)
+    executor = Scripted(db, latency_ms=latency_ms)
+    run_generation(items, store, "r", lambda spec: None, executor=executor, commit_ms=commit_ms)
     assert executor.seen == [1, 2, 3, 4, 5]
     store.close()
 
