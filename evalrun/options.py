@@ -129,8 +129,8 @@ OPTIONS: tuple[Option, ...] = (
            metavar="ADDR"),
     Option("ray_actors", int, "Ray actors per model with --executor ray, each holding the model "
            "once (default 2)", default=2, check=_at_least(1)),
-    Option("commit_ms", float, "group the writes of fast results and grades (a reference solver, a "
-           "replay) into one transaction per MS milliseconds of their work: a kill -9 then loses at "
+    Option("commit_ms", float, "group the writes of fast results (a reference solver's) and of grades "
+           "into one transaction per MS milliseconds of their work: a kill -9 then loses at "
            "most that much work, which the next run redoes; model calls are still stored one by one "
            "(default 0: one transaction per stored result)", default=0.0, metavar="MS",
            check=_between(0.0, 60_000.0)),
