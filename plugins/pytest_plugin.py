@@ -71,8 +71,9 @@ class EvalrunState:
     #: (kind of item, pack, nodeid, failure text) of every finished item, for the summary
     outcomes: list[tuple[str, str, str, str]] = field(default_factory=list)
     _store: Store | None = None
-    #: grades not yet committed: grading is redone by every run, so a kill loses nothing
-    #: that costs a model call; flushed when the session ends, interrupted or not
+    #: grades on their way to the store: each committed at once, unless --commit-ms groups
+    #: them (grading is redone by every run, so a kill then loses nothing that costs a model
+    #: call); flushed when the session ends, interrupted or not
     _grades: CommitBatch[GradeRecord] | None = None
     packs: dict[Path, Pack] = field(default_factory=dict)
 
