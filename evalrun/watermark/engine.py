@@ -12,7 +12,7 @@ Kernels run on numpy or torch (see :mod:`evalrun.kernels.backend`); ``detect`` a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Callable
 
 from evalrun.hashing import stable_int
 from evalrun.kernels.backend import Ops
@@ -60,14 +60,11 @@ class Sampler(ABC):
         """Evidence minus its null mean (0 contributes nothing to align/edit)."""
         return ops.f64(self.token_stat(ops, seeds, tokens, vocab_size)) - self.null_mean(vocab_size)
 
-    #: True when :meth:`token_stat` is a function of the pair's word
-    #: ``pair(seed, code(token))`` alone (kgw, exp): :meth:`sum_terms` then hashes each pair
-    #: once for both the statistic (:meth:`word_stat`) and the repeat mask
-    stat_of_word: bool = False
-
-    def word_stat(self, ops: Ops, words: Any) -> Any:
-        """:meth:`token_stat` from the pairs' words (samplers with :attr:`stat_of_word`)."""
-        raise NotImplementedError
+    #: :meth:`token_stat` from the pairs' words ``pair(seed, code(token))``: a method
+    #: ``word_stat(ops, words)`` on samplers whose statistic is a function of that word alone
+    #: (kgw, exp), None on the others. With it :meth:`sum_terms` hashes each pair once, for
+    #: both the statistic and the repeat mask
+    word_stat: Callable[[Ops, Any], Any] | None = None
 
     def sum_terms(self, ops: Ops, seeds: Any, tokens: Any, scored: Any, vocab_size: int,
                   count_repeats: bool, segments: Any = None) -> tuple[Any, Any]:
@@ -79,11 +76,11 @@ class Sampler(ABC):
         within a text only, which gives each text the terms it gets on its own."""
         mask = scored
         words = None
-        if not count_repeats or self.stat_of_word:
+        if not count_repeats or self.word_stat is not None:
             words = pair(ops, seeds, code(ops, tokens))
         if not count_repeats:
             mask = mask & first_occurrence(ops, words, segments)
-        if self.stat_of_word:
+        if self.word_stat is not None:
             stat = self.word_stat(ops, words)
         else:
             stat = self.token_stat(ops, seeds, tokens, vocab_size)

@@ -33,8 +33,6 @@ class Exponential(Sampler):
     def token_stat(self, ops: Ops, seeds: Any, tokens: Any, vocab_size: int) -> Any:
         return exp_stat(ops, seeds, tokens)
 
-    stat_of_word = True
-
     def word_stat(self, ops: Ops, words: Any) -> Any:
         return exp_word_stat(ops, words)
 

@@ -44,8 +44,6 @@ class DistributionShift(Sampler):
     def token_stat(self, ops: Ops, seeds: Any, tokens: Any, vocab_size: int) -> Any:
         return is_green(ops, seeds, tokens, self.gamma)
 
-    stat_of_word = True
-
     def word_stat(self, ops: Ops, words: Any) -> Any:
         return below(ops, words, self.gamma)  # is_green, given pair(seed, code(token))
 
