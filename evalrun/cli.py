@@ -420,9 +420,14 @@ def cmd_distinguish(args: argparse.Namespace) -> int:
     seconds = sum(r["embed_seconds"] + r["cv_seconds"] for r in results)
     print(f"distinguish: {len(results)} comparison(s), embedder {args.embedder} "
           f"({sum(r['newly_embedded'] for r in results)} texts newly embedded), {seconds:.1f} s; stored in {args.db}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    _write_json(args.json, results)
     return 0
+
+
+def _write_json(path: str | None, value: object) -> None:
+    """The ``--json PATH`` file of an analysis command (nothing without ``--json``)."""
+    if path:
+        Path(path).write_text(json.dumps(value, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def cmd_tune(args: argparse.Namespace, user_argv: list[str]) -> int:
@@ -458,8 +463,7 @@ def cmd_tune(args: argparse.Namespace, user_argv: list[str]) -> int:
                       progress=show)
     print(f"tune: chose {result['watermark']}: TPR {result['tpr']:.3f} at z >= {z:g} (target {args.target_tpr:g}; "
           f"{len(result['tried'])} configurations tried in {result['seconds']:.1f} s) -> {values['db']}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    _write_json(args.json, result)
     return 0
 
 
@@ -511,7 +515,7 @@ def cmd_sweep(args: argparse.Namespace, user_argv: list[str]) -> int:
     if args.json:
         from evalrun.sweep import _finite
 
-        Path(args.json).write_text(json.dumps(_finite(result), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        _write_json(args.json, _finite(result))
     return 0
 
 
