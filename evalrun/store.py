@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from evalrun.checkpointer import WRITER_PAGES, Checkpointer
 from evalrun.errors import EvalrunError
 
 #: the schema this evalrun writes; stores from earlier releases are upgraded by MIGRATIONS
@@ -373,13 +374,16 @@ class Store:
     ``what`` names the option the path came from in error messages.
     """
 
-    def __init__(self, path: str | Path, *, readonly: bool = False, what: str = "--db") -> None:
+    def __init__(self, path: str | Path, *, readonly: bool = False, what: str = "--db",
+                 background_checkpoints: bool = False) -> None:
         self.path = Path(path)
         self.what = what
         self.readonly = readonly
         #: answers to questions asked once per graded item (see :meth:`_answer`)
         self._answers: dict[tuple[str, ...], Any] = {}
         self._answers_version: int | None = None
+        #: a run's store checkpoints its log from a thread (evalrun.checkpointer)
+        self._checkpointer: Checkpointer | None = None
         check_store_path(self.path, what=what, write=not readonly)
         if not readonly and not self.path.parent.exists():
             try:
@@ -411,6 +415,9 @@ class Store:
         except EvalrunError:
             self.conn.close()
             raise
+        if background_checkpoints and not readonly:
+            self.conn.execute(f"PRAGMA wal_autocheckpoint = {WRITER_PAGES}")
+            self._checkpointer = Checkpointer(self.path)
 
     def _connect(self) -> sqlite3.Connection:
         if not self.readonly:
@@ -466,7 +473,7 @@ class Store:
             self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def transaction(self) -> "_Transaction":
-        return _Transaction(self.conn)
+        return _Transaction(self.conn, None if self._checkpointer is None else self._checkpointer.poke)
 
     def _answer(self, key: tuple[str, ...], ask: Callable[[], Any]) -> Any:
         """``ask()``, cached until the store changes: another connection commits (SQLite's
@@ -482,6 +489,9 @@ class Store:
         return self._answers[key]
 
     def close(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.close()
+            self._checkpointer = None
         self.conn.close()
 
     def __enter__(self) -> "Store":
@@ -573,6 +583,16 @@ class Store:
     # -- grading phase --------------------------------------------------------------------
     def result_by_key(self, item_key: str) -> sqlite3.Row | None:
         return self.conn.execute("SELECT * FROM results WHERE item_key = ?", (item_key,)).fetchone()
+
+    def results_by_keys(self, item_keys: Sequence[str]) -> dict[str, sqlite3.Row]:
+        """item_key -> row, for those of ``item_keys`` that are stored (one query per 500)."""
+        out: dict[str, sqlite3.Row] = {}
+        for start in range(0, len(item_keys), 500):
+            chunk = item_keys[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in self.conn.execute(f"SELECT * FROM results WHERE item_key IN ({marks})", chunk):
+                out[row["item_key"]] = row
+        return out
 
     def record_grade(self, grade: GradeRecord) -> None:
         self.record_grades([grade])
@@ -737,8 +757,9 @@ class Store:
 class _Transaction:
     """BEGIN IMMEDIATE ... COMMIT, retried while another process holds the write lock."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, committed: Callable[[], None] | None = None) -> None:
         self.conn = conn
+        self.committed = committed
 
     def __enter__(self) -> sqlite3.Connection:
         for attempt in range(200):
@@ -754,6 +775,8 @@ class _Transaction:
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is None:
             self.conn.execute("COMMIT")
+            if self.committed is not None:
+                self.committed()
         else:
             self.conn.execute("ROLLBACK")
 

@@ -106,3 +106,35 @@ def test_judgements_for_follows_writes_of_this_and_other_connections(tmp_path: P
     store.store_judgement(_judgement("j2"), ["x", "b"])
     assert [(j["judgement_key"], j["position"]) for j in store.judgements_for("b")] == [("j2", 1)]
     store.close()
+
+
+def _in_database_file(path: Path) -> int:
+    """Results in the database file itself, the write-ahead log ignored (what a checkpoint
+    has copied)."""
+    conn = sqlite3.connect(f"file:{path}?immutable=1", uri=True)
+    try:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'results'").fetchone() is None:
+            return 0
+        return conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("background", [True, False])
+def test_background_checkpoints_copy_commits_into_the_database_file(tmp_path: Path, background: bool) -> None:
+    import threading
+    import time
+
+    path = tmp_path / "db.sqlite"
+    store = Store(path, background_checkpoints=background)
+    store.start_run("r1", {}, {})
+    for i in range(40):  # a few dozen log pages: far below the writer's own checkpoint
+        store.store_generation([_row(f"k{i}", output="x" * 500)], "r1")
+    deadline = time.monotonic() + 10.0
+    while background and _in_database_file(path) < 40 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _in_database_file(path) == (40 if background else 0)
+    assert store.results_by_keys([f"k{i}" for i in range(45)]).keys() == {f"k{i}" for i in range(40)}
+    store.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("evalrun-checkpoint")]
+    assert _in_database_file(path) == 40  # the last connection's close checkpoints the rest
