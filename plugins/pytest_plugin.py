@@ -16,6 +16,7 @@ import os
 import sys
 import uuid
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -43,6 +44,7 @@ from evalrun.store import ATTACK_ERROR, GRADER_ERROR, GradeRecord, Store
 from evalrun.transform_phase import run_transforms
 from evalrun.judge_phase import run_judges, subjects, with_judgements
 from evalrun.judges import get_judge
+from evalrun.plugins.item_protocol import lean_allowed, run_lean
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -53,6 +55,8 @@ else:  # pragma: no cover
 #: name as `evalrun run`'s default (there relative to the working directory, here to the rootdir)
 DEFAULT_DB = "results.sqlite"
 STATE_KEY = pytest.StashKey["EvalrunState"]()
+#: stored rows read in one query ahead of grading (EvalrunState.stored_row)
+ROWS_AHEAD = 256
 
 
 @dataclass
@@ -76,10 +80,31 @@ class EvalrunState:
     #: call); flushed when the session ends, interrupted or not
     _grades: CommitBatch[GradeRecord] | None = None
     packs: dict[Path, Pack] = field(default_factory=dict)
+    #: whether case items take the lean protocol (:mod:`evalrun.plugins.item_protocol`);
+    #: decided at the first item, once the session's plugins are all registered
+    lean: bool | None = None
+    #: the case items' keys in run order (their position), and stored rows read ahead of
+    #: grading: one query per ROWS_AHEAD items instead of one per item
+    order: list[str] = field(default_factory=list)
+    position: dict[str, int] = field(default_factory=dict)
+    ahead: dict[str, Any] = field(default_factory=dict)
+
+    def stored_row(self, item_key: str) -> Any:
+        """The item's stored result row (None if there is none). Rows are complete once the
+        generation, transform and judge stages are over, and grading changes only an item's
+        own row, after reading it: a row read ahead is the row as it would be read now."""
+        row = self.ahead.pop(item_key, None)
+        if row is not None:
+            return row
+        at = self.position.get(item_key)
+        if at is None:
+            return self.store().result_by_key(item_key)
+        self.ahead = self.store().results_by_keys(self.order[at:at + ROWS_AHEAD])
+        return self.ahead.pop(item_key, None)
 
     def store(self) -> Store:
         if self._store is None:
-            self._store = Store(self.db, what="--evalrun-db")
+            self._store = Store(self.db, what="--evalrun-db", background_checkpoints=True)
         return self._store
 
     def grades(self) -> CommitBatch[GradeRecord]:
@@ -191,6 +216,10 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 class PackFile(pytest.File):
     """A pack directory, entered through its pack.toml."""
 
+    #: pack.toml relative to the rootdir, as pytest's reports locate its items (the first
+    #: item works it out)
+    relpath: str | None = None
+
     def collect(self) -> Iterator[pytest.Item]:
         state = get_state(self.config)
         try:
@@ -251,7 +280,7 @@ class CaseItem(pytest.Item):
     def runtest(self) -> None:
         state = get_state(self.config)
         store = state.store()
-        row = store.result_by_key(self.item.item_key)
+        row = state.stored_row(self.item.item_key)
         if row is None or row["raw_output"] is None or (row["error"] and row["label"] not in (GRADER_ERROR,
                                                                                             ATTACK_ERROR)):
             self.user_properties.append((KIND, "generation_error"))
@@ -287,7 +316,31 @@ class CaseItem(pytest.Item):
         return text.replace(key, "***") if key else text
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.path, None, f"{self.item.pack.name}::{self.name}"
+        # line 0, as pytest's own non-Python items: a skip marker reports the item's location
+        return self.path, 0, f"{self.item.pack.name}::{self.name}"
+
+    @cached_property
+    def location(self) -> tuple[str, int | None, str]:
+        """pytest's value, the relative path worked out once per pack rather than per item."""
+        parent = self.parent
+        if not isinstance(parent, PackFile):
+            return pytest.Item.location.func(self)  # type: ignore[attr-defined]
+        if parent.relpath is None:
+            parent.relpath = pytest.Item.location.func(self)[0]  # type: ignore[attr-defined]
+        _, line, name = self.reportinfo()
+        return parent.relpath, line, name
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    """Case items run the lean protocol where it is exact (see item_protocol), which is
+    about half of pytest's per-item cost; None hands the item to pytest."""
+    if not isinstance(item, CaseItem):
+        return None
+    state = get_state(item.config)
+    if state.lean is None:
+        state.lean = lean_allowed(item.config, __name__)
+    return True if state.lean and run_lean(item, nextitem) else None
 
 
 class CaseErrorItem(pytest.Item):
@@ -399,6 +452,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     for line in judged if reporter is not None and not state.is_worker else ():
         reporter.write_line(line)
     prepare_items(items, store, key=options.resolved_key())  # e.g. batched detection
+    state.order = [item.item_key for item in items]
+    state.position = {key: i for i, key in enumerate(state.order)}
 
 
 def _run_judges(store: Store, state: EvalrunState, factory: Any, show: bool, executor: Executor) -> list[str]:
