@@ -196,6 +196,7 @@ def _add_some_run_options(p: argparse.ArgumentParser, names: Sequence[str]) -> N
 
 
 def _pytest_args(args: argparse.Namespace, values: dict, run_id: str, user_argv: list[str]) -> list[str]:
+    from evalrun.executors import EXECUTORS
     from evalrun.options import pytest_args_for
     from evalrun.pack import resolve_pack
 
@@ -206,11 +207,14 @@ def _pytest_args(args: argparse.Namespace, values: dict, run_id: str, user_argv:
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
         out += ["-p", "evalrun.plugins.pytest_plugin"]
     handed = {**values, "db": str(Path(values["db"]).resolve()), "run_id": run_id, "argv": json.dumps(user_argv)}
+    workers = values["workers"]
+    if workers and EXECUTORS.get(values["executor"]).runs_workers:
+        handed["executor_workers"], workers = workers, 0
     out += pytest_args_for(handed)
     if values["select"]:
         out += ["-k", values["select"]]
-    if values["workers"]:
-        out += ["-n", str(values["workers"])]
+    if workers:
+        out += ["-n", str(workers)]
     return out + list(args.pytest_args)
 
 

@@ -17,7 +17,7 @@ entry-point group) under the name ``--executor`` gives; a stage never asks which
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 from evalrun.generation import Generation, GenerationRequest
 from evalrun.registry import Registry
@@ -41,6 +41,10 @@ def generation_task(provider: Any, requests: list[GenerationRequest], emit: Emit
 class Executor(ABC):
     """Runs a stage's calls and calls the stage's ``sink`` in this process for each answer.
     Use it as a context manager: :meth:`close` releases what it holds between calls."""
+
+    #: whether the executor runs workers of its own (built with ``workers=N``): ``evalrun run
+    #: --workers N`` then sizes them; otherwise it means N pytest-xdist grading processes
+    runs_workers: ClassVar[bool] = False
 
     @abstractmethod
     def map(self, model: str | None, task: Task, inputs: Sequence[Any], sink: Emit,

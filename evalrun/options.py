@@ -120,15 +120,17 @@ OPTIONS: tuple[Option, ...] = (
     Option("no_progress", bool, "no progress bar", default=False, toml=None),
     # evalrun run only: they become pytest's own options
     Option("select", str, "pytest -k expression selecting items", metavar="EXPR", pytest=False, toml=None),
-    Option("workers", int, "pytest-xdist worker processes for grading", default=0, pytest=False, toml=None,
-           check=_at_least(0)),
+    Option("workers", int, "parallel workers: pytest-xdist processes that grade (--executor local), or "
+           "the executor's own workers, e.g. Ray actors each holding the model once (--executor ray; "
+           "default 2)", default=0, pytest=False, toml=None, check=_at_least(0)),
     Option("executor", str, "where a run's unique model calls run (generations, attacks, judges): "
            "local (this process) or ray (Ray actors; pip install \"evalrun[ray]\")", default="local",
            check=_executor),
     Option("ray_address", str, "Ray cluster to join with --executor ray (default: a local Ray)",
            metavar="ADDR"),
-    Option("ray_actors", int, "Ray actors per model with --executor ray, each holding the model "
-           "once (default 2)", default=2, check=_at_least(1)),
+    Option("executor_workers", int, "workers per model of an executor that runs its own (Ray actors "
+           "with --executor ray, default 2); evalrun run sets it with --workers", default=2,
+           check=_at_least(1), cli=False, toml_aliases=("ray_actors",)),
     Option("commit_ms", float, "group the writes of fast results (a reference solver's) and of grades "
            "into one transaction per MS milliseconds of their work: a kill -9 then loses at "
            "most that much work, which the next run redoes; model calls are still stored one by one "
@@ -168,7 +170,7 @@ class RunOptions:
     #: every executor stores the same results
     executor: str = "local"
     ray_address: str | None = None
-    ray_actors: int = 2
+    executor_workers: int = 2
     #: commit grouping of fast writes (:mod:`evalrun.commit_batch`); 0 = one transaction per
     #: stored result. Not stored: it changes when rows are written, never what they hold
     commit_ms: float = 0.0
@@ -354,7 +356,7 @@ def run_options(values: Mapping[str, Any], *, default_models: Sequence[str]) -> 
         tokenizer=values.get("tokenizer"), model_args=model_args,
         judges=tuple(dict.fromkeys(parse_judge(j) for j in values.get("judges") or ())),
         executor=values.get("executor") or "local", ray_address=values.get("ray_address"),
-        ray_actors=values.get("ray_actors") or 2, commit_ms=float(values.get("commit_ms") or 0.0),
+        executor_workers=values.get("executor_workers") or 2, commit_ms=float(values.get("commit_ms") or 0.0),
     )
     check_options(options)
     return options

@@ -1,6 +1,6 @@
 """``--executor ray``: a stage's calls spread over Ray actors, answers stored by this process.
 
-Each of ``--ray-actors`` actors builds the model's provider once (model loaded once per actor)
+Each of ``--workers`` actors builds the model's provider once (model loaded once per actor)
 and answers chunks of a stage's inputs; chunks go out round-robin and each chunk's answers go
 to the stage's sink as the chunk comes back. A chunk is a whole number of the provider's
 batches (``batch_size``) taken in the stage's order, so a local model batches exactly the
@@ -71,10 +71,13 @@ def chunk_size(inputs: int, actors: int, batch: int) -> int:
 class RayExecutor(Executor):
     """Calls spread over Ray actors; answers reach the sink here as each chunk returns."""
 
-    def __init__(self, *, ray_address: str | None = None, ray_actors: int = 2,
+    #: ``--workers`` sizes the actor pool, not pytest-xdist
+    runs_workers = True
+
+    def __init__(self, *, ray_address: str | None = None, workers: int = 2,
                  provider_options: Mapping[str, Any] | None = None, **_: Any) -> None:
         self.address = ray_address
-        self.actors = max(1, int(ray_actors))
+        self.actors = max(1, int(workers))
         self.provider_options = {k: v for k, v in (provider_options or {}).items() if v is not None}
         self._model: str | None = None
         self._pool: list[Any] = []

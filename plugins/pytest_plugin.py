@@ -427,7 +427,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             with make_executor(options.executor, ray_address=options.ray_address,
-                               ray_actors=options.ray_actors,
+                               workers=options.executor_workers,
                                provider_options={"base_url": options.base_url,
                                                  "concurrency": options.concurrency}) as executor:
                 summary = run_generation(items, store, state.run_id, factory, key=options.resolved_key(),

@@ -3,6 +3,7 @@ test here, recording what it is asked), and Ray chunks are whole provider batche
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Sequence
 
 import pytest
@@ -49,3 +50,19 @@ def test_generations_attacks_and_judges_all_go_through_the_executor(pytester: py
     (100, 2, 1, 13), (100, 2, 16, 16), (3, 2, 16, 16), (8, 2, 2, 2), (40, 2, 3, 6), (1, 4, 1, 1)])
 def test_ray_chunks_are_whole_provider_batches(inputs: int, actors: int, batch: int, size: int) -> None:
     assert chunk_size(inputs, actors, batch) == size
+
+
+@pytest.mark.parametrize("executor, xdist, executor_workers", [("local", "3", "2"), ("ray", None, "3")])
+def test_workers_sizes_the_executors_own_workers_or_else_xdist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               executor: str, xdist: str | None,
+                                                               executor_workers: str) -> None:
+    """``evalrun run --workers N``: N pytest-xdist grading processes with the local executor,
+    N Ray actors per model with ``--executor ray`` (and then no xdist: one process writes)."""
+    from evalrun.cli import _pytest_args, _run_values, build_parser
+
+    monkeypatch.chdir(tmp_path)
+    args = build_parser().parse_args(["run", "--pack", "watermark_robustness", "--model", "reference",
+                                      "--executor", executor, "--workers", "3", "--out", str(tmp_path / "r.db")])
+    out = _pytest_args(args, _run_values(args, None), "run-id", [])
+    assert (out[out.index("-n") + 1] if "-n" in out else None) == xdist
+    assert out[out.index("--evalrun-executor-workers") + 1] == executor_workers

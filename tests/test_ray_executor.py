@@ -49,7 +49,7 @@ def test_ray_run_stores_what_an_in_process_run_stores(tmp_path: Path, make_pack,
     pack = make_pack(cases=cases)
     local, distributed = tmp_path / "local.sqlite", tmp_path / "ray.sqlite"
     _run(pack, local)
-    _run(pack, distributed, "--executor", "ray", "--ray-address", cluster, "--ray-actors", "2")
+    _run(pack, distributed, "--executor", "ray", "--ray-address", cluster, "--workers", "2")
     want, got = _rows(local), _rows(distributed)
     assert len(want) == 24 * 3 * 2
     assert all(row[8] for row in want)  # every output stored
@@ -84,7 +84,7 @@ def test_ray_run_of_a_transformers_model_stores_every_stage_of_an_in_process_run
            "paraphrase:embedded", "--judge", "perplexity:embedded", "--max-tokens", "8", "--n", "1",
            "--key", "ray-test-key", "--no-progress"]
     stores = {}
-    for name, extra in (("local", ()), ("ray", ("--executor", "ray", "--ray-address", cluster, "--ray-actors", "2"))):
+    for name, extra in (("local", ()), ("ray", ("--executor", "ray", "--ray-address", cluster, "--workers", "2"))):
         stores[name] = tmp_path / f"{name}.sqlite"
         proc = subprocess.run([*run, "--out", str(stores[name]), *extra], capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
