@@ -5,7 +5,10 @@ solver, each case cloned until there are N), then measures in one run:
   * baseline: solve + grade every case in a plain Python loop (no pytest, no store);
   * collection: `pytest --collect-only` over the pack (process wall time);
   * end to end: `evalrun run --model reference` (process wall time: generation phase, one
-    pytest item per case, one transaction per stored result and per grade);
+    pytest item per case run by the lean item protocol, one transaction per stored result
+    and per grade);
+  * the same with pytest's own item protocol (`-- --capture=sys` turns the lean one off:
+    evalrun.plugins.item_protocol), the baseline of the lean protocol;
   * the same with `--commit-ms 50` (fast results and grades committed in groups holding at
     most 50 ms of work: evalrun.commit_batch) on a fresh store;
   * a second, cached run of the default command (nothing regenerated).
@@ -95,6 +98,9 @@ def main() -> None:
         run_s = timed(run_cmd, root)
         gen_s = generation_seconds(db)
         cached_s = timed(run_cmd, root)
+        pytest_protocol_s = timed([*run_cmd[:-2], str(root / "protocol.sqlite"), "--no-progress", "--",
+                                   "--capture=sys"], root)
+        pytest_protocol_gen_s = generation_seconds(root / "protocol.sqlite")
         grouped_cmd = [*run_cmd[:-2], str(root / "grouped.sqlite"), "--no-progress", "--commit-ms", "50"]
         grouped_s = timed(grouped_cmd, root)
         grouped_gen_s = generation_seconds(root / "grouped.sqlite")
@@ -110,6 +116,10 @@ def main() -> None:
           f"  = {run_s / n * 1000:.2f} ms per case")
     print(f"  of which the generation phase:           {gen_s:.2f} s; the rest "
           f"{(run_s - gen_s) / n * 1000:.2f} ms per case")
+    print(f"with pytest's own item protocol:           {pytest_protocol_s:.2f} s  = "
+          f"{pytest_protocol_s / n * 1000:.2f} ms per case; besides its generation phase "
+          f"({pytest_protocol_gen_s:.2f} s) {(pytest_protocol_s - pytest_protocol_gen_s) / n * 1000:.2f} ms"
+          f" per case: the lean protocol is {pytest_protocol_s / run_s:.2f}x faster end to end")
     print(f"evalrun run --commit-ms 50:                {grouped_s:.2f} s"
           f"  = {grouped_s / n * 1000:.2f} ms per case ({run_s / grouped_s:.2f}x faster)")
     print(f"  of which the generation phase:           {grouped_gen_s:.2f} s; the rest "
