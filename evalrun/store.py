@@ -20,13 +20,16 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from evalrun.checkpointer import WRITER_PAGES, Checkpointer
 from evalrun.errors import EvalrunError
 
 #: the schema this evalrun writes; stores from earlier releases are upgraded by MIGRATIONS
 SCHEMA_VERSION = 4
+#: keys bound per ``IN (...)`` query (SQLite's limit on a statement's variables is 32,766
+#: since 3.32, 999 before)
+IN_CHUNK = 500
 #: first 16 bytes of every SQLite database file
 SQLITE_MAGIC = b"SQLite format 3\x00"
 READ_ONLY = "read-only: report and export open it read-only, run and regrade need write access"
@@ -533,19 +536,21 @@ class Store:
         """item_key -> result_id for rows that hold an output and no error (the cache)."""
         return self._result_ids(item_keys, HAS_OUTPUT)
 
+    def select_in(self, select: str, column: str, keys: Iterable[Any], *, also: str = "",
+                  params: Sequence[Any] = ()) -> Iterator[sqlite3.Row]:
+        """Rows of ``{select} WHERE [{also} AND] {column} IN (keys)``, ``params`` bound to
+        ``also``: one query per :data:`IN_CHUNK` keys (SQLite bounds a statement's variables)."""
+        keys = list(keys)
+        where = f"({also}) AND " if also else ""
+        for start in range(0, len(keys), IN_CHUNK):
+            chunk = keys[start:start + IN_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            yield from self.conn.execute(f"{select} WHERE {where}{column} IN ({marks})", [*params, *chunk])
+
     def _result_ids(self, item_keys: Iterable[str], condition: str = "1") -> dict[str, int]:
         """item_key -> result_id of the rows with these keys that meet ``condition``."""
-        keys = list(item_keys)
-        out: dict[str, int] = {}
-        for start in range(0, len(keys), 500):
-            chunk = keys[start:start + 500]
-            marks = ",".join("?" * len(chunk))
-            for row in self.conn.execute(
-                f"SELECT item_key, result_id FROM results WHERE item_key IN ({marks}) AND {condition}",
-                chunk,
-            ):
-                out[row[0]] = row[1]
-        return out
+        return {row[0]: row[1] for row in self.select_in("SELECT item_key, result_id FROM results", "item_key",
+                                                        item_keys, also=condition)}
 
     def store_generation(self, rows: Sequence[Mapping[str, Any]], run_id: str) -> list[int]:
         """Write generated rows (one per attack of each generation) and link them to the run,
@@ -584,15 +589,9 @@ class Store:
     def result_by_key(self, item_key: str) -> sqlite3.Row | None:
         return self.conn.execute("SELECT * FROM results WHERE item_key = ?", (item_key,)).fetchone()
 
-    def results_by_keys(self, item_keys: Sequence[str]) -> dict[str, sqlite3.Row]:
-        """item_key -> row, for those of ``item_keys`` that are stored (one query per 500)."""
-        out: dict[str, sqlite3.Row] = {}
-        for start in range(0, len(item_keys), 500):
-            chunk = item_keys[start:start + 500]
-            marks = ",".join("?" * len(chunk))
-            for row in self.conn.execute(f"SELECT * FROM results WHERE item_key IN ({marks})", chunk):
-                out[row["item_key"]] = row
-        return out
+    def results_by_keys(self, item_keys: Iterable[str]) -> dict[str, sqlite3.Row]:
+        """item_key -> row, for those of ``item_keys`` that are stored."""
+        return {row["item_key"]: row for row in self.select_in("SELECT * FROM results", "item_key", item_keys)}
 
     def record_grade(self, grade: GradeRecord) -> None:
         self.record_grades([grade])
@@ -610,14 +609,8 @@ class Store:
     # -- transform stage ------------------------------------------------------------------
     def transforms(self, keys: Iterable[str]) -> dict[str, sqlite3.Row]:
         """transform_key -> stored transform (errored ones included)."""
-        keys = list(dict.fromkeys(keys))
-        out: dict[str, sqlite3.Row] = {}
-        for start in range(0, len(keys), 500):
-            chunk = keys[start:start + 500]
-            marks = ",".join("?" * len(chunk))
-            for row in self.conn.execute(f"SELECT * FROM transforms WHERE transform_key IN ({marks})", chunk):
-                out[row["transform_key"]] = row
-        return out
+        return {row["transform_key"]: row
+                for row in self.select_in("SELECT * FROM transforms", "transform_key", dict.fromkeys(keys))}
 
     def store_transform(self, row: Mapping[str, Any], result_ids: Sequence[int]) -> None:
         """Write one transform (replacing an errored attempt) and point its results at it; a
@@ -683,16 +676,9 @@ class Store:
         no cache and returns nothing."""
         if not self.has_table("embeddings"):
             return {}
-        keys = list(dict.fromkeys(digests))
-        out: dict[str, bytes] = {}
-        for start in range(0, len(keys), 500):
-            chunk = keys[start:start + 500]
-            marks = ",".join("?" * len(chunk))
-            for digest, vector in self.conn.execute(
-                    f"SELECT text_sha256, vector FROM embeddings WHERE embedder = ? AND text_sha256 IN ({marks})",
-                    [embedder, *chunk]):
-                out[digest] = vector
-        return out
+        return {digest: vector for digest, vector in self.select_in(
+            "SELECT text_sha256, vector FROM embeddings", "text_sha256", dict.fromkeys(digests),
+            also="embedder = ?", params=(embedder,))}
 
     def store_embeddings(self, embedder: str, rows: Sequence[tuple[str, int, bytes]]) -> None:
         """``(text_sha256, dim, float32 bytes)`` rows for ``embedder``, in one transaction."""

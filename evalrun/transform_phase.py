@@ -179,10 +179,4 @@ def run_transforms(items: Sequence[Item], store: Store, run_id: str, options: Ru
 
 
 def _rows(store: Store, item_keys: Sequence[str]) -> list[Any]:
-    out = []
-    for start in range(0, len(item_keys), 500):
-        chunk = item_keys[start:start + 500]
-        marks = ",".join("?" * len(chunk))
-        out += store.conn.execute(
-            f"SELECT * FROM results WHERE item_key IN ({marks}) AND {HAS_OUTPUT}", chunk).fetchall()
-    return out
+    return list(store.select_in("SELECT * FROM results", "item_key", item_keys, also=HAS_OUTPUT))
