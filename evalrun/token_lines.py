@@ -10,8 +10,8 @@ every line is judged by one JSON parser and one set of error messages:
 
 * no backslash in the line and ``"token_ids"`` exactly once: the match is then a real key
   (a string cannot hide a quote) and no duplicate key can override it;
-* the bracket text holds only digits, commas, minus signs and JSON whitespace, and every
-  minus sign starts a number; numpy reads all of it (its partial-read warning counts as
+* the bracket text holds only digits, commas, minus signs and JSON whitespace, no field is
+  empty, and every minus sign starts a number; numpy reads all of it (its partial-read warning counts as
   doubt), finds as many numbers as there are commas plus one, none of them an int64 limit
   (numpy clamps an overflow to one), and the text has no more digits than the numbers
   written without leading zeros;
@@ -70,6 +70,9 @@ def parse_bodies(bodies: list[bytes]) -> list[np.ndarray] | None:
     if joined:
         if joined.translate(None, _ALLOWED):
             return None
+        compact = joined.translate(None, _SPACE)
+        if b",," in compact or compact.startswith(b",") or compact.endswith(b","):
+            return None  # an empty field (``[1,,2]``, ``[1, ]``): numpy may read a number there
         if b"-" in joined and _LONE_MINUS.search(joined):
             return None
         with warnings.catch_warnings():
