@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -122,10 +124,7 @@ def _in_database_file(path: Path) -> int:
 
 @pytest.mark.parametrize("background", [True, False])
 def test_background_checkpoints_copy_commits_into_the_database_file(tmp_path: Path, background: bool) -> None:
-    import threading
-    import time
-
-    path = tmp_path / "db.sqlite"
+    path = tmp_path / f"checkpoints-{background}.sqlite"  # names its thread: unique in the session
     store = Store(path, background_checkpoints=background)
     store.start_run("r1", {}, {})
     for i in range(40):  # a few dozen log pages: far below the writer's own checkpoint
@@ -135,6 +134,8 @@ def test_background_checkpoints_copy_commits_into_the_database_file(tmp_path: Pa
         time.sleep(0.02)
     assert _in_database_file(path) == (40 if background else 0)
     assert store.results_by_keys([f"k{i}" for i in range(45)]).keys() == {f"k{i}" for i in range(40)}
+    threads = {t for t in threading.enumerate() if t.name == f"evalrun-checkpoint:{path.name}"}
+    assert len(threads) == (1 if background else 0)
     store.close()
-    assert not [t for t in threading.enumerate() if t.name.startswith("evalrun-checkpoint")]
+    assert not any(t.is_alive() for t in threads)
     assert _in_database_file(path) == 40  # the last connection's close checkpoints the rest
