@@ -117,3 +117,25 @@ def test_a_marked_case_item_is_run_by_pytest(project: pytest.Pytester) -> None:
     assert [r.nodeid.split("::")[-1] for r in skipped] == ["c2[reference-none-none-r0]"]
     assert "skipped by a marker" in str(skipped[0].longrepr)
     assert _case_setups(rec) == 1  # the marked item only
+
+
+def test_evalrun_run_with_xdist_workers_reports_and_stores_what_one_process_does(tmp_path: Path, make_pack) -> None:
+    """``evalrun run --workers 2``: each xdist worker runs its case items by the lean protocol
+    and sends the reports to the controller; junit XML and stores equal a one-process run."""
+    import subprocess
+    import sys
+
+    cases = [{"id": f"c{i}", "word": f"w{i}", "kind": "a" if i % 2 else "b"} for i in range(1, 8)]
+    make_pack(cases=cases, grader=GRADER, reference=REFERENCE)
+    junit: dict[str, Any] = {}
+    for name, extra in (("one", ()), ("xdist", ("--workers", "2"))):
+        proc = subprocess.run([sys.executable, "-m", "evalrun.cli", "run", "--packs-dir", str(tmp_path / "packs"),
+                               "--pack", "echo", "--model", "reference", "--out", str(tmp_path / f"{name}.sqlite"),
+                               "--no-progress", *extra, "--", f"--junitxml={tmp_path / name}.xml"],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]  # a completed run
+        assert "5 results graded (5 cases): BAD=1 OK=4" in proc.stdout
+        junit[name] = sorted(_junit(tmp_path / f"{name}.xml"))
+    assert junit["one"] == junit["xdist"]
+    assert len(junit["one"]) == 7
+    assert _grades(tmp_path / "one.sqlite") == _grades(tmp_path / "xdist.sqlite")
