@@ -4,6 +4,7 @@ the other commands read or re-grade a results database, or inspect packs."""
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -580,5 +581,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_USAGE
 
 
+def console_main() -> int:
+    """The ``evalrun`` command: :func:`main`, then the process ends without the interpreter
+    walking the run's leftovers (a 10,000-item run leaves ~100,000 objects in reference cycles;
+    collecting them at exit took 0.35 s): ``gc.freeze`` moves them out of the collector's
+    reach, and the OS reclaims the memory. Only here, never in :func:`main`, which tests and
+    embedding programs call in a process that goes on."""
+    code = main()
+    gc.freeze()
+    return code
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(console_main())
