@@ -55,9 +55,12 @@ class Checkpointer:
                 if self._stop.wait(SETTLE_S):
                     break
                 self._wake.clear()
-                # fetchall: the statement must finish, or it holds a read lock that keeps the
-                # writer from ever restarting the log
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                try:
+                    # fetchall: the statement must finish, or it holds a read lock that keeps
+                    # the writer from ever restarting the log
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                except sqlite3.OperationalError:
+                    continue  # busy: another process's checkpoint or writer; the next commit retries
         except sqlite3.Error:
             pass  # as above: the writer's automatic checkpoint takes over
         finally:

@@ -139,3 +139,22 @@ def test_background_checkpoints_copy_commits_into_the_database_file(tmp_path: Pa
     store.close()
     assert not any(t.is_alive() for t in threads)
     assert _in_database_file(path) == 40  # the last connection's close checkpoints the rest
+
+
+def test_two_writers_with_background_checkpoints_share_one_store(tmp_path: Path) -> None:
+    """xdist workers each hold a run's store: their checkpointers run side by side, and every
+    commit of both still reaches the database file."""
+    path = tmp_path / "shared-checkpoints.sqlite"
+    a, b = Store(path, background_checkpoints=True), Store(path, background_checkpoints=True)
+    a.start_run("r1", {}, {})
+    for i in range(60):
+        (a if i % 2 else b).store_generation([_row(f"k{i}", output="y" * 800)], "r1")
+    deadline = time.monotonic() + 10.0
+    while _in_database_file(path) < 60 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _in_database_file(path) == 60
+    threads = [s._checkpointer._thread for s in (a, b)]
+    assert all(t.is_alive() for t in threads)  # a busy checkpoint does not end a thread
+    a.close()
+    b.close()
+    assert not any(t.is_alive() for t in threads)
