@@ -572,6 +572,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     table = []
     totals: dict[str, int] = {}
     gen_errors = grader_errors = 0
+    # every case's mean, keyed (group..., case_id): the groups' in sorted order are the run's
+    run_means: dict[tuple[str, ...], float] = {}
     for (pack, model, watermark, attack), members in sorted(groups.items()):
         counts: dict[str, int] = {}
         for r in members:
@@ -584,12 +586,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                 gen_errors += 1
         errors = sum(r["error"] is not None for r in members)
         means = case_means(members)
+        run_means.update(means)
         mean = sum(means.values()) / len(means)
         table.append([pack, model, watermark, attack, len(members), f"{mean:.3f}",
                       " ".join(f"{k}={v}" for k, v in sorted(counts.items())), errors])
     graded_n = sum(totals.values())
     cases = len({(r["pack"], r["case_id"]) for r in rows if graded(r)})
-    run_means = case_means(rows)
     run_mean = sum(run_means.values()) / len(run_means)
     metrics = write_metrics_json(compute(rows), metrics_path_beside(state.db))
     terminalreporter.write_sep("=", "evalrun summary")
