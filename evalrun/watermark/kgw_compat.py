@@ -40,8 +40,9 @@ Speed, with results unchanged: detection draws each distinct green list once per
 green lists (one per context, whatever the candidate) are kept as packed bits in the bounded
 process-wide seed-table cache, so a file of many texts draws each at most once; selfhash seeds
 rarely recur, so their membership is traced through torch's shuffle without building the
-permutation (:func:`fisher_yates_members`: ``int(V*gamma)`` mt19937 draws instead of ``V``
-draws and swaps). ``benchmarks/bench_detect_tokens.py`` measures both against MarkLLM.
+permutation (:func:`evalrun.kernels.fisher_yates.traced_members`: at most
+``int(V*gamma)`` mt19937 draws instead of ``V`` draws and swaps, eight generators at a time in
+the compiled kernel). ``benchmarks/bench_detect_tokens.py`` measures both against MarkLLM.
 
 The watermark key is the reference's hash key (15485863 in all published runs): a decimal
 integer string in the int64 range; nothing else is accepted.
@@ -60,6 +61,7 @@ import numpy as np
 from evalrun.errors import SpecError
 from evalrun.specs import Spec, check_keys, spec_float, spec_int
 from evalrun.kernels.backend import get_ops
+from evalrun.kernels.fisher_yates import RANDPERM_SMALL_N, traced_members
 from evalrun.kernels.token_stats import first_occurrence
 from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_array
@@ -229,8 +231,8 @@ class GreenLists:
 
         Generator seeds that agree in their low 32 bits draw the same permutation (torch's
         mt19937 is seeded with ``seed & 0xffffffff``), so pairs are grouped by those bits.
-        A green list asked about for few targets is not built: :func:`fisher_yates_members`
-        replays the first ``size`` steps of torch's shuffle from the raw mt19937 draws and
+        A green list asked about for few targets is not built:
+        :func:`~evalrun.kernels.fisher_yates.traced_members` replays the first ``size`` steps of torch's shuffle from the raw mt19937 draws and
         follows each target; one asked about for many targets (or already cached) is built
         with ``torch.randperm`` as the reference does.
 
@@ -247,10 +249,12 @@ class GreenLists:
         inverse = inverse.reshape(-1)
         if seed_of is not None:
             inverse = inverse[seed_of]
-        order = np.argsort(inverse)  # pairs grouped by green list, in any order inside
-        bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
         valid = (targets >= 0) & (targets < self.vocab_size)
-        if cache and self.size > 0:
+        if self.size == 0:
+            return flags
+        if cache:
+            order = np.argsort(inverse)  # pairs grouped by green list, in any order inside
+            bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
             # targets grouped by seed; one gather of packed bytes per distinct seed
             t = np.where(valid, targets, 0)[order]
             byte = np.empty(len(t), dtype=np.uint8)
@@ -260,117 +264,30 @@ class GreenLists:
             flags[order] = ((byte >> (7 - (t & 7)).astype(np.uint8)) & 1).astype(bool)
             flags &= valid
             return flags
-        traced: list[tuple[int, np.ndarray]] = []
-        for i, seed in enumerate(uniq.tolist()):
-            rows = order[bounds[i]: bounds[i + 1]]
-            rows = rows[valid[rows]]
-            if len(rows) == 0:
-                continue
-            if len(rows) > TRACE_MAX_TARGETS or seed in self._masks or self.size == 0 \
-                    or self.vocab_size >= RANDPERM_SMALL_N:
-                flags[rows] = self.mask(seed)[targets[rows]]
-            else:
-                traced.append((seed, rows))
-        found = fisher_yates_members([seed for seed, _ in traced],
-                                     [targets[rows] for _, rows in traced],
-                                     self.vocab_size, self.size)
-        for (_, rows), green in zip(traced, found):
-            flags[rows] = green
+        # build the green lists asked about for many targets (or already held); trace the rest
+        asked = np.bincount(inverse[valid], minlength=len(uniq))
+        build = asked > TRACE_MAX_TARGETS
+        if self._masks:
+            build |= np.isin(uniq, np.fromiter(self._masks, dtype=np.uint64))
+        if self.vocab_size >= RANDPERM_SMALL_N:
+            build[:] = True
+        built = np.flatnonzero(valid & build[inverse])
+        if len(built):
+            built = built[np.argsort(inverse[built], kind="stable")]
+            bounds = np.searchsorted(inverse[built], np.arange(len(uniq) + 1))
+            for i in np.flatnonzero(build & (asked > 0)).tolist():
+                rows = built[bounds[i]: bounds[i + 1]]
+                flags[rows] = self.mask(int(uniq[i]))[targets[rows]]
+        traced = np.flatnonzero(valid & ~build[inverse])
+        flags[traced] = traced_members(uniq[inverse[traced]], targets[traced],
+                                       self.vocab_size, self.size)
         return flags
 
 
-#: green lists asked about for at most this many targets are traced, not built (a trace
-#: costs about a quarter of a ``torch.randperm`` of 32,000, plus a little per target)
+#: green lists asked about for at most this many targets are traced, not built (a numpy
+#: trace costs about a quarter of a ``torch.randperm`` of 32,000 plus a little per target, a
+#: compiled one a fortieth per target)
 TRACE_MAX_TARGETS = 48
-#: torch's ``randperm_cpu`` shuffles as traced below only for ``n < 2**32 / 20`` (uint32 max)
-RANDPERM_SMALL_N = (2**32 - 1) // 20
-#: (seed, target) pairs traced together (bounds the ``[pairs, size]`` temporaries)
-TRACE_PAIRS = 64
-
-
-def fisher_yates_members(seeds: Sequence[int], targets: Sequence[np.ndarray], n: int,
-                         size: int) -> list[np.ndarray]:
-    """For each 32-bit ``seeds[k]``: which of ``targets[k]`` lie among the first ``size``
-    entries of the CPU ``torch.randperm(n)`` of a generator seeded with it, without building
-    the permutation.
-
-    torch's CPU ``randperm`` (``randperm_cpu`` in ATen's TensorFactories.cpp, for
-    ``n < 2**32 / 20``) fills ``r = [0, n)`` and, for ``i = 0 .. n-2``, swaps ``r[i]`` with
-    ``r[j_i]``, ``j_i = i + random() % (n - i)``, where ``random()`` is the generator's next
-    32-bit mt19937 output; numpy's ``MT19937`` seeded the legacy way gives the same outputs.
-    Step ``i`` fixes position ``i`` for good, so the green list (``r[:size]``) is settled
-    after ``size`` steps, and a token is green iff some step ``i < size`` pulls it from its
-    current position ``j_i``. Until then token ``t`` sits at position ``t``, except that step
-    ``i = t`` (when ``t < size``) pushes it to ``j_t``, where it waits for a pull or the next
-    push. Each target is followed through those events with vectorised scans of ``j``:
-    ``size`` draws per seed instead of ``n`` draws and swaps, and no permutation."""
-    out = [np.zeros(len(t), dtype=bool) for t in targets]
-    if size <= 0 or not seeds:
-        return out
-    if not n < RANDPERM_SMALL_N:
-        raise ValueError(f"n={n}: torch draws randperm({n}) differently; build it instead")
-    counts = np.array([len(t) for t in targets], dtype=np.int64)
-    pair_seed = np.repeat(np.arange(len(seeds)), counts)
-    pair_target = (np.concatenate([np.asarray(t, dtype=np.int64) for t in targets])
-                   if len(pair_seed) else np.zeros(0, dtype=np.int64))
-    flags = np.zeros(len(pair_seed), dtype=bool)
-    steps, spans = _fisher_yates_consts(n, size)
-    bit_gen = np.random.MT19937(0)
-    start = 0
-    while start < len(pair_seed):
-        # a block of whole seeds holding about TRACE_PAIRS pairs
-        first_seed = int(pair_seed[start])
-        stop = min(len(pair_seed), start + TRACE_PAIRS)
-        stop = int(np.searchsorted(pair_seed, pair_seed[stop - 1], side="right"))
-        block_seeds = range(first_seed, int(pair_seed[stop - 1]) + 1)
-        j = np.empty((len(block_seeds), size), dtype=np.uint32)
-        for row, k in enumerate(block_seeds):
-            bit_gen._legacy_seeding(int(seeds[k]))
-            j[row] = bit_gen.random_raw(size)  # mt19937 outputs are < 2**32
-        np.remainder(j, spans, out=j)
-        j += steps
-        flags[start:stop] = _trace(j, pair_seed[start:stop] - first_seed,
-                                   pair_target[start:stop], size)
-        start = stop
-    bounds = np.concatenate([[0], np.cumsum(counts)])
-    return [flags[bounds[k]: bounds[k + 1]] for k in range(len(seeds))]
-
-
-def _trace(j: np.ndarray, rows: np.ndarray, targets: np.ndarray, size: int) -> np.ndarray:
-    """Green flag of each (row of ``j``, target) pair; ``j [seeds, size]`` holds the positions
-    ``j_i`` each step pulls from (see :func:`fisher_yates_members`)."""
-    step = np.arange(size, dtype=np.int64)
-    green = np.zeros(len(rows), dtype=bool)
-    # every target starts at its own id; ``since``: the step after which it waits there
-    pos = targets.copy()
-    since = np.full(len(rows), -1, dtype=np.int64)
-    live = np.flatnonzero((targets >= 0) & (targets < np.iinfo(np.uint32).max))
-    while len(live):
-        r, p, s = rows[live], pos[live], since[live]
-        # the first step after ``since`` that pulls from ``p``; a step i == p that finds
-        # j_i == p leaves the token in place, which fixes it as well
-        hits = (j[r] == p[:, None].astype(np.uint32)) & (step[None, :] > s[:, None])
-        first = hits.argmax(axis=1)
-        hit = hits[np.arange(len(live)), first]
-        pulled = hit & (first <= p)
-        green[live[pulled]] = True
-        # not pulled before step p (p < size): step p pushes it on to j_p
-        pushed = ~pulled & (p < size)
-        live = live[pushed]
-        pos_live = p[pushed]
-        since[live] = pos_live
-        pos[live] = j[rows[live], pos_live].astype(np.int64)
-    return green
-
-
-@functools.lru_cache(maxsize=8)
-def _fisher_yates_consts(n: int, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Step numbers ``i`` and spans ``n - i`` as uint32 ``[size]``."""
-    steps = np.arange(size, dtype=np.uint32)
-    spans = (np.uint32(n) - steps).astype(np.uint32)
-    steps.setflags(write=False)
-    spans.setflags(write=False)
-    return steps, spans
 
 
 def _unique_rows(rows: np.ndarray, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:

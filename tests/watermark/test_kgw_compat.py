@@ -41,13 +41,13 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 
 from evalrun.errors import SpecError  # noqa: E402
+from evalrun.kernels import fisher_yates  # noqa: E402
 from evalrun.specs import parse_spec  # noqa: E402
 from evalrun.watermark import seed_tables as seed_tables_module  # noqa: E402
 from evalrun.watermark.kgw_compat import (  # noqa: E402
     GreenLists,
     KGWCompat,
     build,
-    fisher_yates_members,
     parse_hash_key,
     prf_seeds,
 )
@@ -349,26 +349,15 @@ def _randperm_green(seed: int, n: int, size: int) -> np.ndarray:
     return torch.randperm(n, device="cpu", generator=gen)[:size].numpy()
 
 
-@pytest.mark.parametrize("n,size", [(1, 0), (2, 1), (3, 2), (10, 2), (10, 9), (257, 64),
-                                    (1000, 250), (32000, 8000), (50257, 12564)])
-def test_traced_membership_equals_randperm(n: int, size: int) -> None:
-    rng = np.random.default_rng(n + size)
-    seeds = [0, 1, 2**32 - 1] + rng.integers(0, 2**32, 37).tolist()
-    targets = []
-    for k in range(len(seeds)):
-        # every target of small vocabularies; else random ids and the step boundaries
-        want = np.arange(n) if n <= 257 else np.concatenate(
-            [rng.integers(0, n, 1 + k % 9), [0, max(size - 1, 0), min(size, n - 1), n - 1]])
-        targets.append(want)
-    got = fisher_yates_members(seeds, targets, n, size)
-    for seed, want, flags in zip(seeds, targets, got):
-        assert np.array_equal(flags, np.isin(want, _randperm_green(seed, n, size)))
-
-
+@pytest.mark.parametrize("numpy_trace", [False, True], ids=["default-trace", "numpy-trace"])
 @pytest.mark.parametrize("vocab,gamma", [(1000, 0.25), (32000, 0.5)])
-def test_membership_paths_equal_randperm(vocab: int, gamma: float, monkeypatch) -> None:
+def test_membership_paths_equal_randperm(vocab: int, gamma: float, numpy_trace: bool,
+                                         monkeypatch) -> None:
     """Traced, built and cached green lists give the same flags, for 64-bit generator seeds
-    (torch seeds mt19937 with the low 32 bits, so seeds differing above them share a list)."""
+    (torch seeds mt19937 with the low 32 bits, so seeds differing above them share a list),
+    whether the trace is the compiled kernel (where built) or the numpy one."""
+    if numpy_trace:
+        monkeypatch.setattr(fisher_yates, "_compiled", None)
     rng = np.random.default_rng(vocab)
     low = rng.integers(0, 2**32, 6, dtype=np.uint64)
     seeds = np.concatenate([low, low + np.uint64(2**32) * rng.integers(1, 2**31, 6, dtype=np.uint64)])

@@ -1,0 +1,252 @@
+/*
+ * evalrun.kernels._fisher_yates: is a token among the first `size` entries of the CPU
+ * torch.randperm(n) of a generator seeded with a 32-bit seed?  Compiled twin of the numpy
+ * trace in kernels/fisher_yates.py, which states the algorithm and is the fallback when this
+ * module was not built; tests require both to give the same flags.
+ *
+ * Why compiled: a selfhash text seeds a new generator at almost every token, and deciding
+ * one token takes up to `size` mt19937 outputs (8,000 at V = 32,000, gamma = 0.25).  numpy
+ * draws them one by one through a function pointer; here eight generators run side by side
+ * in one vector register (GCC/Clang vector extensions; on x86-64 Linux a second clone built
+ * for AVX2 is picked at load time), and the test "does step i pull from the token's
+ * position p", i.e. r_i mod (n - i) == p - i, is an exact divisibility test of r_i - (p - i)
+ * by n - i with a multiply, a rotate and a compare (Granlund and Montgomery 1994, as in
+ * Hacker's Delight, 2nd ed., section 10-17).  The rare lanes that pass it, and the steps
+ * that push a token on, are settled with the plain remainder.
+ *
+ * Facts reproduced (not code): torch's CPUGeneratorImpl seeds mt19937 with the low 32 bits
+ * and the standard init_genrand recurrence; randperm_cpu (ATen TensorFactories.cpp, n below
+ * 2**32 / 20) swaps r[i] with r[i + random() % (n - i)] for i = 0 .. n - 2, random() being the
+ * next tempered 32-bit output (Matsumoto and Nishimura 1998).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MT_N 624
+#define MT_M 397
+#define LANES 8
+#define NEVER UINT32_MAX
+#define PARKED 0x7FFFFFFFu /* a lane's offset once settled: far from every divisor's range */
+#define CHUNK 16 /* steps tested between two branches on the lanes' results */
+
+typedef uint32_t lanes_t __attribute__((vector_size(4 * LANES)));
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__APPLE__)
+#define LANE_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define LANE_CLONES
+#endif
+
+/* Per step i: the divisor d = n - i as odd * 2**shift, the inverse of odd modulo 2**32, and
+ * floor((2**32 - 1) / d).  x is a multiple of d iff rotr(x * inverse, shift) <= limit. */
+typedef struct {
+    uint32_t *inverse, *shift, *limit;
+} steps_t;
+
+static int steps_init(steps_t *st, uint32_t n, uint32_t size) {
+    uint32_t *mem = malloc(3 * sizeof(uint32_t) * (size ? size : 1));
+    if (!mem) return -1;
+    st->inverse = mem;
+    st->shift = mem + size;
+    st->limit = mem + 2 * (size_t)size;
+    for (uint32_t i = 0; i < size; i++) {
+        uint32_t d = n - i, k = (uint32_t)__builtin_ctz(d), odd = d >> k, inv = odd;
+        for (int it = 0; it < 5; it++) inv *= 2u - odd * inv; /* Newton: 3, 6, 12, 24, 48 bits */
+        st->inverse[i] = inv;
+        st->shift[i] = k;
+        st->limit[i] = UINT32_MAX / d;
+    }
+    return 0;
+}
+
+/* mt19937's output tempering */
+static inline lanes_t tempered(lanes_t r) {
+    r ^= r >> 11;
+    r ^= (r << 7) & 0x9d2c5680u;
+    r ^= (r << 15) & 0xefc60000u;
+    return r ^ (r >> 18);
+}
+
+/* all ones in the lanes where r - offset may be a multiple of the step's divisor: exact for
+ * r >= offset; a wrapped r - offset may pass too, and is settled by the remainder */
+static inline lanes_t may_pull(lanes_t r, lanes_t offset, uint32_t inverse, uint32_t shift,
+                               uint32_t limit) {
+    lanes_t x = (r - offset) * inverse;
+    if (shift) x = (x >> shift) | (x << (32 - shift));
+    return (lanes_t)(x <= limit);
+}
+
+static inline int any_lane(lanes_t v) {
+    uint64_t words[LANES / 2], any = 0;
+    memcpy(words, &v, sizeof words);
+    for (int q = 0; q < LANES / 2; q++) any |= words[q];
+    return any != 0;
+}
+
+/* Up to LANES (seed, target) pairs; out[l] = 1 when target l is green. */
+LANE_CLONES
+static void trace_lanes(const uint32_t *seeds, const uint32_t *targets, int count, uint32_t n,
+                        uint32_t size, const steps_t *st, uint8_t *out) {
+    lanes_t mt[MT_N];
+    lanes_t state = {0}, offset;
+    uint32_t pos[LANES], push[LANES];
+    int live[LANES], remaining = count;
+    uint32_t next_push = NEVER;
+    const uint32_t *inverse = st->inverse, *shift = st->shift, *limit = st->limit;
+    for (int l = 0; l < LANES; l++) {
+        live[l] = l < count;
+        pos[l] = live[l] ? targets[l] : NEVER;
+        /* the token waits at position pos until a step pulls it; step pos itself pushes it
+         * on unless that step fixes it in place */
+        push[l] = (live[l] && pos[l] < size) ? pos[l] : NEVER;
+        if (push[l] < next_push) next_push = push[l];
+        state[l] = live[l] ? seeds[l] : 0;
+        offset[l] = live[l] && pos[l] < PARKED ? pos[l] : PARKED; /* p - i at step i = 0 */
+        if (live[l]) out[l] = 0;
+    }
+    mt[0] = state;
+    for (uint32_t j = 1; j < MT_N; j++) {
+        state = 1812433253u * (state ^ (state >> 30)) + j;
+        mt[j] = state;
+    }
+    uint32_t i = 0;
+    while (i < size && remaining > 0) {
+        uint32_t k;
+        lanes_t y;
+        for (k = 0; k < MT_N - MT_M; k++) {
+            y = (mt[k] & 0x80000000u) | (mt[k + 1] & 0x7fffffffu);
+            mt[k] = mt[k + MT_M] ^ (y >> 1) ^ (-(y & 1u) & 0x9908b0dfu);
+        }
+        for (; k < MT_N - 1; k++) {
+            y = (mt[k] & 0x80000000u) | (mt[k + 1] & 0x7fffffffu);
+            mt[k] = mt[k + MT_M - MT_N] ^ (y >> 1) ^ (-(y & 1u) & 0x9908b0dfu);
+        }
+        y = (mt[MT_N - 1] & 0x80000000u) | (mt[0] & 0x7fffffffu);
+        mt[MT_N - 1] = mt[MT_M - 1] ^ (y >> 1) ^ (-(y & 1u) & 0x9908b0dfu);
+        uint32_t stop = size - i < MT_N ? size - i : MT_N;
+        k = 0;
+        while (k < stop) {
+            uint32_t len = stop - k < CHUNK ? stop - k : CHUNK;
+            if (next_push - i >= len) {
+                /* no push due: test the chunk's steps for pulls, one branch at its end */
+                lanes_t off = offset, maybe = {0};
+                for (uint32_t q = 0; q < len; q++) {
+                    maybe |= may_pull(tempered(mt[k + q]), off, inverse[i + q], shift[i + q],
+                                      limit[i + q]);
+                    off -= 1u;
+                }
+                if (!any_lane(maybe)) {
+                    offset = off;
+                    k += len;
+                    i += len;
+                    continue;
+                }
+            }
+            /* a candidate or a push in this chunk: replay it step by step */
+            for (uint32_t q = 0; q < len; q++, k++, i++) {
+                lanes_t r = tempered(mt[k]);
+                if (any_lane(may_pull(r, offset, inverse[i], shift[i], limit[i])) ||
+                    i == next_push) {
+                    uint32_t d = n - i;
+                    next_push = NEVER;
+                    for (int l = 0; l < LANES; l++) {
+                        if (!live[l]) continue;
+                        uint32_t j = i + r[l] % d;
+                        if (j == pos[l]) { /* pulled to position i < size: green, settled */
+                            out[l] = 1;
+                            live[l] = 0;
+                            remaining--;
+                            offset[l] = PARKED;
+                            push[l] = NEVER;
+                        } else if (i == pos[l]) { /* pushed on to j */
+                            pos[l] = j;
+                            offset[l] = j - i;
+                            push[l] = j < size ? j : NEVER;
+                        }
+                        if (push[l] < next_push) next_push = push[l];
+                    }
+                }
+                offset -= 1u;
+            }
+        }
+    }
+}
+
+/* "y*" asks for a plain contiguous byte view: the wrapper passes uint32 arrays */
+static int whole_words(Py_buffer *b, const char *name) {
+    if (b->len % 4) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd bytes is not a whole number of uint32 items",
+                     name, b->len);
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(trace_doc,
+"trace(seeds, targets, out, n, size)\n\n"
+"For each pair k: out[k] = 1 if targets[k] is among the first `size` entries of CPU\n"
+"torch.randperm(n) seeded with seeds[k], else 0.  seeds and targets: uint32 buffers of\n"
+"equal length; out: a writable byte buffer of that many items; 1 <= n < 2**32 / 20,\n"
+"0 <= size <= n.  Releases the GIL.");
+
+static PyObject *trace(PyObject *self, PyObject *args) {
+    Py_buffer seeds, targets, out;
+    Py_ssize_t n, size;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*y*w*nn", &seeds, &targets, &out, &n, &size)) return NULL;
+    PyObject *result = NULL;
+    if (whole_words(&seeds, "seeds") || whole_words(&targets, "targets")) goto done;
+    Py_ssize_t count = seeds.len / 4;
+    if (targets.len != seeds.len || out.len != count) {
+        PyErr_SetString(PyExc_ValueError, "seeds, targets and out must hold the same number of items");
+        goto done;
+    }
+    if (n < 1 || n >= (Py_ssize_t)(UINT32_MAX / 20) || size < 0 || size > n) {
+        PyErr_Format(PyExc_ValueError, "need 1 <= n < 2**32 / 20 and 0 <= size <= n (n=%zd, size=%zd)",
+                     n, size);
+        goto done;
+    }
+    uint8_t *flags = out.buf;
+    if (size == 0 || count == 0) {
+        memset(flags, 0, (size_t)count);
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    steps_t st;
+    if (steps_init(&st, (uint32_t)n, (uint32_t)size)) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const uint32_t *s = seeds.buf, *t = targets.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t b = 0; b < count; b += LANES) {
+        int lanes = count - b < LANES ? (int)(count - b) : LANES;
+        trace_lanes(s + b, t + b, lanes, (uint32_t)n, (uint32_t)size, &st, flags + b);
+    }
+    Py_END_ALLOW_THREADS
+    free(st.inverse);
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&seeds);
+    PyBuffer_Release(&targets);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"trace", trace, METH_VARARGS, trace_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_fisher_yates",
+    "Compiled membership in torch's CPU randperm prefix (see kernels/fisher_yates.c).", -1,
+    methods,
+};
+
+PyMODINIT_FUNC PyInit__fisher_yates(void) { return PyModule_Create(&module); }
