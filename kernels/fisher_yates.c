@@ -62,6 +62,31 @@ static int steps_init(steps_t *st, uint32_t n, uint32_t size) {
     return 0;
 }
 
+/* init_genrand: the state of LANES generators from their 32-bit seeds */
+static inline void mt_seed(lanes_t *mt, lanes_t state) {
+    mt[0] = state;
+    for (uint32_t j = 1; j < MT_N; j++) {
+        state = 1812433253u * (state ^ (state >> 30)) + j;
+        mt[j] = state;
+    }
+}
+
+/* the next MT_N untempered outputs, in place */
+static inline void mt_twist(lanes_t *mt) {
+    uint32_t k;
+    lanes_t y;
+    for (k = 0; k < MT_N - MT_M; k++) {
+        y = (mt[k] & 0x80000000u) | (mt[k + 1] & 0x7fffffffu);
+        mt[k] = mt[k + MT_M] ^ (y >> 1) ^ (-(y & 1u) & 0x9908b0dfu);
+    }
+    for (; k < MT_N - 1; k++) {
+        y = (mt[k] & 0x80000000u) | (mt[k + 1] & 0x7fffffffu);
+        mt[k] = mt[k + MT_M - MT_N] ^ (y >> 1) ^ (-(y & 1u) & 0x9908b0dfu);
+    }
+    y = (mt[MT_N - 1] & 0x80000000u) | (mt[0] & 0x7fffffffu);
+    mt[MT_N - 1] = mt[MT_M - 1] ^ (y >> 1) ^ (-(y & 1u) & 0x9908b0dfu);
+}
+
 /* mt19937's output tempering */
 static inline lanes_t tempered(lanes_t r) {
     r ^= r >> 11;
@@ -107,25 +132,11 @@ static void trace_lanes(const uint32_t *seeds, const uint32_t *targets, int coun
         offset[l] = live[l] && pos[l] < PARKED ? pos[l] : PARKED; /* p - i at step i = 0 */
         if (live[l]) out[l] = 0;
     }
-    mt[0] = state;
-    for (uint32_t j = 1; j < MT_N; j++) {
-        state = 1812433253u * (state ^ (state >> 30)) + j;
-        mt[j] = state;
-    }
+    mt_seed(mt, state);
     uint32_t i = 0;
     while (i < size && remaining > 0) {
         uint32_t k;
-        lanes_t y;
-        for (k = 0; k < MT_N - MT_M; k++) {
-            y = (mt[k] & 0x80000000u) | (mt[k + 1] & 0x7fffffffu);
-            mt[k] = mt[k + MT_M] ^ (y >> 1) ^ (-(y & 1u) & 0x9908b0dfu);
-        }
-        for (; k < MT_N - 1; k++) {
-            y = (mt[k] & 0x80000000u) | (mt[k + 1] & 0x7fffffffu);
-            mt[k] = mt[k + MT_M - MT_N] ^ (y >> 1) ^ (-(y & 1u) & 0x9908b0dfu);
-        }
-        y = (mt[MT_N - 1] & 0x80000000u) | (mt[0] & 0x7fffffffu);
-        mt[MT_N - 1] = mt[MT_M - 1] ^ (y >> 1) ^ (-(y & 1u) & 0x9908b0dfu);
+        mt_twist(mt);
         uint32_t stop = size - i < MT_N ? size - i : MT_N;
         k = 0;
         while (k < stop) {
@@ -173,6 +184,46 @@ static void trace_lanes(const uint32_t *seeds, const uint32_t *targets, int coun
             }
         }
     }
+}
+
+/* The first `size` entries of randperm(n) for up to LANES seeds: the draws side by side, the
+ * swaps lane by lane in `work` (count * n items); out holds count rows of `size`. */
+LANE_CLONES
+static void randperm_lanes(const uint32_t *seeds, int count, uint32_t n, uint32_t size,
+                           const uint64_t *fastmod, uint32_t *work, uint32_t *out) {
+    lanes_t mt[MT_N];
+    lanes_t state = {0};
+    for (int l = 0; l < count; l++) {
+        state[l] = seeds[l];
+        for (uint32_t x = 0; x < n; x++) work[(size_t)l * n + x] = x;
+    }
+    mt_seed(mt, state);
+    /* randperm_cpu stops at i = n - 2; the last entry is then settled */
+    uint32_t steps = size < n - 1 ? size : n - 1, i = 0;
+    while (i < steps) {
+        mt_twist(mt);
+        uint32_t stop = steps - i < MT_N ? steps - i : MT_N;
+        for (uint32_t k = 0; k < stop; k++, i++) {
+            lanes_t r = tempered(mt[k]);
+            uint32_t d = n - i;
+            uint64_t m = fastmod[i];
+            for (int l = 0; l < count; l++) {
+                /* r % d without a division (Lemire, Kaser and Kurz 2019): exact for 32-bit
+                 * r and d, with m = floor((2**64 - 1) / d) + 1 */
+#ifdef __SIZEOF_INT128__
+                uint32_t rem = (uint32_t)(((unsigned __int128)(m * r[l]) * d) >> 64);
+#else
+                uint32_t rem = r[l] % d;
+                (void)m;
+#endif
+                uint32_t *w = work + (size_t)l * n, z = i + rem, held = w[i];
+                w[i] = w[z];
+                w[z] = held;
+            }
+        }
+    }
+    for (int l = 0; l < count; l++) memcpy(out + (size_t)l * size, work + (size_t)l * n,
+                                           sizeof(uint32_t) * size);
 }
 
 /* "y*" asks for a plain contiguous byte view: the wrapper passes uint32 arrays */
@@ -238,14 +289,66 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(randperm_doc,
+"randperm(seeds, out, n, size)\n\n"
+"Row k of out (uint32, len(seeds) rows of `size`) = the first `size` entries of CPU\n"
+"torch.randperm(n) seeded with seeds[k] (uint32).  1 <= n < 2**32 / 20, 0 <= size <= n.\n"
+"Releases the GIL.");
+
+static PyObject *randperm(PyObject *self, PyObject *args) {
+    Py_buffer seeds, out;
+    Py_ssize_t n, size;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*w*nn", &seeds, &out, &n, &size)) return NULL;
+    PyObject *result = NULL;
+    if (whole_words(&seeds, "seeds") || whole_words(&out, "out")) goto done;
+    if (n < 1 || n >= (Py_ssize_t)(UINT32_MAX / 20) || size < 0 || size > n) {
+        PyErr_Format(PyExc_ValueError, "need 1 <= n < 2**32 / 20 and 0 <= size <= n (n=%zd, size=%zd)",
+                     n, size);
+        goto done;
+    }
+    Py_ssize_t count = seeds.len / 4;
+    if (out.len != count * size * 4) {
+        PyErr_SetString(PyExc_ValueError, "out must hold len(seeds) * size uint32 items");
+        goto done;
+    }
+    int lanes_max = count < LANES ? (int)count : LANES;
+    uint32_t *work = malloc(sizeof(uint32_t) * (size_t)n * (lanes_max ? lanes_max : 1));
+    uint64_t *fastmod = malloc(sizeof(uint64_t) * (size ? (size_t)size : 1));
+    if (!work || !fastmod) {
+        free(work);
+        free(fastmod);
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < size && i < n; i++) fastmod[i] = UINT64_MAX / (uint64_t)(n - i) + 1;
+    const uint32_t *s = seeds.buf;
+    uint32_t *o = out.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t b = 0; b < count; b += LANES) {
+        int lanes = count - b < LANES ? (int)(count - b) : LANES;
+        randperm_lanes(s + b, lanes, (uint32_t)n, (uint32_t)size, fastmod, work, o + b * size);
+    }
+    Py_END_ALLOW_THREADS
+    free(work);
+    free(fastmod);
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&seeds);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"trace", trace, METH_VARARGS, trace_doc},
+    {"randperm", randperm, METH_VARARGS, randperm_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_fisher_yates",
-    "Compiled membership in torch's CPU randperm prefix (see kernels/fisher_yates.c).", -1,
+    "torch's CPU randperm, its prefixes and membership in them, compiled (kernels/fisher_yates.c).", -1,
     methods,
 };
 

@@ -18,6 +18,10 @@ Two implementations of that trace, required by tests to agree flag for flag (and
 ``torch.randperm``): the compiled kernel ``evalrun.kernels._fisher_yates``
 (``kernels/fisher_yates.c``: eight generators per vector register, built at install when a C
 compiler is present) and the numpy one below, used where the kernel was not built.
+
+The same kernel also draws whole prefixes of the permutation (:func:`randperm_prefixes`),
+bit for bit as ``torch.randperm``, so reference-compatible detection needs no torch where it
+was built; callers fall back to torch itself otherwise.
 """
 
 from __future__ import annotations
@@ -93,6 +97,18 @@ def traced_members(seeds: np.ndarray, targets: np.ndarray, n: int, size: int, *,
     flags[order] = _traced_numpy(uniq.tolist(), pair_seed.reshape(-1)[order],
                                  np.where(inside, targets, n)[order], n, size)
     return flags
+
+
+def randperm_prefixes(seeds: np.ndarray, n: int, size: int) -> np.ndarray:
+    """``[len(seeds), size]`` int64: row ``k`` is ``torch.randperm(n)[:size]`` of a CPU
+    generator seeded with the 32-bit ``seeds[k]``. Needs the compiled kernel
+    (:func:`compiled_available`)."""
+    if _compiled is None:
+        raise RuntimeError("the compiled Fisher-Yates kernel was not built with this install")
+    seeds = np.ascontiguousarray(seeds, dtype=np.uint32).reshape(-1)
+    out = np.empty((len(seeds), size), dtype=np.uint32)
+    _compiled.randperm(seeds, out, n, size)
+    return out.astype(np.int64)
 
 
 def _traced_numpy(seeds: Sequence[int], pair_seed: np.ndarray, pair_target: np.ndarray,

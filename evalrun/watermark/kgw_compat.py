@@ -42,7 +42,10 @@ process-wide seed-table cache, so a file of many texts draws each at most once; 
 rarely recur, so their membership is traced through torch's shuffle without building the
 permutation (:func:`evalrun.kernels.fisher_yates.traced_members`: at most
 ``int(V*gamma)`` mt19937 draws instead of ``V`` draws and swaps, eight generators at a time in
-the compiled kernel). ``benchmarks/bench_detect_tokens.py`` measures both against MarkLLM.
+the compiled kernel). Permutations themselves (green lists, the hashint table) come from the
+compiled kernel where it was built (``kernels/fisher_yates.c``, bit for bit as
+``torch.randperm``, tested against it), so detection does not import torch there; from torch
+otherwise. ``benchmarks/bench_detect_tokens.py`` measures both against MarkLLM.
 
 The watermark key is the reference's hash key (15485863 in all published runs): a decimal
 integer string in the int64 range; nothing else is accepted.
@@ -61,7 +64,8 @@ import numpy as np
 from evalrun.errors import SpecError
 from evalrun.specs import Spec, check_keys, spec_float, spec_int
 from evalrun.kernels.backend import get_ops
-from evalrun.kernels.fisher_yates import RANDPERM_SMALL_N, traced_members
+from evalrun.kernels.fisher_yates import (RANDPERM_SMALL_N, compiled_available,
+                                          randperm_prefixes, traced_members)
 from evalrun.kernels.token_stats import first_occurrence
 from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_array
@@ -82,6 +86,8 @@ HASHINT_TABLE_SEED = 2971215073
 SELFHASH_CANDIDATES = 41
 #: ``_seed_rng``: ``prf_key % (2**64 - 1)``
 SEED_MODULUS = 2**64 - 1
+#: green lists drawn per call of :func:`permutation_prefixes` when filling the cache
+PREFIX_BATCH = 64
 
 SEEDINGS = ("lefthash", "selfhash")
 DEFAULT_CONTEXT = {"lefthash": 1, "selfhash": 4}
@@ -126,13 +132,26 @@ def greenlist_size(vocab_size: int, gamma: float) -> int:
     return int(vocab_size * gamma)
 
 
+def permutation_prefixes(seeds: Sequence[int], n: int, size: int) -> np.ndarray:
+    """``[len(seeds), size]`` int64: the first ``size`` entries of the CPU ``torch.randperm(n)``
+    of a generator seeded with each seed (torch keeps the low 32 bits). The compiled kernel
+    draws them bit for bit where it was built; torch itself otherwise."""
+    low = np.asarray(seeds, dtype=np.uint64).reshape(-1) & np.uint64(0xFFFFFFFF)
+    if compiled_available() and n < RANDPERM_SMALL_N:
+        return randperm_prefixes(low, n, size)
+    torch = _torch()
+    gen = torch.Generator(device="cpu")
+    out = np.empty((len(low), size), dtype=np.int64)
+    for row, seed in enumerate(low.tolist()):
+        gen.manual_seed(seed)
+        out[row] = torch.randperm(n, device="cpu", generator=gen)[:size].numpy()
+    return out
+
+
 @functools.lru_cache(maxsize=1)
 def _hashint_table() -> np.ndarray:
     """``fixed_table + 1`` of ``alternative_prf_schemes`` (public constant, not secret)."""
-    torch = _torch()
-    gen = torch.Generator(device="cpu")
-    gen.manual_seed(HASHINT_TABLE_SEED)
-    table = torch.randperm(HASHINT_TABLE_SIZE, device="cpu", generator=gen).numpy().astype(np.int64)
+    table = permutation_prefixes([HASHINT_TABLE_SEED], HASHINT_TABLE_SIZE, HASHINT_TABLE_SIZE)[0]
     table += 1
     table.setflags(write=False)
     return table
@@ -170,7 +189,8 @@ def prf_seeds(windows: np.ndarray, seeding: str, hash_key: int) -> list[int]:
 
 
 class GreenLists:
-    """Green lists of one (vocab size, gamma) by generator seed: CPU ``torch.randperm``.
+    """Green lists of one (vocab size, gamma) by generator seed: CPU ``torch.randperm``
+    (:func:`permutation_prefixes`).
 
     Keeps a bounded LRU of boolean masks; it is owned by one call or one processor (which
     holds the key anyway), never by a scheme object.
@@ -179,18 +199,14 @@ class GreenLists:
     def __init__(self, vocab_size: int, gamma: float, capacity: int = 256) -> None:
         if vocab_size < 1:
             raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
-        self.torch = _torch()
         self.vocab_size = int(vocab_size)
         self.size = greenlist_size(self.vocab_size, gamma)
         self.capacity = capacity
-        self._gen = self.torch.Generator(device="cpu")
         self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
 
     def ids(self, seed: int) -> np.ndarray:
         """Green token ids in the reference's order (the permutation's first entries)."""
-        self._gen.manual_seed(seed)
-        perm = self.torch.randperm(self.vocab_size, device="cpu", generator=self._gen)
-        return perm[: self.size].numpy()
+        return permutation_prefixes([seed], self.vocab_size, self.size)[0]
 
     def mask(self, seed: int) -> np.ndarray:
         """Boolean mask over the vocabulary (read-only, cached)."""
@@ -214,12 +230,15 @@ class GreenLists:
 
         def build(missing: list[int]) -> list[np.ndarray]:
             out = []
-            for seed in missing:
-                mask = np.zeros(self.vocab_size, dtype=bool)
-                mask[self.ids(seed)] = True
-                row = np.packbits(mask)
-                row.setflags(write=False)
-                out.append(row)
+            # a bounded number of prefixes at a time (each [size] int64)
+            for lo in range(0, len(missing), PREFIX_BATCH):
+                for ids in permutation_prefixes(missing[lo: lo + PREFIX_BATCH],
+                                                self.vocab_size, self.size):
+                    mask = np.zeros(self.vocab_size, dtype=bool)
+                    mask[ids] = True
+                    row = np.packbits(mask)
+                    row.setflags(write=False)
+                    out.append(row)
             return out
 
         return seed_tables().rows(space, seeds, build)
@@ -516,7 +535,7 @@ class KGWCompatLogitsProcessor:
 
     def green_mask(self, input_ids: Any, scores: Any) -> Any:
         """Boolean torch mask [B, W] of the positions that receive delta."""
-        torch = self.green.torch
+        torch = _torch()
         ids = torch.as_tensor(input_ids).detach().cpu().long()
         sc = torch.as_tensor(scores).detach().cpu()
         if ids.dim() == 1:
@@ -551,7 +570,7 @@ class KGWCompatLogitsProcessor:
         return torch.from_numpy(mask)
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
-        torch = self.green.torch
+        torch = _torch()
         as_numpy = isinstance(scores, np.ndarray)
         out, _ = self.choose(input_ids, torch.from_numpy(scores) if as_numpy else scores)
         return out.numpy() if as_numpy else out
@@ -569,7 +588,7 @@ class KGWCompatLogitsProcessor:
             mask = self.green_mask(input_ids, scores).to(scores.device)
             if scores.dim() == 1:
                 mask = mask[0]
-            out = self.green.torch.where(mask, scores + self.scheme.delta, scores)
+            out = _torch().where(mask, scores + self.scheme.delta, scores)
         if self.temperature > 0 and self.temperature != 1:
             out /= self.temperature
         return out, None
@@ -619,7 +638,7 @@ class KGWCompatLogitsProcessor:
         """Each row's delta-on-green bias ``[W]`` (0 elsewhere) from the process-wide
         seed-table cache, for lefthash with a full context and 2-D scores; None otherwise
         (the caller then builds the mask)."""
-        torch = self.green.torch
+        torch = _torch()
         c = self.scheme.context
         ids = torch.as_tensor(input_ids)
         if self.scheme.seeding != "lefthash" or scores.dim() != 2 or ids.dim() != 2 \

@@ -114,3 +114,26 @@ def test_the_kernel_is_built_where_a_compiler_is() -> None:
     """The extension is optional in setup.py, so a failed build would only show as slowness;
     where a compiler exists (CI), the install must have built it."""
     assert compiled_available()
+
+
+@needs_compiled
+@pytest.mark.parametrize("n,size", [(1, 0), (1, 1), (2, 2), (10, 3), (10, 10), (257, 64),
+                                    (32000, 8000), (32000, 32000), (50257, 12564)])
+def test_randperm_prefixes_equal_torch(n: int, size: int) -> None:
+    """Whole prefixes, any number of seeds per call (lanes of eight and a remainder)."""
+    seeds = np.array([0, 1, 2**32 - 1, 2971215073] + list(range(5, 16)), dtype=np.uint32)
+    got = fisher_yates.randperm_prefixes(seeds, n, size)
+    assert got.shape == (len(seeds), size) and got.dtype == np.int64
+    for seed, row in zip(seeds.tolist(), got):
+        assert np.array_equal(row, _randperm_green(seed, n, size))
+
+
+@needs_compiled
+def test_randperm_rejects_bad_buffers() -> None:
+    from evalrun.kernels import _fisher_yates
+
+    seeds = np.zeros(2, dtype=np.uint32)
+    with pytest.raises(ValueError, match="len\\(seeds\\) \\* size"):
+        _fisher_yates.randperm(seeds, np.zeros(5, dtype=np.uint32), 10, 3)
+    with pytest.raises(ValueError, match="0 <= size <= n"):
+        _fisher_yates.randperm(seeds, np.zeros(22, dtype=np.uint32), 10, 11)

@@ -42,6 +42,7 @@ torch = pytest.importorskip("torch")
 
 from evalrun.errors import SpecError  # noqa: E402
 from evalrun.kernels import fisher_yates  # noqa: E402
+from evalrun.watermark import kgw_compat  # noqa: E402
 from evalrun.specs import parse_spec  # noqa: E402
 from evalrun.watermark import seed_tables as seed_tables_module  # noqa: E402
 from evalrun.watermark.kgw_compat import (  # noqa: E402
@@ -356,8 +357,9 @@ def test_membership_paths_equal_randperm(vocab: int, gamma: float, numpy_trace: 
     """Traced, built and cached green lists give the same flags, for 64-bit generator seeds
     (torch seeds mt19937 with the low 32 bits, so seeds differing above them share a list),
     whether the trace is the compiled kernel (where built) or the numpy one."""
-    if numpy_trace:
+    if numpy_trace:  # as where the kernel was not built: numpy traces, torch draws
         monkeypatch.setattr(fisher_yates, "_compiled", None)
+        monkeypatch.setattr(kgw_compat, "compiled_available", lambda: False)
     rng = np.random.default_rng(vocab)
     low = rng.integers(0, 2**32, 6, dtype=np.uint64)
     seeds = np.concatenate([low, low + np.uint64(2**32) * rng.integers(1, 2**31, 6, dtype=np.uint64)])
@@ -660,3 +662,14 @@ def test_detect_many_is_detect_text_by_text(seeding: str, repeats: str, vocab: i
              list(range(scheme.context)), list(range(scheme.context + 1))]
     many = scheme.detect_many(texts, KEY, vocab)
     assert many == [scheme.detect(t, KEY, vocab) for t in texts]
+
+
+def test_permutation_prefixes_with_and_without_the_kernel(monkeypatch) -> None:
+    """Green lists and the hashint table come from the compiled kernel where it was built and
+    from torch otherwise; 64-bit seeds keep their low 32 bits either way."""
+    seeds = [0, 7, 2**32 + 7, 2**64 - 2, kgw_compat.HASHINT_TABLE_SEED]
+    want = np.stack([_randperm_green(s & 0xFFFFFFFF, 32000, 8000) for s in seeds])
+    got = kgw_compat.permutation_prefixes(seeds, 32000, 8000)
+    assert np.array_equal(got, want)
+    monkeypatch.setattr(kgw_compat, "compiled_available", lambda: False)
+    assert np.array_equal(kgw_compat.permutation_prefixes(seeds, 32000, 8000), want)
