@@ -187,10 +187,13 @@ static void trace_lanes(const uint32_t *seeds, const uint32_t *targets, int coun
 }
 
 /* The first `size` entries of randperm(n) for up to LANES seeds: the draws side by side, the
- * swaps lane by lane in `work` (count * n items); out holds count rows of `size`. */
+ * swaps lane by lane in `work` (count * n items).  Written as count rows of `size` ids to
+ * `ids`, or as count rows of ceil(n / 8) bytes to `bits`, numpy.packbits order (token t is
+ * bit 7 - t % 8 of byte t / 8), whichever is not NULL. */
 LANE_CLONES
 static void randperm_lanes(const uint32_t *seeds, int count, uint32_t n, uint32_t size,
-                           const uint64_t *fastmod, uint32_t *work, uint32_t *out) {
+                           const uint64_t *fastmod, uint32_t *work, uint32_t *ids,
+                           uint8_t *bits) {
     lanes_t mt[MT_N];
     lanes_t state = {0};
     for (int l = 0; l < count; l++) {
@@ -206,24 +209,32 @@ static void randperm_lanes(const uint32_t *seeds, int count, uint32_t n, uint32_
         for (uint32_t k = 0; k < stop; k++, i++) {
             lanes_t r = tempered(mt[k]);
             uint32_t d = n - i;
-            uint64_t m = fastmod[i];
             for (int l = 0; l < count; l++) {
-                /* r % d without a division (Lemire, Kaser and Kurz 2019): exact for 32-bit
-                 * r and d, with m = floor((2**64 - 1) / d) + 1 */
+                uint32_t rem;
 #ifdef __SIZEOF_INT128__
-                uint32_t rem = (uint32_t)(((unsigned __int128)(m * r[l]) * d) >> 64);
-#else
-                uint32_t rem = r[l] % d;
-                (void)m;
+                /* r % d without a division (Lemire, Kaser and Kurz 2019): exact for 32-bit
+                 * r and d, with fastmod[i] = floor((2**64 - 1) / d) + 1 */
+                if (fastmod)
+                    rem = (uint32_t)(((unsigned __int128)(fastmod[i] * r[l]) * d) >> 64);
+                else
 #endif
+                    rem = r[l] % d;
                 uint32_t *w = work + (size_t)l * n, z = i + rem, held = w[i];
                 w[i] = w[z];
                 w[z] = held;
             }
         }
     }
-    for (int l = 0; l < count; l++) memcpy(out + (size_t)l * size, work + (size_t)l * n,
-                                           sizeof(uint32_t) * size);
+    size_t row_bytes = ((size_t)n + 7) / 8;
+    for (int l = 0; l < count; l++) {
+        const uint32_t *w = work + (size_t)l * n;
+        if (ids) memcpy(ids + (size_t)l * size, w, sizeof(uint32_t) * size);
+        if (bits) {
+            uint8_t *row = bits + (size_t)l * row_bytes;
+            memset(row, 0, row_bytes);
+            for (uint32_t x = 0; x < size; x++) row[w[x] >> 3] |= (uint8_t)(0x80u >> (w[x] & 7));
+        }
+    }
 }
 
 /* "y*" asks for a plain contiguous byte view: the wrapper passes uint32 arrays */
@@ -289,6 +300,56 @@ done:
     return result;
 }
 
+/* randperm and green_bits: `out` holds len(seeds) rows of `row_bytes` bytes each */
+static PyObject *draw_prefixes(PyObject *args, int packed) {
+    Py_buffer seeds, out;
+    Py_ssize_t n, size;
+    if (!PyArg_ParseTuple(args, "y*w*nn", &seeds, &out, &n, &size)) return NULL;
+    PyObject *result = NULL;
+    uint32_t *work = NULL;
+    uint64_t *fastmod = NULL;
+    if (whole_words(&seeds, "seeds")) goto done;
+    if (n < 1 || n >= (Py_ssize_t)(UINT32_MAX / 20) || size < 0 || size > n) {
+        PyErr_Format(PyExc_ValueError, "need 1 <= n < 2**32 / 20 and 0 <= size <= n (n=%zd, size=%zd)",
+                     n, size);
+        goto done;
+    }
+    Py_ssize_t count = seeds.len / 4;
+    Py_ssize_t row_bytes = packed ? (n + 7) / 8 : 4 * size;
+    if (out.len != count * row_bytes) {
+        PyErr_Format(PyExc_ValueError, "out must hold len(seeds) * %s bytes",
+                     packed ? "ceil(n / 8)" : "size * 4");
+        goto done;
+    }
+    int lanes_max = count < LANES ? (int)count : LANES;
+    work = malloc(sizeof(uint32_t) * (size_t)n * (lanes_max ? lanes_max : 1));
+    /* one division per step makes the constants: worth it from a full group of lanes on */
+    if (count >= LANES) fastmod = malloc(sizeof(uint64_t) * (size ? (size_t)size : 1));
+    if (!work || (count >= LANES && !fastmod)) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; fastmod && i < size; i++) fastmod[i] = UINT64_MAX / (uint64_t)(n - i) + 1;
+    const uint32_t *s = seeds.buf;
+    uint8_t *o = out.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t b = 0; b < count; b += LANES) {
+        int lanes = count - b < LANES ? (int)(count - b) : LANES;
+        uint8_t *row = o + b * row_bytes;
+        randperm_lanes(s + b, lanes, (uint32_t)n, (uint32_t)size, fastmod, work,
+                       packed ? NULL : (uint32_t *)row, packed ? row : NULL);
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    free(work);
+    free(fastmod);
+    PyBuffer_Release(&seeds);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 PyDoc_STRVAR(randperm_doc,
 "randperm(seeds, out, n, size)\n\n"
 "Row k of out (uint32, len(seeds) rows of `size`) = the first `size` entries of CPU\n"
@@ -296,53 +357,24 @@ PyDoc_STRVAR(randperm_doc,
 "Releases the GIL.");
 
 static PyObject *randperm(PyObject *self, PyObject *args) {
-    Py_buffer seeds, out;
-    Py_ssize_t n, size;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*w*nn", &seeds, &out, &n, &size)) return NULL;
-    PyObject *result = NULL;
-    if (whole_words(&seeds, "seeds") || whole_words(&out, "out")) goto done;
-    if (n < 1 || n >= (Py_ssize_t)(UINT32_MAX / 20) || size < 0 || size > n) {
-        PyErr_Format(PyExc_ValueError, "need 1 <= n < 2**32 / 20 and 0 <= size <= n (n=%zd, size=%zd)",
-                     n, size);
-        goto done;
-    }
-    Py_ssize_t count = seeds.len / 4;
-    if (out.len != count * size * 4) {
-        PyErr_SetString(PyExc_ValueError, "out must hold len(seeds) * size uint32 items");
-        goto done;
-    }
-    int lanes_max = count < LANES ? (int)count : LANES;
-    uint32_t *work = malloc(sizeof(uint32_t) * (size_t)n * (lanes_max ? lanes_max : 1));
-    uint64_t *fastmod = malloc(sizeof(uint64_t) * (size ? (size_t)size : 1));
-    if (!work || !fastmod) {
-        free(work);
-        free(fastmod);
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < size && i < n; i++) fastmod[i] = UINT64_MAX / (uint64_t)(n - i) + 1;
-    const uint32_t *s = seeds.buf;
-    uint32_t *o = out.buf;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t b = 0; b < count; b += LANES) {
-        int lanes = count - b < LANES ? (int)(count - b) : LANES;
-        randperm_lanes(s + b, lanes, (uint32_t)n, (uint32_t)size, fastmod, work, o + b * size);
-    }
-    Py_END_ALLOW_THREADS
-    free(work);
-    free(fastmod);
-    result = Py_None;
-    Py_INCREF(result);
-done:
-    PyBuffer_Release(&seeds);
-    PyBuffer_Release(&out);
-    return result;
+    return draw_prefixes(args, 0);
+}
+
+PyDoc_STRVAR(green_bits_doc,
+"green_bits(seeds, out, n, size)\n\n"
+"As randperm, but row k of out (len(seeds) rows of ceil(n / 8) bytes) is the membership\n"
+"mask of that prefix, packed as numpy.packbits packs a boolean row.  Releases the GIL.");
+
+static PyObject *green_bits(PyObject *self, PyObject *args) {
+    (void)self;
+    return draw_prefixes(args, 1);
 }
 
 static PyMethodDef methods[] = {
     {"trace", trace, METH_VARARGS, trace_doc},
     {"randperm", randperm, METH_VARARGS, randperm_doc},
+    {"green_bits", green_bits, METH_VARARGS, green_bits_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -19,8 +19,8 @@ Two implementations of that trace, required by tests to agree flag for flag (and
 (``kernels/fisher_yates.c``: eight generators per vector register, built at install when a C
 compiler is present) and the numpy one below, used where the kernel was not built.
 
-The same kernel also draws whole prefixes of the permutation (:func:`randperm_prefixes`),
-bit for bit as ``torch.randperm``, so reference-compatible detection needs no torch where it
+The same kernel also draws whole prefixes of the permutation (:func:`randperm_prefixes`, and
+as packed membership masks :func:`packed_prefix_masks`), bit for bit as ``torch.randperm``, so reference-compatible detection needs no torch where it
 was built; callers fall back to torch itself otherwise.
 """
 
@@ -109,6 +109,18 @@ def randperm_prefixes(seeds: np.ndarray, n: int, size: int) -> np.ndarray:
     out = np.empty((len(seeds), size), dtype=np.uint32)
     _compiled.randperm(seeds, out, n, size)
     return out.astype(np.int64)
+
+
+def packed_prefix_masks(seeds: np.ndarray, n: int, size: int) -> np.ndarray:
+    """``[len(seeds), ceil(n / 8)]`` uint8: row ``k`` is ``np.packbits`` of the membership mask
+    of ``torch.randperm(n)[:size]`` seeded with the 32-bit ``seeds[k]``. Needs the compiled
+    kernel (:func:`compiled_available`)."""
+    if _compiled is None:
+        raise RuntimeError("the compiled Fisher-Yates kernel was not built with this install")
+    seeds = np.ascontiguousarray(seeds, dtype=np.uint32).reshape(-1)
+    out = np.empty((len(seeds), (n + 7) // 8), dtype=np.uint8)
+    _compiled.green_bits(seeds, out, n, size)
+    return out
 
 
 def _traced_numpy(seeds: Sequence[int], pair_seed: np.ndarray, pair_target: np.ndarray,

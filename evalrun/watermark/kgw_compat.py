@@ -65,7 +65,8 @@ from evalrun.errors import SpecError
 from evalrun.specs import Spec, check_keys, spec_float, spec_int
 from evalrun.kernels.backend import get_ops
 from evalrun.kernels.fisher_yates import (RANDPERM_SMALL_N, compiled_available,
-                                          randperm_prefixes, traced_members)
+                                          packed_prefix_masks, randperm_prefixes,
+                                          traced_members)
 from evalrun.kernels.token_stats import first_occurrence
 from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_array
@@ -146,6 +147,18 @@ def permutation_prefixes(seeds: Sequence[int], n: int, size: int) -> np.ndarray:
         gen.manual_seed(seed)
         out[row] = torch.randperm(n, device="cpu", generator=gen)[:size].numpy()
     return out
+
+
+def packed_green_masks(seeds: Sequence[int], n: int, size: int) -> np.ndarray:
+    """``[len(seeds), ceil(n / 8)]`` uint8: ``np.packbits`` of the membership mask of each
+    :func:`permutation_prefixes` row (the compiled kernel packs them itself)."""
+    if compiled_available() and n < RANDPERM_SMALL_N:
+        low = np.asarray(seeds, dtype=np.uint64).reshape(-1) & np.uint64(0xFFFFFFFF)
+        return packed_prefix_masks(low, n, size)
+    prefixes = permutation_prefixes(seeds, n, size)
+    mask = np.zeros((len(prefixes), n), dtype=bool)
+    np.put_along_axis(mask, prefixes, True, axis=1)
+    return np.packbits(mask, axis=1)
 
 
 @functools.lru_cache(maxsize=1)
@@ -229,14 +242,11 @@ class GreenLists:
         space = ("kgw-compat-packed", self.vocab_size, self.size)
 
         def build(missing: list[int]) -> list[np.ndarray]:
-            out = []
-            # a bounded number of prefixes at a time (each [size] int64)
-            for lo in range(0, len(missing), PREFIX_BATCH):
-                for ids in permutation_prefixes(missing[lo: lo + PREFIX_BATCH],
-                                                self.vocab_size, self.size):
-                    mask = np.zeros(self.vocab_size, dtype=bool)
-                    mask[ids] = True
-                    row = np.packbits(mask)
+            out: list[np.ndarray] = []
+            for lo in range(0, len(missing), PREFIX_BATCH):  # bounded temporaries
+                for row in packed_green_masks(missing[lo: lo + PREFIX_BATCH],
+                                              self.vocab_size, self.size):
+                    row = row.copy()  # evicted alone: no view keeps the batch alive
                     row.setflags(write=False)
                     out.append(row)
             return out

@@ -133,7 +133,21 @@ def test_randperm_rejects_bad_buffers() -> None:
     from evalrun.kernels import _fisher_yates
 
     seeds = np.zeros(2, dtype=np.uint32)
-    with pytest.raises(ValueError, match="len\\(seeds\\) \\* size"):
+    with pytest.raises(ValueError, match="len\\(seeds\\) \\* size \\* 4 bytes"):
         _fisher_yates.randperm(seeds, np.zeros(5, dtype=np.uint32), 10, 3)
+    with pytest.raises(ValueError, match="ceil\\(n / 8\\)"):
+        _fisher_yates.green_bits(seeds, np.zeros(3, dtype=np.uint8), 10, 3)
     with pytest.raises(ValueError, match="0 <= size <= n"):
         _fisher_yates.randperm(seeds, np.zeros(22, dtype=np.uint32), 10, 11)
+
+
+@needs_compiled
+@pytest.mark.parametrize("n,size", [(1, 1), (9, 4), (10, 10), (32000, 8000), (50257, 12564)])
+def test_packed_prefix_masks_equal_packbits_of_torch(n: int, size: int) -> None:
+    seeds = np.arange(11, dtype=np.uint32) * 977
+    got = fisher_yates.packed_prefix_masks(seeds, n, size)
+    assert got.shape == (len(seeds), (n + 7) // 8) and got.dtype == np.uint8
+    for seed, row in zip(seeds.tolist(), got):
+        mask = np.zeros(n, dtype=bool)
+        mask[_randperm_green(seed, n, size)] = True
+        assert np.array_equal(row, np.packbits(mask))

@@ -673,3 +673,16 @@ def test_permutation_prefixes_with_and_without_the_kernel(monkeypatch) -> None:
     assert np.array_equal(got, want)
     monkeypatch.setattr(kgw_compat, "compiled_available", lambda: False)
     assert np.array_equal(kgw_compat.permutation_prefixes(seeds, 32000, 8000), want)
+
+
+def test_packed_green_masks_with_and_without_the_kernel(monkeypatch) -> None:
+    """The cache's packed rows: packed by the kernel, or by numpy from torch's draws."""
+    seeds = [3, 2**32 + 3, 99]
+    fast = kgw_compat.packed_green_masks(seeds, 1000, 250)
+    monkeypatch.setattr(kgw_compat, "compiled_available", lambda: False)
+    slow = kgw_compat.packed_green_masks(seeds, 1000, 250)
+    assert fast.shape == slow.shape == (3, 125)
+    assert np.array_equal(fast, slow)
+    for seed, row in zip(seeds, slow):
+        assert np.array_equal(np.flatnonzero(np.unpackbits(row)),
+                              np.sort(_randperm_green(seed & 0xFFFFFFFF, 1000, 250)))
