@@ -22,20 +22,25 @@ WRITER_PAGES = 10_000
 
 #: seconds of commits gathered before a checkpoint runs
 SETTLE_S = 0.05
+#: longest wait before retrying a checkpoint that could not copy the whole log
+RETRY_MAX_S = 1.0
 
 
 class Checkpointer:
     """Wakes when the writer commits (:meth:`poke`), waits :data:`SETTLE_S` for more commits,
-    then runs a passive checkpoint, which never blocks the writer or any reader."""
+    then runs a passive checkpoint, which never blocks the writer or any reader; one that
+    leaves part of the log behind is retried, after up to :data:`RETRY_MAX_S`."""
 
     def __init__(self, path: Path) -> None:
         self._path = path
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._delay = SETTLE_S
         self._thread = threading.Thread(target=self._run, name=f"evalrun-checkpoint:{path.name}", daemon=True)
         self._thread.start()
 
     def poke(self) -> None:
+        self._delay = SETTLE_S  # a commit ends any back-off: checkpoints follow commits
         self._wake.set()
 
     def close(self) -> None:
@@ -52,15 +57,21 @@ class Checkpointer:
             conn.execute("PRAGMA synchronous = NORMAL")
             while not self._stop.is_set():
                 self._wake.wait()
-                if self._stop.wait(SETTLE_S):
+                if self._stop.wait(self._delay):
                     break
                 self._wake.clear()
                 try:
                     # fetchall: the statement must finish, or it holds a read lock that keeps
                     # the writer from ever restarting the log
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                except sqlite3.OperationalError:
-                    continue  # busy: another process's checkpoint or writer; the next commit retries
+                    busy, log, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()[0]
+                except sqlite3.OperationalError:  # busy: another process's checkpoint
+                    busy, log, copied = 1, 1, 0
+                if busy or copied < log:
+                    # part of the log is still to copy (another checkpoint ran, or a reader
+                    # held an older snapshot): retry, backing off, without waiting for a
+                    # commit that may never come
+                    self._delay = min(2 * self._delay, RETRY_MAX_S)
+                    self._wake.set()
         except sqlite3.Error:
             pass  # as above: the writer's automatic checkpoint takes over
         finally:

@@ -141,6 +141,29 @@ def test_background_checkpoints_copy_commits_into_the_database_file(tmp_path: Pa
     assert _in_database_file(path) == 40  # the last connection's close checkpoints the rest
 
 
+def test_a_checkpoint_held_back_by_a_reader_is_retried_without_another_commit(tmp_path: Path) -> None:
+    """A reader's snapshot stops a passive checkpoint short of the log's end; once it is gone
+    the rest reaches the database file although no commit follows."""
+    path = tmp_path / "held-back.sqlite"
+    store = Store(path, background_checkpoints=True)
+    store.start_run("r1", {}, {})
+    store.store_generation([_row("k0")], "r1")
+    reader = sqlite3.connect(str(path), isolation_level=None)
+    reader.execute("BEGIN")
+    assert reader.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 1  # holds a snapshot
+    for i in range(1, 30):
+        store.store_generation([_row(f"k{i}", output="z" * 500)], "r1")
+    time.sleep(0.3)  # the checkpoints after those commits ran with the reader still there
+    assert _in_database_file(path) < 30
+    reader.execute("COMMIT")
+    reader.close()
+    deadline = time.monotonic() + 10.0
+    while _in_database_file(path) < 30 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _in_database_file(path) == 30
+    store.close()
+
+
 def test_two_writers_with_background_checkpoints_share_one_store(tmp_path: Path) -> None:
     """xdist workers each hold a run's store: their checkpointers run side by side, and every
     commit of both still reaches the database file."""
