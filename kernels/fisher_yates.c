@@ -14,6 +14,11 @@
  * Hacker's Delight, 2nd ed., section 10-17).  The rare lanes that pass it, and the steps
  * that push a token on, are settled with the plain remainder.
  *
+ * The same generators also draw whole prefixes of the permutation (`randperm`, and packed
+ * into membership bits, `green_bits`): lefthash green lists and the selfhash hashint table,
+ * so that reference-compatible detection needs no torch.  Tests compare them with
+ * torch.randperm itself.
+ *
  * Facts reproduced (not code): torch's CPUGeneratorImpl seeds mt19937 with the low 32 bits
  * and the standard init_genrand recurrence; randperm_cpu (ATen TensorFactories.cpp, n below
  * 2**32 / 20) swaps r[i] with r[i + random() % (n - i)] for i = 0 .. n - 2, random() being the
@@ -247,6 +252,16 @@ static int whole_words(Py_buffer *b, const char *name) {
     return 0;
 }
 
+/* the domain where torch's randperm_cpu shuffles as reproduced here */
+static int check_sizes(Py_ssize_t n, Py_ssize_t size) {
+    if (n < 1 || n >= (Py_ssize_t)(UINT32_MAX / 20) || size < 0 || size > n) {
+        PyErr_Format(PyExc_ValueError,
+                     "need 1 <= n < 2**32 / 20 and 0 <= size <= n (n=%zd, size=%zd)", n, size);
+        return -1;
+    }
+    return 0;
+}
+
 PyDoc_STRVAR(trace_doc,
 "trace(seeds, targets, out, n, size)\n\n"
 "For each pair k: out[k] = 1 if targets[k] is among the first `size` entries of CPU\n"
@@ -263,14 +278,11 @@ static PyObject *trace(PyObject *self, PyObject *args) {
     if (whole_words(&seeds, "seeds") || whole_words(&targets, "targets")) goto done;
     Py_ssize_t count = seeds.len / 4;
     if (targets.len != seeds.len || out.len != count) {
-        PyErr_SetString(PyExc_ValueError, "seeds, targets and out must hold the same number of items");
+        PyErr_SetString(PyExc_ValueError,
+                        "seeds, targets and out must hold the same number of items");
         goto done;
     }
-    if (n < 1 || n >= (Py_ssize_t)(UINT32_MAX / 20) || size < 0 || size > n) {
-        PyErr_Format(PyExc_ValueError, "need 1 <= n < 2**32 / 20 and 0 <= size <= n (n=%zd, size=%zd)",
-                     n, size);
-        goto done;
-    }
+    if (check_sizes(n, size)) goto done;
     uint8_t *flags = out.buf;
     if (size == 0 || count == 0) {
         memset(flags, 0, (size_t)count);
@@ -309,11 +321,7 @@ static PyObject *draw_prefixes(PyObject *args, int packed) {
     uint32_t *work = NULL;
     uint64_t *fastmod = NULL;
     if (whole_words(&seeds, "seeds")) goto done;
-    if (n < 1 || n >= (Py_ssize_t)(UINT32_MAX / 20) || size < 0 || size > n) {
-        PyErr_Format(PyExc_ValueError, "need 1 <= n < 2**32 / 20 and 0 <= size <= n (n=%zd, size=%zd)",
-                     n, size);
-        goto done;
-    }
+    if (check_sizes(n, size)) goto done;
     Py_ssize_t count = seeds.len / 4;
     Py_ssize_t row_bytes = packed ? (n + 7) / 8 : 4 * size;
     if (out.len != count * row_bytes) {
@@ -329,7 +337,8 @@ static PyObject *draw_prefixes(PyObject *args, int packed) {
         PyErr_NoMemory();
         goto done;
     }
-    for (Py_ssize_t i = 0; fastmod && i < size; i++) fastmod[i] = UINT64_MAX / (uint64_t)(n - i) + 1;
+    for (Py_ssize_t i = 0; fastmod && i < size; i++)
+        fastmod[i] = UINT64_MAX / (uint64_t)(n - i) + 1;
     const uint32_t *s = seeds.buf;
     uint8_t *o = out.buf;
     Py_BEGIN_ALLOW_THREADS
@@ -380,8 +389,8 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_fisher_yates",
-    "torch's CPU randperm, its prefixes and membership in them, compiled (kernels/fisher_yates.c).", -1,
-    methods,
+    "torch's CPU randperm prefixes and membership in them, compiled (kernels/fisher_yates.c).",
+    -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__fisher_yates(void) { return PyModule_Create(&module); }

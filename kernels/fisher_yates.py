@@ -20,8 +20,9 @@ Two implementations of that trace, required by tests to agree flag for flag (and
 compiler is present) and the numpy one below, used where the kernel was not built.
 
 The same kernel also draws whole prefixes of the permutation (:func:`randperm_prefixes`, and
-as packed membership masks :func:`packed_prefix_masks`), bit for bit as ``torch.randperm``, so reference-compatible detection needs no torch where it
-was built; callers fall back to torch itself otherwise.
+as packed membership masks :func:`packed_prefix_masks`), bit for bit as ``torch.randperm``,
+so reference-compatible detection needs no torch where it was built; callers fall back to
+torch itself otherwise.
 """
 
 from __future__ import annotations

@@ -261,9 +261,10 @@ class GreenLists:
         Generator seeds that agree in their low 32 bits draw the same permutation (torch's
         mt19937 is seeded with ``seed & 0xffffffff``), so pairs are grouped by those bits.
         A green list asked about for few targets is not built:
-        :func:`~evalrun.kernels.fisher_yates.traced_members` replays the first ``size`` steps of torch's shuffle from the raw mt19937 draws and
-        follows each target; one asked about for many targets (or already cached) is built
-        with ``torch.randperm`` as the reference does.
+        :func:`~evalrun.kernels.fisher_yates.traced_members` replays the first ``size``
+        steps of torch's shuffle from the raw mt19937 draws and follows each target; one
+        asked about for many targets (or already held) is built whole
+        (:func:`permutation_prefixes`), as the reference does.
 
         With ``cache`` every green list is built and kept (:meth:`packed_rows`): for seeds
         that recur across calls (lefthash contexts: at most ``V`` per context token) a bit
