@@ -49,20 +49,6 @@ def compiled_available() -> bool:
     return _compiled is not None
 
 
-def fisher_yates_members(seeds: Sequence[int], targets: Sequence[np.ndarray], n: int,
-                         size: int, *, compiled: bool | None = None) -> list[np.ndarray]:
-    """For each 32-bit ``seeds[k]``: which of ``targets[k]`` lie among the first ``size``
-    entries of the CPU ``torch.randperm(n)`` of a generator seeded with it (see
-    :func:`traced_members`)."""
-    counts = np.array([len(t) for t in targets], dtype=np.int64)
-    pair_targets = (np.concatenate([np.asarray(t, dtype=np.int64) for t in targets])
-                    if int(counts.sum()) else np.zeros(0, dtype=np.int64))
-    flags = traced_members(np.repeat(np.asarray(seeds, dtype=np.uint64), counts), pair_targets,
-                           n, size, compiled=compiled)
-    bounds = np.concatenate([[0], np.cumsum(counts)])
-    return [flags[bounds[k]: bounds[k + 1]] for k in range(len(targets))]
-
-
 def traced_members(seeds: np.ndarray, targets: np.ndarray, n: int, size: int, *,
                    compiled: bool | None = None) -> np.ndarray:
     """``targets[k]`` among the first ``size`` entries of the CPU ``torch.randperm(n)`` of a

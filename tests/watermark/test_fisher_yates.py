@@ -14,12 +14,23 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 
 from evalrun.kernels import fisher_yates  # noqa: E402
-from evalrun.kernels.fisher_yates import compiled_available, fisher_yates_members  # noqa: E402
+from evalrun.kernels.fisher_yates import compiled_available, traced_members  # noqa: E402
 
 needs_compiled = pytest.mark.skipif(not compiled_available(),
                                     reason="the compiled kernel was not built with this install")
 KERNELS = [pytest.param(True, marks=needs_compiled, id="compiled"),
            pytest.param(False, id="numpy")]
+
+
+def fisher_yates_members(seeds: list[int], targets: list[np.ndarray], n: int, size: int,
+                         **kwargs) -> list[np.ndarray]:
+    """:func:`traced_members` per seed: ``targets[k]`` are asked about ``seeds[k]``."""
+    counts = [len(t) for t in targets]
+    flat = np.concatenate([np.asarray(t, dtype=np.int64) for t in targets]) if sum(counts) \
+        else np.zeros(0, dtype=np.int64)
+    flags = traced_members(np.repeat(np.asarray(seeds, dtype=np.uint64), counts), flat, n, size,
+                           **kwargs)
+    return np.split(flags, np.cumsum(counts)[:-1])
 
 
 def _randperm_green(seed: int, n: int, size: int) -> np.ndarray:
