@@ -123,8 +123,8 @@ def cli_rate(spec: str, path: Path, count: tuple[int, int], vocab: int) -> float
 def in_process_rate(spec: str, texts: list[np.ndarray], vocab: int) -> float:
     """Tokens per CPU-second of one ``detect_many`` call over all ``texts`` (imports done)."""
     scheme = parse_watermark(spec)
-    # imports (torch for compat), the hashint table (selfhash), one green list: a text long
-    # enough to score under every scheme here
+    # imports (torch too where compat has no compiled kernel), the hashint table (selfhash),
+    # one green list: a text long enough to score under every scheme here
     scheme.detect_many([list(range(12))], KEY, vocab)
     start = time.process_time()
     dets = scheme.detect_many(texts, KEY, vocab)
