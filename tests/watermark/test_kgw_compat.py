@@ -366,8 +366,13 @@ def test_membership_paths_equal_randperm(vocab: int, gamma: float, numpy_trace: 
     # one seed asked about for many targets (built), the others for few (traced)
     seeds = np.repeat(seeds, [200] + [3] * 11)
     targets = rng.integers(0, vocab, len(seeds))
+    # pairs asked again (each distinct pair is decided once and answered for every copy), the
+    # same targets under the seeds that share only the low 32 bits, and ids off the vocabulary
+    seeds = np.concatenate([seeds, seeds[190:230], seeds[200:218] + np.uint64(2**32),
+                            seeds[:2]])
+    targets = np.concatenate([targets, targets[190:230], targets[200:218], [-1, vocab]])
     lists = GreenLists(vocab, gamma)
-    want = np.array([t in _randperm_green(int(s) & 0xFFFFFFFF, vocab, lists.size)
+    want = np.array([0 <= t < vocab and t in _randperm_green(int(s) & 0xFFFFFFFF, vocab, lists.size)
                      for s, t in zip(seeds.tolist(), targets.tolist())])
     assert np.array_equal(GreenLists(vocab, gamma).membership(seeds.tolist(), targets), want)
     # the cache, cold then warm, and a cache that keeps nothing
@@ -376,6 +381,11 @@ def test_membership_paths_equal_randperm(vocab: int, gamma: float, numpy_trace: 
         for _ in range(2):
             got = GreenLists(vocab, gamma).membership(seeds.tolist(), targets, cache=True)
             assert np.array_equal(got, want)
+
+
+def test_membership_of_ids_off_the_vocabulary_only() -> None:
+    flags = GreenLists(1000, 0.25).membership([7, 2**40 + 7], np.array([-1, 1000]))
+    assert flags.tolist() == [False, False]
 
 
 @pytest.mark.parametrize("seeding", ["lefthash", "selfhash"])
