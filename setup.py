@@ -7,6 +7,7 @@ setup(
         # optional: without a C compiler the install goes on and evalrun uses the numpy twin
         # of this kernel (kernels/fisher_yates.py), with the same results, more slowly
         Extension("evalrun.kernels._fisher_yates", ["kernels/fisher_yates.c"],
+                  depends=["kernels/fisher_yates_trace.h"],
                   extra_compile_args=["-O3", "-Wno-psabi"], optional=True),
     ],
 )

@@ -7,12 +7,13 @@
  * Why compiled: a selfhash text seeds a new generator at almost every token, and deciding
  * one token takes up to `size` mt19937 outputs (8,000 at V = 32,000, gamma = 0.25).  numpy
  * draws them one by one through a function pointer; here eight generators run side by side
- * in one vector register (GCC/Clang vector extensions; on x86-64 Linux a second clone built
- * for AVX2 is picked at load time), and the test "does step i pull from the token's
- * position p", i.e. r_i mod (n - i) == p - i, is an exact divisibility test of r_i - (p - i)
- * by n - i with a multiply, a rotate and a compare (Granlund and Montgomery 1994, as in
- * Hacker's Delight, 2nd ed., section 10-17).  The rare lanes that pass it, and the steps
- * that push a token on, are settled with the plain remainder.
+ * in one vector register (GCC/Clang vector extensions; on x86-64 a second build for AVX2 is
+ * picked at load time), and the test "does step i pull from the token's position p", i.e.
+ * r_i mod (n - i) == p - i, is an exact divisibility test of r_i - (p - i) by n - i with a
+ * multiply, a rotate (only for even n - i) and a compare (Granlund and Montgomery 1994, as
+ * in Hacker's Delight, 2nd ed., section 10-17).  Over a chunk of steps the lanes keep only
+ * their least product, compared once at the chunk's end: a filter; the rare chunks that
+ * pass it, and the steps that push a token on, are replayed with the plain remainder.
  *
  * The same generators also draw whole prefixes of the permutation (`randperm`, and packed
  * into membership bits, `green_bits`): lefthash green lists and the selfhash hashint table,
@@ -100,13 +101,23 @@ static inline lanes_t tempered(lanes_t r) {
     return r ^ (r >> 18);
 }
 
-/* all ones in the lanes where r - offset may be a multiple of the step's divisor: exact for
- * r >= offset; a wrapped r - offset may pass too, and is settled by the remainder */
+/* x rotated right by 1 <= shift <= 31 */
+static inline lanes_t rotr(lanes_t x, uint32_t shift) {
+    return (x >> shift) | (x << (32 - shift));
+}
+
+/* (r - offset) * inverse, rotated right by shift: at most the step's limit iff r - offset is a
+ * multiple of the step's divisor (exact for r >= offset; a wrapped r - offset may pass too,
+ * and is settled by the remainder) */
+static inline lanes_t probe(lanes_t r, lanes_t offset, uint32_t inverse, uint32_t shift) {
+    lanes_t x = (r - offset) * inverse;
+    return shift ? rotr(x, shift) : x;
+}
+
+/* all ones in the lanes where step i may pull the token (see probe) */
 static inline lanes_t may_pull(lanes_t r, lanes_t offset, uint32_t inverse, uint32_t shift,
                                uint32_t limit) {
-    lanes_t x = (r - offset) * inverse;
-    if (shift) x = (x >> shift) | (x << (32 - shift));
-    return (lanes_t)(x <= limit);
+    return (lanes_t)(probe(r, offset, inverse, shift) <= limit);
 }
 
 static inline int any_lane(lanes_t v) {
@@ -116,79 +127,44 @@ static inline int any_lane(lanes_t v) {
     return any != 0;
 }
 
-/* Up to LANES (seed, target) pairs; out[l] = 1 when target l is green. */
-LANE_CLONES
-static void trace_lanes(const uint32_t *seeds, const uint32_t *targets, int count, uint32_t n,
-                        uint32_t size, const steps_t *st, uint8_t *out) {
-    lanes_t mt[MT_N];
-    lanes_t state = {0}, offset;
-    uint32_t pos[LANES], push[LANES];
-    int live[LANES], remaining = count;
-    uint32_t next_push = NEVER;
-    const uint32_t *inverse = st->inverse, *shift = st->shift, *limit = st->limit;
-    for (int l = 0; l < LANES; l++) {
-        live[l] = l < count;
-        pos[l] = live[l] ? targets[l] : NEVER;
-        /* the token waits at position pos until a step pulls it; step pos itself pushes it
-         * on unless that step fixes it in place */
-        push[l] = (live[l] && pos[l] < size) ? pos[l] : NEVER;
-        if (push[l] < next_push) next_push = push[l];
-        state[l] = live[l] ? seeds[l] : 0;
-        offset[l] = live[l] && pos[l] < PARKED ? pos[l] : PARKED; /* p - i at step i = 0 */
-        if (live[l]) out[l] = 0;
-    }
-    mt_seed(mt, state);
-    uint32_t i = 0;
-    while (i < size && remaining > 0) {
-        uint32_t k;
-        mt_twist(mt);
-        uint32_t stop = size - i < MT_N ? size - i : MT_N;
-        k = 0;
-        while (k < stop) {
-            uint32_t len = stop - k < CHUNK ? stop - k : CHUNK;
-            if (next_push - i >= len) {
-                /* no push due: test the chunk's steps for pulls, one branch at its end */
-                lanes_t off = offset, maybe = {0};
-                for (uint32_t q = 0; q < len; q++) {
-                    maybe |= may_pull(tempered(mt[k + q]), off, inverse[i + q], shift[i + q],
-                                      limit[i + q]);
-                    off -= 1u;
-                }
-                if (!any_lane(maybe)) {
-                    offset = off;
-                    k += len;
-                    i += len;
-                    continue;
-                }
-            }
-            /* a candidate or a push in this chunk: replay it step by step */
-            for (uint32_t q = 0; q < len; q++, k++, i++) {
-                lanes_t r = tempered(mt[k]);
-                if (any_lane(may_pull(r, offset, inverse[i], shift[i], limit[i])) ||
-                    i == next_push) {
-                    uint32_t d = n - i;
-                    next_push = NEVER;
-                    for (int l = 0; l < LANES; l++) {
-                        if (!live[l]) continue;
-                        uint32_t j = i + r[l] % d;
-                        if (j == pos[l]) { /* pulled to position i < size: green, settled */
-                            out[l] = 1;
-                            live[l] = 0;
-                            remaining--;
-                            offset[l] = PARKED;
-                            push[l] = NEVER;
-                        } else if (i == pos[l]) { /* pushed on to j */
-                            pos[l] = j;
-                            offset[l] = j - i;
-                            push[l] = j < size ? j : NEVER;
-                        }
-                        if (push[l] < next_push) next_push = push[l];
-                    }
-                }
-                offset -= 1u;
-            }
-        }
-    }
+/* trace_lanes, twice: portable vector code, and (x86-64, GCC or Clang) an AVX2 build whose
+ * per-chunk filter keeps the lanes' running minimum in one instruction per step; the AVX2 one
+ * is picked at load time where the CPU has it */
+typedef void (*trace_fn)(const uint32_t *, const uint32_t *, int, uint32_t, uint32_t,
+                         const steps_t *, uint8_t *);
+
+/* lane-wise unsigned minimum by compare and select (GCC does not make this one vpminud) */
+static inline lanes_t lanes_min_portable(lanes_t a, lanes_t b) {
+    lanes_t a_less = (lanes_t)(a < b);
+    return (a & a_less) | (b & ~a_less);
+}
+
+#define TRACE_FN trace_lanes_portable
+#define TRACE_TARGET
+#define LANES_MIN(a, b) lanes_min_portable(a, b)
+#include "fisher_yates_trace.h"
+#undef TRACE_FN
+#undef TRACE_TARGET
+#undef LANES_MIN
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_TRACE_AVX2 1
+#define TRACE_FN trace_lanes_avx2
+#define TRACE_TARGET __attribute__((target("avx2")))
+#define LANES_MIN(a, b) ((lanes_t)_mm256_min_epu32((__m256i)(a), (__m256i)(b)))
+#include "fisher_yates_trace.h"
+#undef TRACE_FN
+#undef TRACE_TARGET
+#undef LANES_MIN
+#endif
+
+static trace_fn best_trace(void) {
+#ifdef HAVE_TRACE_AVX2
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2")) return trace_lanes_avx2;
+#endif
+    return trace_lanes_portable;
 }
 
 /* The first `size` entries of randperm(n) for up to LANES seeds: the draws side by side, the
@@ -263,17 +239,23 @@ static int check_sizes(Py_ssize_t n, Py_ssize_t size) {
 }
 
 PyDoc_STRVAR(trace_doc,
-"trace(seeds, targets, out, n, size)\n\n"
+"trace(seeds, targets, out, n, size, portable=False)\n\n"
 "For each pair k: out[k] = 1 if targets[k] is among the first `size` entries of CPU\n"
 "torch.randperm(n) seeded with seeds[k], else 0.  seeds and targets: uint32 buffers of\n"
 "equal length; out: a writable byte buffer of that many items; 1 <= n < 2**32 / 20,\n"
-"0 <= size <= n.  Releases the GIL.");
+"0 <= size <= n.  portable=True runs the portable vector code (what CPUs without AVX2\n"
+"run) where an AVX2 build would be picked.  Releases the GIL.");
 
-static PyObject *trace(PyObject *self, PyObject *args) {
+static PyObject *trace(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"seeds", "targets", "out", "n", "size", "portable", NULL};
     Py_buffer seeds, targets, out;
     Py_ssize_t n, size;
+    int portable = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*y*w*nn", &seeds, &targets, &out, &n, &size)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*y*w*nn|p", keywords, &seeds, &targets,
+                                     &out, &n, &size, &portable))
+        return NULL;
+    trace_fn trace_lanes = portable ? trace_lanes_portable : best_trace();
     PyObject *result = NULL;
     if (whole_words(&seeds, "seeds") || whole_words(&targets, "targets")) goto done;
     Py_ssize_t count = seeds.len / 4;
@@ -381,7 +363,7 @@ static PyObject *green_bits(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
-    {"trace", trace, METH_VARARGS, trace_doc},
+    {"trace", (PyCFunction)(void (*)(void))trace, METH_VARARGS | METH_KEYWORDS, trace_doc},
     {"randperm", randperm, METH_VARARGS, randperm_doc},
     {"green_bits", green_bits, METH_VARARGS, green_bits_doc},
     {NULL, NULL, 0, NULL},

@@ -86,6 +86,27 @@ def test_compiled_equals_numpy(n: int, frac: float, data) -> None:
 
 
 @needs_compiled
+@pytest.mark.parametrize("n,size", [(3, 3), (10, 9), (257, 64), (1000, 999), (32000, 8000),
+                                    (50257, 12564)])
+def test_both_compiled_builds_equal_randperm(n: int, size: int) -> None:
+    """The portable vector build (what CPUs without AVX2 run) and the build picked on this CPU
+    (AVX2 where it has it; its chunk filter differs) give torch's flags, for pair counts that
+    leave lanes empty and targets at the step boundaries."""
+    from evalrun.kernels import _fisher_yates
+
+    rng = np.random.default_rng(n)
+    pairs = 203
+    seeds = rng.integers(0, 2**32, pairs, dtype=np.uint64).astype(np.uint32)
+    targets = np.concatenate([[0, max(size - 1, 0), n - 1],
+                              rng.integers(0, n, pairs - 3)]).astype(np.uint32)
+    want = np.array([t in _randperm_green(int(s), n, size) for s, t in zip(seeds, targets)])
+    for portable in (False, True):
+        flags = np.full(pairs, 7, dtype=np.uint8)
+        _fisher_yates.trace(seeds, targets, flags, n, size, portable=portable)
+        assert np.array_equal(flags, want.astype(np.uint8)), f"portable={portable}"
+
+
+@needs_compiled
 def test_compiled_kernel_rejects_bad_buffers() -> None:
     """The extension checks what it is handed instead of reading past a buffer."""
     from evalrun.kernels import _fisher_yates
