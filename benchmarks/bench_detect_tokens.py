@@ -5,11 +5,11 @@ Every rate is over the same token ids (uniformly random ids: the worst case for 
 since every context token occurs about equally often).
 
 * ``evalrun detect --tokens FILE`` is run as a child process (start-up, imports, JSON parsing
-  and printing included); its CPU time is the child's user + system time. Native and
-  lefthash rows run on a file of ``--many-texts`` texts (start-up amortised, as when detecting
-  a whole benchmark's outputs; lefthash draws each context's green list once, so its cost
-  per token falls as texts share contexts) and on the ``--texts`` file; the start-up alone is
-  the CPU time of a one-text file.
+  and printing included); its CPU time is the child's user + system time. Every scheme runs
+  on a file of ``--many-texts`` texts (start-up amortised, as when detecting a whole
+  benchmark's outputs; lefthash draws each context's green list once and selfhash decides
+  each (seed, target) pair once, so their cost per token falls as texts share them) and on
+  the ``--texts`` file; the start-up alone is the CPU time of a one-text file.
 * in-process rows call ``scheme.detect_many`` on all texts directly; ``warm`` repeats it in
   the same process (reference-compatible lefthash then finds its green lists drawn: one per
   distinct context token, kept in the bounded seed-table cache).
@@ -21,14 +21,21 @@ since every context token occurs about equally often).
   in one numpy pass over all texts (the limit of a batched pass), and in one call per text
   (what ``bench_detection.py`` reports, the per-text limit).
 
-All processes run one thread. Selfhash traces one green list per distinct n-gram (up to
+All processes run one thread. Selfhash decides each distinct (seed, target) pair once (up to
 ``size`` mt19937 draws each) with the compiled kernel (``kernels/fisher_yates.c``); its numpy
 twin, what runs where the kernel was not built, is timed on the first ``--numpy-trace-texts``
-texts. The kernel alone, on (seed, target) pairs, is the bound for texts whose n-grams are
-all distinct.
+texts. The kernel alone, on (seed, target) pairs, is the bound for texts whose pairs are all
+distinct, as uniform ids nearly are.
+
+``--corpus FILE`` (UTF-8 prose) adds the same rows on natural text: the file's first
+``--texts`` x ``--tokens`` ids under the embedded model's tokenizer (vocab 8192), MarkLLM
+measured again on those ids. Natural text repeats contexts and selfhash pairs, as model
+outputs do. Jane Austen's novels, from Debian's ``r-cran-janeaustenr``::
+
+    Rscript -e 'library(janeaustenr); writeLines(as.character(austen_books()$text), "austen.txt")'
 
     python benchmarks/bench_detect_tokens.py [--texts 5000] [--tokens 200] [--vocab 32000]
-        [--markllm-python /work/refvenv-markllm/bin/python]
+        [--markllm-python /work/refvenv-markllm/bin/python] [--corpus austen.txt]
 """
 
 from __future__ import annotations
@@ -176,6 +183,7 @@ def main() -> None:
     ap.add_argument("--markllm-selfhash", action="store_true",
                     help="also time MarkLLM's KGW with window_scheme=self on one scored token"
                          " (V green lists per token: seconds per token at V=32000)")
+    ap.add_argument("--corpus", help="UTF-8 prose: also time lefthash and selfhash on its ids")
     args = ap.parse_args()
     texts = np.random.default_rng(0).integers(0, args.vocab, size=(args.texts, args.tokens))
     rows = list(texts)
@@ -213,8 +221,9 @@ def main() -> None:
         many_cpu = cli_cpu(NATIVE[1], many, args.many_texts, args.vocab)
         results.append((f"{NATIVE[0]}: evalrun detect --tokens, {args.many_texts} texts",
                         big.size / many_cpu))
-        results.append((f"{LEFTHASH[0]}: evalrun detect --tokens, {args.many_texts} texts",
-                        cli_rate(LEFTHASH[1], many, (big.size, args.many_texts), args.vocab)))
+        for label, spec in (LEFTHASH, SELFHASH):
+            results.append((f"{label}: evalrun detect --tokens, {args.many_texts} texts",
+                            cli_rate(spec, many, (big.size, args.many_texts), args.vocab)))
         print(f"evalrun detect start-up (a one-text file): {startup:.3f} CPU-s; past it, "
               f"{args.many_texts} texts take {many_cpu - startup:.3f} CPU-s = "
               f"{big.size / (many_cpu - startup):,.0f} tokens/CPU-s")
@@ -246,14 +255,60 @@ def main() -> None:
         print(f"selfhash against MarkLLM's selfhash KGW: "
               f"{selfhash_cli / ml_sel:,.0f}x (in process: {selfhash_in / ml_sel:,.0f}x)")
     if bound:
-        print(f"selfhash bound: each distinct n-gram seeds its own green list, and membership "
-              f"takes up to int(V*gamma) = {int(args.vocab * 0.25)} mt19937 draws (torch's "
-              f"shuffle); the compiled kernel alone decides {bound:,.0f} pairs/CPU-s"
+        print(f"selfhash bound: each distinct (seed, target) pair takes up to int(V*gamma) = "
+              f"{int(args.vocab * 0.25)} mt19937 draws (torch's shuffle); the compiled kernel "
+              f"alone decides {bound:,.0f} pairs/CPU-s"
               + (f" = {bound / ml:.1f}x MarkLLM's lefthash KGW" if ml else "")
-              + f"; in process reaches {selfhash_in / bound:.2f} of it")
+              + f"; in process reaches {selfhash_in / bound:.2f} of it (above 1 where pairs "
+              f"repeat: a candidate that minimises its own anchored hash seeds by itself)")
     else:
         print("selfhash bound: the compiled kernel was not built with this install")
+    if args.corpus:
+        corpus_rows(args.corpus, args.texts, args.tokens, args.markllm_python,
+                    args.markllm_seconds)
     print(f"load after: {os.getloadavg()[0]:.2f}")
+
+
+def corpus_ids(path: str, texts: int, tokens: int) -> tuple[np.ndarray, int]:
+    """``texts`` rows of ``tokens`` ids of the prose in ``path`` (the embedded tokenizer), and
+    its vocabulary size."""
+    from tokenizers import Tokenizer
+
+    from evalrun.embedded import embedded_model_path
+
+    tok = Tokenizer.from_file(str(embedded_model_path() / "tokenizer.json"))
+    ids = np.asarray(tok.encode(Path(path).read_text(encoding="utf-8")).ids, dtype=np.int64)
+    if len(ids) < texts * tokens:
+        raise SystemExit(f"--corpus {path}: {len(ids):,} tokens, fewer than --texts x --tokens "
+                         f"= {texts * tokens:,}")
+    return ids[: texts * tokens].reshape(texts, tokens), tok.get_vocab_size()
+
+
+def corpus_rows(path: str, texts: int, tokens: int, markllm_python: str | None,
+                markllm_seconds: float) -> None:
+    """The selfhash and lefthash rows again, on natural text."""
+    ids, vocab = corpus_ids(path, texts, tokens)
+    rows = list(ids)
+    count = (ids.size, texts)
+    print(f"\nnatural text: {Path(path).name}, {texts} x {tokens} tokens of the embedded "
+          f"tokenizer (vocab {vocab})")
+    ml = None
+    if markllm_python:
+        ml, cfg = markllm_rate(markllm_python, ids, vocab, markllm_seconds)
+        print(f"MarkLLM KGW detector ({cfg}): {ml:,.0f} tokens/CPU-s")
+    results: list[tuple[str, float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        every = Path(tmp) / "corpus.jsonl"
+        write_tokens(every, ids)
+        for label, spec in (LEFTHASH, SELFHASH):
+            results.append((f"{label}: evalrun detect --tokens, {texts} texts",
+                            cli_rate(spec, every, count, vocab)))
+    for label, spec in (LEFTHASH, SELFHASH):
+        results.append((f"{label}: detect_many in process", in_process_rate(spec, rows, vocab)))
+    print(f"{'':62s} {'tokens/CPU-s':>13s} {'x MarkLLM':>10s}")
+    for label, rate in results:
+        vs = f"{rate / ml:10.1f}" if ml else f"{'-':>10s}"
+        print(f"{label:62s} {rate:13,.0f} {vs}")
 
 
 if __name__ == "__main__":
