@@ -16,6 +16,11 @@ every line is judged by one JSON parser and one set of error messages:
   (numpy clamps an overflow to one), and the text has no more digits than the numbers
   written without leading zeros;
 * the line without the ids decodes to an object whose ``token_ids`` is that empty list.
+
+Where the install built ``evalrun.kernels._token_ids`` (``kernels/token_ids.c``), the bracket
+texts are read in one pass by the JSON grammar for integers instead, int64 limits included;
+numpy's parse and the checks above are the fallback. Both vouch only for what ``json.loads``
+reads the same.
 """
 
 from __future__ import annotations
@@ -35,6 +40,11 @@ _DIGITS = b"0123456789"
 _LONE_MINUS = re.compile(rb"-(?![0-9])|[0-9]-")
 _INT64 = np.iinfo(np.int64)
 _EMPTY = np.zeros(0, dtype=np.int64)
+
+try:  # built by setup.py where a C compiler exists
+    from evalrun.kernels import _token_ids as _compiled
+except ImportError:  # pragma: no cover - depends on the install
+    _compiled = None
 
 
 def split_line(line: str) -> tuple[dict[str, Any], bytes] | None:
@@ -60,14 +70,22 @@ def split_line(line: str) -> tuple[dict[str, Any], bytes] | None:
     return obj, body
 
 
-def parse_bodies(bodies: list[bytes]) -> list[np.ndarray] | None:
+def parse_bodies(bodies: list[bytes], *, compiled: bool | None = None) -> list[np.ndarray] | None:
     """The int64 ids of every bracket text, or None when any of them is in doubt (see the
-    module docstring). All texts are checked and parsed together: plain byte-string methods
-    and one numpy parse over the joined texts, since per-line calls or a regular expression
-    over every id would cost more than numpy's parse itself."""
+    module docstring). All texts are checked and parsed together: the compiled reader, or
+    plain byte-string methods and one numpy parse over the joined texts, since per-line calls
+    or a regular expression over every id would cost more than numpy's parse itself.
+
+    ``compiled``: ``None`` takes the compiled reader where it was built, ``False`` the numpy
+    one."""
     sizes = [0 if not body.strip() else body.count(b",") + 1 for body in bodies]
     joined = b",".join(body for body, size in zip(bodies, sizes) if size)
-    if joined:
+    if joined and _compiled is not None and compiled is not False:
+        # every comma of the joined text separates two fields, so the fields number sum(sizes)
+        flat = np.empty(sum(sizes), dtype=np.int64)
+        if _compiled.read(joined, flat) != len(flat):
+            return None
+    elif joined:
         if joined.translate(None, _ALLOWED):
             return None
         compact = joined.translate(None, _SPACE)

@@ -4,15 +4,29 @@ decodes, and hands every line it is unsure of to json.loads."""
 from __future__ import annotations
 
 import json
+import shutil
+import sysconfig
 
 import numpy as np
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from evalrun import token_lines
 from evalrun.token_lines import decode_lines, parse_bodies, split_line
 
 INT64 = np.iinfo(np.int64)
+needs_compiled = pytest.mark.skipif(token_lines._compiled is None,
+                                    reason="the compiled reader was not built with this install")
+
+
+@pytest.fixture(params=[pytest.param("compiled", marks=needs_compiled), "numpy"])
+def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs a test with the compiled reader of the bracket texts (where built) and with the
+    numpy one, what installs without a C compiler run."""
+    if request.param == "numpy":
+        monkeypatch.setattr(token_lines, "_compiled", None)
+    return request.param
 
 
 def reference(line: str) -> tuple[object, object] | type:
@@ -70,22 +84,24 @@ def lines(draw: st.DrawFn) -> str:
     return line
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(lines(), min_size=1, max_size=6))
 # found by hypothesis: the empty last field read as a number made up for the digit that the
 # leading zero of "00" added, so the digit count matched
 @example(['{"token_ids":[0,0,0,0,0,0,0,0,0,0,00, ]}'])
 @example(['{"token_ids":[1,,2]}', '{"token_ids":[,1]}', '{"token_ids":[1 ,]}'])
-def test_decode_lines_agrees_with_json_loads(batch: list[str]) -> None:
+def test_decode_lines_agrees_with_json_loads(reader: str, batch: list[str]) -> None:
     decoded = decode_lines(batch)
     assert len(decoded) == len(batch)
     for line, got in zip(batch, decoded):
         assert same(got, reference(line)), line
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.lists(st.integers(0, 10**6), max_size=30), min_size=1, max_size=8))
-def test_common_lines_take_the_fast_path(rows: list[list[int]]) -> None:
+def test_common_lines_take_the_fast_path(reader: str, rows: list[list[int]]) -> None:
     batch = [json.dumps({"id": i, "token_ids": row}) for i, row in enumerate(rows)]
     decoded = decode_lines(batch)
     for i, (got, row) in enumerate(zip(decoded, rows)):
@@ -94,7 +110,7 @@ def test_common_lines_take_the_fast_path(rows: list[list[int]]) -> None:
         assert obj == {"id": i, "token_ids": []}
 
 
-def test_one_doubtful_line_does_not_send_its_chunk_to_json() -> None:
+def test_one_doubtful_line_does_not_send_its_chunk_to_json(reader: str) -> None:
     batch = ['{"token_ids": [1, 2]}', '{"token_ids": [007]}', '{"token_ids": [3]}']
     decoded = decode_lines(batch)
     assert decoded[0][1].tolist() == [1, 2]  # type: ignore[index,union-attr]
@@ -106,17 +122,43 @@ def test_one_doubtful_line_does_not_send_its_chunk_to_json() -> None:
     (b"1, 2,3", [1, 2, 3]), (b" -0 ,\t10\n", [0, 10]), (b"", []),
     (b"9223372036854775806", [9223372036854775806]),
 ])
-def test_parse_bodies_reads(body: bytes, expected: list[int]) -> None:
+def test_parse_bodies_reads(reader: str, body: bytes, expected: list[int]) -> None:
     got = parse_bodies([body])
     assert got is not None and got[0].tolist() == expected
 
 
 @pytest.mark.parametrize("body", [
-    b"01", b"1, 00", b"-", b"1,-", b"1-2", b"1 2", b"1,,2", b"1,", b",1", b"1.5",
-    b"9223372036854775807", b"-9223372036854775808", b"99999999999999999999",
+    b"01", b"1, 00", b"-", b"1,-", b"1-2", b"1 2", b"1,,2", b"1,", b",1", b"1.5", b"+1",
+    b"- 1", b"1\x0b", b"1,\xc3\xa9", b"99999999999999999999", b"9223372036854775808",
+    b"-9223372036854775809", b"18446744073709551616",
 ])
-def test_parse_bodies_refuses_what_it_cannot_vouch_for(body: bytes) -> None:
+def test_parse_bodies_refuses_what_it_cannot_vouch_for(reader: str, body: bytes) -> None:
     assert parse_bodies([body]) is None
+
+
+@pytest.mark.parametrize("body", [b"9223372036854775807", b"-9223372036854775808"])
+def test_int64_limits(reader: str, body: bytes) -> None:
+    """numpy clamps an overflow to an int64 limit, so its reader cannot vouch for one; the
+    compiled reader checks the range exactly and reads them."""
+    got = parse_bodies([body])
+    if reader == "numpy":
+        assert got is None
+    else:
+        assert got is not None and got[0].tolist() == [int(body)]
+
+
+@needs_compiled
+def test_compiled_reader_checks_its_buffer() -> None:
+    from evalrun.kernels import _token_ids
+
+    out = np.zeros(2, dtype=np.int64)
+    assert _token_ids.read(b"1, 2, 3", out) == -1  # more fields than room: in doubt
+    assert _token_ids.read(b"4,-5", out) == 2 and out.tolist() == [4, -5]
+    assert _token_ids.read(b"", out) == 0
+    with pytest.raises(ValueError, match="int64 items"):
+        _token_ids.read(b"1", np.zeros(3, dtype=np.uint8))
+    with pytest.raises(TypeError):
+        _token_ids.read(b"1", b"read-only buffer")
 
 
 def test_split_line_refuses_escapes_and_duplicate_keys() -> None:
@@ -125,3 +167,12 @@ def test_split_line_refuses_escapes_and_duplicate_keys() -> None:
     assert split_line('{"token\\u005fids": [], "s": "\\"token_ids\\": [7]"}') is None
     found = split_line('{"id": "a]", "token_ids": [5, 6]}')
     assert found is not None and found[1] == b"5, 6"
+
+
+@pytest.mark.skipif(not (shutil.which("cc") or shutil.which("gcc")) or
+                    not sysconfig.get_paths().get("include"),
+                    reason="no C compiler here: the install skips the optional reader")
+def test_the_reader_is_built_where_a_compiler_is() -> None:
+    """The extension is optional in setup.py, so a failed build would only show as slowness;
+    where a compiler exists (CI), the install must have built it."""
+    assert token_lines._compiled is not None
