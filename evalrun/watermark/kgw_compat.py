@@ -39,10 +39,12 @@ p-value (green probability ``int(V*gamma)/V``) next to the reference's normal on
 Speed, with results unchanged: detection draws each distinct green list once per call. Lefthash
 green lists (one per context, whatever the candidate) are kept as packed bits in the bounded
 process-wide seed-table cache, so a file of many texts draws each at most once; selfhash seeds
-rarely recur, so their membership is traced through torch's shuffle without building the
-permutation (:func:`evalrun.kernels.fisher_yates.traced_members`: at most
+rarely recur, so each distinct (seed, candidate) pair's membership is traced through torch's
+shuffle without building the permutation (:func:`evalrun.kernels.fisher_yates.traced_members`: at most
 ``int(V*gamma)`` mt19937 draws instead of ``V`` draws and swaps, eight generators at a time in
-the compiled kernel). Permutations themselves (green lists, the hashint table) come from the
+the compiled kernel). A selfhash n-gram whose candidate minimises its own anchored hash (about
+one in four) is seeded by the candidate alone; those decisions, at most ``V`` per key, are kept
+across calls (:func:`self_anchored_table`). Permutations themselves (green lists, the hashint table) come from the
 compiled kernel where it was built (``kernels/fisher_yates.c``, bit for bit as
 ``torch.randperm``, tested against it), so detection does not import torch there; from torch
 otherwise. ``benchmarks/bench_detect_tokens.py`` measures both against MarkLLM.
@@ -173,6 +175,8 @@ def _hashint_table() -> np.ndarray:
 def hashint(ids: np.ndarray | Sequence[int]) -> np.ndarray:
     """The reference's ``hashint``: a fixed permutation of residues mod 1_000_003, plus one."""
     arr = np.asarray(ids, dtype=np.int64)
+    if arr.size and 0 <= arr.min() and arr.max() < HASHINT_TABLE_SIZE:
+        return _hashint_table()[arr]  # token ids: the remainder is the id itself
     return _hashint_table()[np.remainder(arr, HASHINT_TABLE_SIZE)]
 
 
@@ -199,8 +203,13 @@ def prf_seed_array(windows: np.ndarray, seeding: str, hash_key: int) -> np.ndarr
     if seeding == "selfhash":
         # anchored_minhash_prf: (salt_key * hashint(ids) * hashint(ids[-1])).min() in int64;
         # numpy array arithmetic wraps modulo 2**64 exactly like torch's int64 tensors.
+        # (int64 products commute modulo 2**64, so salting the anchor first changes nothing;
+        # a column at a time beats a reduction along rows of four)
         h = hashint(w)
-        raw = (np.int64(hash_key) * h * h[:, -1:]).min(axis=1) if len(w) else np.zeros(0, np.int64)
+        anchor = np.int64(hash_key) * h[:, -1]
+        raw = h[:, 0] * anchor
+        for col in range(1, w.shape[1]):
+            np.minimum(raw, h[:, col] * anchor, out=raw)
         # r mod (2**64 - 1) of an int64 r: r itself when r >= 0, else r + 2**64 - 1, which is
         # r's two's-complement bit pattern minus one
         return raw.view(np.uint64) - (raw < 0)
@@ -334,6 +343,29 @@ class GreenLists:
         return flags
 
 
+#: self-anchored selfhash decisions kept: one table of V bytes per (key, V, green list size)
+SELF_ANCHORED_TABLES = 8
+_self_anchored: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
+
+
+def self_anchored_table(hash_key: int, vocab_size: int, size: int) -> np.ndarray:
+    """Membership of each candidate in its own green list when the candidate minimises its own
+    anchored hash (selfhash seed ``hash_key * hashint(c)**2``, whatever the rest of the
+    window): int8 per token id, -1 until decided, then 0 or 1. Process-wide (the last
+    :data:`SELF_ANCHORED_TABLES` keys), so files detected in chunks and graders detecting one
+    text at a time decide each at most once; writes are idempotent, so threads may share it."""
+    space = (hash_key, vocab_size, size)
+    table = _self_anchored.get(space)
+    if table is None:
+        table = np.full(vocab_size, -1, dtype=np.int8)
+        _self_anchored[space] = table
+        if len(_self_anchored) > SELF_ANCHORED_TABLES:
+            _self_anchored.popitem(last=False)
+    else:
+        _self_anchored.move_to_end(space)
+    return table
+
+
 #: green lists asked about for at most this many targets are traced, not built (a numpy
 #: trace costs about a quarter of a ``torch.randperm`` of 32,000 plus a little per target, a
 #: compiled one a fortieth per target)
@@ -439,11 +471,27 @@ class KGWCompat(WatermarkScheme):
         else:  # lefthash: one seed per distinct context, whatever the candidate
             windows, window_of = _unique_rows(uniq[:, :-1], vocab_size)
         seeds = prf_seed_array(windows, self.seeding, hash_key)
-        # lefthash seeds recur: their green lists are kept across calls; selfhash seeds
-        # rarely do, so they are traced
-        green_u = GreenLists(vocab_size, self.gamma, capacity=0).membership(
-            seeds, uniq[:, -1], cache=not self.self_salt, seed_of=window_of)
+        lists = GreenLists(vocab_size, self.gamma, capacity=0)
+        if self.self_salt:
+            green_u = self._selfhash_membership(lists, seeds, uniq[:, -1], hash_key)
+        else:  # lefthash seeds recur: their green lists are kept across calls
+            green_u = lists.membership(seeds, uniq[:, -1], cache=True, seed_of=window_of)
         return green_u[inverse], first, counts
+
+    @staticmethod
+    def _selfhash_membership(lists: GreenLists, seeds: np.ndarray, target: np.ndarray,
+                             hash_key: int) -> np.ndarray:
+        """Selfhash membership of distinct n-grams: traced, except the self-anchored ones
+        already decided by an earlier call (:func:`self_anchored_table`)."""
+        own = seeds == prf_seed_array(target[:, None], "selfhash", hash_key)
+        table = self_anchored_table(hash_key, lists.vocab_size, lists.size)
+        known = table[target]
+        ask = ~own | (known < 0)
+        green = known > 0
+        green[ask] = lists.membership(seeds[ask], target[ask])
+        fresh = own & (known < 0)
+        table[target[fresh]] = green[fresh]
+        return green
 
     def _ngram_flags(self, seqs: list[np.ndarray], hash_key: int, vocab_size: int,
                      ) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -412,6 +412,33 @@ def test_detect_many_equals_transcription_at_32000(seeding: str) -> None:
             assert prefix.tolist() == want
 
 
+def test_selfhash_decisions_kept_across_calls_change_nothing(monkeypatch) -> None:
+    """Self-anchored selfhash decisions are kept across calls, one table per key: texts
+    detected one at a time, in two orders (the second from tables filled by the first), with
+    another key's texts in between, get the transcription's counts under each key; at most
+    SELF_ANCHORED_TABLES keys are kept."""
+    monkeypatch.setattr(kgw_compat, "_self_anchored", collections.OrderedDict())
+    vocab = 300  # few candidates: many n-grams share a self-anchored one
+    rng = np.random.default_rng(11)
+    texts = [rng.integers(0, vocab, 60).tolist() for _ in range(6)]
+    scheme = _scheme("selfhash", 0.25)
+    keys = (KEY, "982451653")
+    want = {k: [_RefWatermark("selfhash", vocab, 0.25, hash_key=int(k)).score(t) for t in texts]
+            for k in keys}
+    for order in (list(range(6)), list(range(5, -1, -1))):
+        for key in keys:
+            for i in order:
+                det = scheme.detect(texts[i], key, vocab)
+                assert (det.num_tokens_scored, det.num_green_tokens, det.z_score) == (
+                    want[key][i]["num_tokens_scored"], want[key][i]["num_green_tokens"],
+                    want[key][i]["z_score"]), (key, i)
+    tables = kgw_compat._self_anchored
+    assert len(tables) == 2 and all((t >= 0).sum() > 20 for t in tables.values())
+    for k in range(kgw_compat.SELF_ANCHORED_TABLES + 2):
+        scheme.detect(texts[0], str(1000 + k), vocab)
+    assert len(tables) == kgw_compat.SELF_ANCHORED_TABLES
+
+
 # ------------------------------------------------------------------------------------------
 # Constructed sequences
 # ------------------------------------------------------------------------------------------
