@@ -13,7 +13,10 @@
  * multiply, a rotate (only for even n - i) and a compare (Granlund and Montgomery 1994, as
  * in Hacker's Delight, 2nd ed., section 10-17).  Over a chunk of steps the lanes keep only
  * their least product, compared once at the chunk's end: a filter; the rare chunks that
- * pass it, and the steps that push a token on, are replayed with the plain remainder.
+ * pass it, and the steps that push a token on, are replayed with the plain remainder.  A
+ * token found green is settled at once; sixteen groups of lanes run block by block, and the
+ * lanes still running are moved into as few groups as hold them, so a green token stops
+ * costing draws (most tokens of a watermarked text are green).
  *
  * The same generators also draw whole prefixes of the permutation (`randperm`, and packed
  * into membership bits, `green_bits`): lefthash green lists and the selfhash hashint table,
@@ -127,11 +130,59 @@ static inline int any_lane(lanes_t v) {
     return any != 0;
 }
 
+/* LANES (seed, target) pairs traced side by side: their generators (state column l of mt),
+ * and per lane the token's position, the step that would push it on, p - i, and the pair it
+ * answers (-1: an empty lane) */
+typedef struct {
+    lanes_t mt[MT_N];
+    lanes_t offset;
+    uint32_t pos[LANES], push[LANES], next_push;
+    int pair[LANES], live;
+} group_t;
+
+/* groups traced block by block together: 16 of them (320 KiB) stay in a core's L2 cache */
+#define COHORT 16
+
+/* Moves the running lanes of the emptiest groups into the free lanes of the others while
+ * some group can be emptied that way: a lane's whole state goes with it. */
+static void compact_groups(group_t *groups, int used) {
+    for (;;) {
+        int running = 0, free_lanes = 0, donor = -1;
+        for (int gi = 0; gi < used; gi++) {
+            if (groups[gi].live == 0) continue;
+            running++;
+            free_lanes += LANES - groups[gi].live;
+            if (donor < 0 || groups[gi].live < groups[donor].live) donor = gi;
+        }
+        group_t *src = &groups[donor];
+        /* the donor's own free lanes do not count: its lanes must fit in the others' */
+        if (running < 2 || free_lanes - (LANES - src->live) < src->live) return;
+        for (int l = 0; l < LANES && src->live > 0; l++) {
+            if (src->pair[l] < 0) continue;
+            group_t *dst = NULL;
+            for (int gi = 0; gi < used && !dst; gi++)
+                if (gi != donor && groups[gi].live > 0 && groups[gi].live < LANES)
+                    dst = &groups[gi];
+            int m = 0;
+            while (dst->pair[m] >= 0) m++;
+            for (uint32_t j = 0; j < MT_N; j++) dst->mt[j][m] = src->mt[j][l];
+            dst->offset[m] = src->offset[l];
+            dst->pos[m] = src->pos[l];
+            dst->push[m] = src->push[l];
+            dst->pair[m] = src->pair[l];
+            if (dst->push[m] < dst->next_push) dst->next_push = dst->push[m];
+            dst->live++;
+            src->pair[l] = -1;
+            src->live--;
+        }
+    }
+}
+
 /* trace_lanes, twice: portable vector code, and (x86-64, GCC or Clang) an AVX2 build whose
  * per-chunk filter keeps the lanes' running minimum in one instruction per step; the AVX2 one
  * is picked at load time where the CPU has it */
 typedef void (*trace_fn)(const uint32_t *, const uint32_t *, int, uint32_t, uint32_t,
-                         const steps_t *, uint8_t *);
+                         const steps_t *, uint8_t *, group_t *);
 
 /* lane-wise unsigned minimum by compare and select (GCC does not make this one vpminud) */
 static inline lanes_t lanes_min_portable(lanes_t a, lanes_t b) {
@@ -277,13 +328,21 @@ static PyObject *trace(PyObject *self, PyObject *args, PyObject *kwargs) {
         PyErr_NoMemory();
         goto done;
     }
+    Py_ssize_t cohort = count < COHORT * LANES ? (count + LANES - 1) / LANES : COHORT;
+    group_t *groups = aligned_alloc(64, ((sizeof(group_t) * cohort + 63) / 64) * 64);
+    if (!groups) {
+        free(st.inverse);
+        PyErr_NoMemory();
+        goto done;
+    }
     const uint32_t *s = seeds.buf, *t = targets.buf;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t b = 0; b < count; b += LANES) {
-        int lanes = count - b < LANES ? (int)(count - b) : LANES;
-        trace_lanes(s + b, t + b, lanes, (uint32_t)n, (uint32_t)size, &st, flags + b);
+    for (Py_ssize_t b = 0; b < count; b += COHORT * LANES) {
+        int pairs = count - b < COHORT * LANES ? (int)(count - b) : COHORT * LANES;
+        trace_lanes(s + b, t + b, pairs, (uint32_t)n, (uint32_t)size, &st, flags + b, groups);
     }
     Py_END_ALLOW_THREADS
+    free(groups);
     free(st.inverse);
     result = Py_None;
     Py_INCREF(result);

@@ -107,6 +107,29 @@ def test_both_compiled_builds_equal_randperm(n: int, size: int) -> None:
 
 
 @needs_compiled
+@pytest.mark.parametrize("portable", [False, True], ids=["picked", "portable"])
+@pytest.mark.parametrize("n,size,green", [(4000, 2000, 0.9), (997, 500, 0.5), (5000, 1300, 0.05)])
+def test_lanes_settled_early_make_room(portable: bool, n: int, size: int, green: float) -> None:
+    """Pairs settled early (most targets green) empty their lanes, and the lanes still running
+    are moved together block after block, generators and all: every pair still gets the
+    membership read off its permutation prefix (``randperm``, itself checked against torch),
+    over several cohorts of groups and a last partial one."""
+    from evalrun.kernels import _fisher_yates
+
+    rng = np.random.default_rng(n)
+    pairs = 16 * 8 * 3 + 45
+    seeds = rng.integers(0, 2**32, pairs, dtype=np.uint64).astype(np.uint32)
+    prefixes = np.zeros((pairs, size), dtype=np.uint32)
+    _fisher_yates.randperm(seeds, prefixes, n, size)
+    inside = prefixes[np.arange(pairs), rng.integers(0, size, pairs)]
+    targets = np.where(rng.random(pairs) < green, inside, rng.integers(0, n, pairs)).astype(np.uint32)
+    want = np.array([t in row for t, row in zip(targets, prefixes)], dtype=np.uint8)
+    flags = np.full(pairs, 7, dtype=np.uint8)
+    _fisher_yates.trace(seeds, targets, flags, n, size, portable=portable)
+    assert np.array_equal(flags, want)
+
+
+@needs_compiled
 def test_compiled_kernel_rejects_bad_buffers() -> None:
     """The extension checks what it is handed instead of reading past a buffer."""
     from evalrun.kernels import _fisher_yates
