@@ -40,12 +40,13 @@ Speed, with results unchanged: detection draws each distinct green list once per
 green lists (one per context, whatever the candidate) are kept as packed bits in the bounded
 process-wide seed-table cache, so a file of many texts draws each at most once; selfhash seeds
 rarely recur, so each distinct (seed, candidate) pair's membership is traced through torch's
-shuffle without building the permutation (:func:`evalrun.kernels.fisher_yates.traced_members`: at most
-``int(V*gamma)`` mt19937 draws instead of ``V`` draws and swaps, eight generators at a time in
-the compiled kernel). A selfhash n-gram whose candidate minimises its own anchored hash (about
-one in four) is seeded by the candidate alone; those decisions, at most ``V`` per key, are kept
-across calls (:func:`self_anchored_table`). Permutations themselves (green lists, the hashint table) come from the
-compiled kernel where it was built (``kernels/fisher_yates.c``, bit for bit as
+shuffle without building the permutation
+(:func:`evalrun.kernels.fisher_yates.traced_members`: at most ``int(V*gamma)`` mt19937 draws
+instead of ``V`` draws and swaps, eight generators at a time in the compiled kernel). A
+selfhash n-gram whose candidate minimises its own anchored hash (about one in four) is seeded
+by the candidate alone; those decisions, at most ``V`` per key, are kept across calls
+(:func:`self_anchored_table`). Permutations themselves (green lists, the hashint table) come
+from the compiled kernel where it was built (``kernels/fisher_yates.c``, bit for bit as
 ``torch.randperm``, tested against it), so detection does not import torch there; from torch
 otherwise. ``benchmarks/bench_detect_tokens.py`` measures both against MarkLLM.
 

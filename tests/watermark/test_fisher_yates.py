@@ -122,7 +122,8 @@ def test_lanes_settled_early_make_room(portable: bool, n: int, size: int, green:
     prefixes = np.zeros((pairs, size), dtype=np.uint32)
     _fisher_yates.randperm(seeds, prefixes, n, size)
     inside = prefixes[np.arange(pairs), rng.integers(0, size, pairs)]
-    targets = np.where(rng.random(pairs) < green, inside, rng.integers(0, n, pairs)).astype(np.uint32)
+    anywhere = rng.integers(0, n, pairs)
+    targets = np.where(rng.random(pairs) < green, inside, anywhere).astype(np.uint32)
     want = np.array([t in row for t, row in zip(targets, prefixes)], dtype=np.uint8)
     flags = np.full(pairs, 7, dtype=np.uint8)
     _fisher_yates.trace(seeds, targets, flags, n, size, portable=portable)
