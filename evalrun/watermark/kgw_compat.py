@@ -59,6 +59,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import threading
 from collections import OrderedDict
 from typing import Any, Sequence
 
@@ -347,6 +348,7 @@ class GreenLists:
 #: self-anchored selfhash decisions kept: one table of V bytes per (key, V, green list size)
 SELF_ANCHORED_TABLES = 8
 _self_anchored: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
+_self_anchored_lock = threading.Lock()
 
 
 def self_anchored_table(hash_key: int, vocab_size: int, size: int) -> np.ndarray:
@@ -354,17 +356,19 @@ def self_anchored_table(hash_key: int, vocab_size: int, size: int) -> np.ndarray
     anchored hash (selfhash seed ``hash_key * hashint(c)**2``, whatever the rest of the
     window): int8 per token id, -1 until decided, then 0 or 1. Process-wide (the last
     :data:`SELF_ANCHORED_TABLES` keys), so files detected in chunks and graders detecting one
-    text at a time decide each at most once; writes are idempotent, so threads may share it."""
+    text at a time decide each at most once; writes to a table are idempotent, so threads may
+    share one."""
     space = (hash_key, vocab_size, size)
-    table = _self_anchored.get(space)
-    if table is None:
-        table = np.full(vocab_size, -1, dtype=np.int8)
-        _self_anchored[space] = table
-        if len(_self_anchored) > SELF_ANCHORED_TABLES:
-            _self_anchored.popitem(last=False)
-    else:
-        _self_anchored.move_to_end(space)
-    return table
+    with _self_anchored_lock:
+        table = _self_anchored.get(space)
+        if table is None:
+            table = np.full(vocab_size, -1, dtype=np.int8)
+            _self_anchored[space] = table
+            if len(_self_anchored) > SELF_ANCHORED_TABLES:
+                _self_anchored.popitem(last=False)
+        else:
+            _self_anchored.move_to_end(space)
+        return table
 
 
 #: green lists asked about for at most this many targets are traced, not built (a numpy
