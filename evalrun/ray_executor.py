@@ -13,7 +13,8 @@ actors there are, without their provider, or on actors built without one.
 ``--ray-address`` joins a running cluster (``ray start --head`` on one node, ``ray start
 --address HEAD:6379`` on the others); without it a local Ray instance is started. GPUs are Ray
 resources: each actor holding a model asks for ``EVALRUN_RAY_GPUS_PER_ACTOR`` of them
-(default 0).
+(default 0); more than the cluster has is refused up front, since Ray would wait for ever to
+place the actors.
 """
 
 from __future__ import annotations
@@ -61,6 +62,18 @@ class _Worker:
             self.provider.close()
 
 
+def gpus_per_actor() -> float:
+    """``EVALRUN_RAY_GPUS_PER_ACTOR``: the share of a GPU each actor holding a model asks for."""
+    text = os.environ.get(ENV_GPUS, "").strip() or "0"
+    try:
+        gpus = float(text)
+    except ValueError:
+        gpus = -1.0
+    if not (0 <= gpus < math.inf):
+        raise EvalrunError(f"{ENV_GPUS}={text!r}: expected a number of GPUs >= 0 (e.g. 1 or 0.5)")
+    return gpus
+
+
 def chunk_size(inputs: int, actors: int, batch: int) -> int:
     """Inputs per chunk: about :data:`CHUNKS_PER_ACTOR` chunks per actor, rounded up to whole
     provider batches."""
@@ -96,7 +109,15 @@ class RayExecutor(Executor):
         if self._pool and (self._model == model or model is None):
             return self._pool
         self.close()
-        gpus = float(os.environ.get(ENV_GPUS, "0") or 0) if model is not None else 0
+        gpus = gpus_per_actor() if model is not None else 0.0
+        if gpus:
+            # an actor Ray cannot place waits for ever: say so instead
+            have = float(ray.cluster_resources().get("GPU", 0))
+            if gpus * self.actors > have:
+                raise EvalrunError(
+                    f"--executor ray: {self.actors} actors x {ENV_GPUS}={gpus:g} ask for "
+                    f"{gpus * self.actors:g} GPUs; the Ray cluster has {have:g} (lower --workers "
+                    f"or {ENV_GPUS})")
         worker = ray.remote(num_cpus=1, num_gpus=gpus)(_Worker)
         self._pool = [worker.remote(model, self.provider_options) for _ in range(self.actors)]
         self._model = model
@@ -111,6 +132,9 @@ class RayExecutor(Executor):
         try:
             workers = self._workers(ray, model)
             batch = ray.get(workers[0].batch_size.remote()) if model is not None else 1
+        except EvalrunError:
+            self.close()
+            raise
         except Exception as exc:  # an actor that could not build its provider
             self.close()
             raise EvalrunError(f"--executor ray: {what}: {getattr(exc, 'cause', None) or exc}") from None

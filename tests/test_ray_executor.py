@@ -37,7 +37,9 @@ def _run(pack: Path, db: Path, *extra: str) -> None:
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # one GPU declared as a Ray resource (nothing runs on it): GPU requests are scheduled as on
+    # a GPU node, where Ray hands each actor its share
+    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False)
     try:
         yield ray.get_runtime_context().gcs_address
     finally:
@@ -120,6 +122,42 @@ def test_ray_run_of_a_vllm_model_stores_what_an_in_process_vllm_run_stores(tmp_p
     want, got = _rows(stores["local"]), _rows(stores["ray"])
     assert len(want) == 9 and all(row[8] and row[9] for row in want)  # outputs and token ids
     assert got == want
+
+
+def test_actors_holding_a_model_ask_ray_for_their_gpu_share(cluster, monkeypatch) -> None:
+    """``EVALRUN_RAY_GPUS_PER_ACTOR``: each actor that holds a model is placed with that share
+    of a GPU, sees it (``ray.get_gpu_ids()``), and holds it while the pool lives; a request
+    the cluster cannot place is refused with the figures instead of waiting for ever."""
+    from evalrun.errors import EvalrunError
+    from evalrun.ray_executor import RayExecutor
+
+    def where(provider, values, emit):  # runs in an actor
+        import os
+
+        import ray as actor_ray
+        for value in values:
+            emit(value, (provider is not None, tuple(actor_ray.get_gpu_ids()), os.getpid()))
+
+    assert ray.available_resources().get("GPU", 0) == 1
+    monkeypatch.setenv("EVALRUN_RAY_GPUS_PER_ACTOR", "0.5")
+    executor = RayExecutor(workers=2)
+    got: dict = {}
+    try:
+        executor.map("reference", where, list(range(16)), got.__setitem__, None)
+        assert ray.available_resources().get("GPU", 0) == 0  # two halves held
+    finally:
+        executor.close()
+    assert sorted(got) == list(range(16))
+    assert all(has_model and gpu_ids for has_model, gpu_ids, _ in got.values())
+    assert len({pid for *_, pid in got.values()}) == 2
+
+    monkeypatch.setenv("EVALRUN_RAY_GPUS_PER_ACTOR", "1")
+    with pytest.raises(EvalrunError, match=r"2 actors x EVALRUN_RAY_GPUS_PER_ACTOR=1 ask for 2 "
+                                           r"GPUs; the Ray cluster has 1"):
+        RayExecutor(workers=2).map("reference", where, [1], got.__setitem__, None)
+    monkeypatch.setenv("EVALRUN_RAY_GPUS_PER_ACTOR", "half")
+    with pytest.raises(EvalrunError, match="EVALRUN_RAY_GPUS_PER_ACTOR='half': expected a number"):
+        RayExecutor(workers=2).map("reference", where, [1], got.__setitem__, None)
 
 
 def test_unknown_executor_is_refused(tmp_path: Path, make_pack) -> None:
