@@ -1,7 +1,7 @@
 """``--executor ray``: a run whose model calls (generations, attacks, judges) go through Ray
 actors stores exactly the outputs, attacked texts, judge answers and grades of an in-process
-run (a local Ray cluster, ``ray.init(num_cpus=2)``, joined by address as a multi-node run would
-join its head)."""
+run (a local Ray cluster, ``ray.init(num_cpus=2, num_gpus=1)`` with the GPU only declared,
+joined by address as a multi-node run would join its head)."""
 
 from __future__ import annotations
 
