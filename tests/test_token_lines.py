@@ -4,6 +4,7 @@ decodes, and hands every line it is unsure of to json.loads."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sysconfig
 
@@ -145,6 +146,51 @@ def test_int64_limits(reader: str, body: bytes) -> None:
         assert got is None
     else:
         assert got is not None and got[0].tolist() == [int(body)]
+
+
+_JSON_INT = re.compile(rb"[ \t\n\r]*(-?(?:0|[1-9][0-9]*))[ \t\n\r]*")
+
+
+def _read_by_the_grammar(text: bytes) -> list[int] | None:
+    """RFC 8259's integers between commas, in int64, or None: what the compiled reader must
+    answer, written independently of it."""
+    if not text:
+        return []
+    out = []
+    for field in text.split(b","):
+        m = _JSON_INT.fullmatch(field)
+        if m is None:
+            return None
+        value = int(m.group(1))
+        if not INT64.min <= value <= INT64.max:
+            return None
+        out.append(value)
+    return out
+
+
+@needs_compiled
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.one_of(
+    st.sampled_from([b"0", b"-0", b"7", b"-12", b"00", b"01", b"-", b"+1", b"1.0", b"1e2", b" ",
+                     b"\t", b"\n", b"\r", b"\x0b", b"", b"9223372036854775807",
+                     b"9223372036854775808", b"-9223372036854775808", b"-9223372036854775809",
+                     b"99999999999999999999", b"\xff", b",", b", "]),
+    st.integers(INT64.min, INT64.max).map(lambda v: str(v).encode())), max_size=8).map(
+    lambda parts: b"".join(parts)), st.integers(0, 3))
+@example(b"1,2,,3", 0)
+@example(b" 1 , 2 ", 0)
+def test_compiled_reader_follows_the_json_grammar(body: bytes, commas: int) -> None:
+    """Any bytes: the compiled reader answers exactly the integers the grammar reads, or -1."""
+    from evalrun.kernels import _token_ids
+
+    text = body + b"," * commas + body if commas else body
+    want = _read_by_the_grammar(text)
+    out = np.zeros(max(1, text.count(b",") + 1), dtype=np.int64)
+    n = _token_ids.read(text, out)
+    if want is None:
+        assert n == -1
+    else:
+        assert n == len(want) and out[:n].tolist() == want
 
 
 @needs_compiled
