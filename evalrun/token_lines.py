@@ -70,17 +70,14 @@ def split_line(line: str) -> tuple[dict[str, Any], bytes] | None:
     return obj, body
 
 
-def parse_bodies(bodies: list[bytes], *, compiled: bool | None = None) -> list[np.ndarray] | None:
+def parse_bodies(bodies: list[bytes]) -> list[np.ndarray] | None:
     """The int64 ids of every bracket text, or None when any of them is in doubt (see the
     module docstring). All texts are checked and parsed together: the compiled reader, or
     plain byte-string methods and one numpy parse over the joined texts, since per-line calls
-    or a regular expression over every id would cost more than numpy's parse itself.
-
-    ``compiled``: ``None`` takes the compiled reader where it was built, ``False`` the numpy
-    one."""
+    or a regular expression over every id would cost more than numpy's parse itself."""
     sizes = [0 if not body.strip() else body.count(b",") + 1 for body in bodies]
     joined = b",".join(body for body, size in zip(bodies, sizes) if size)
-    if joined and _compiled is not None and compiled is not False:
+    if joined and _compiled is not None:
         # every comma of the joined text separates two fields, so the fields number sum(sizes)
         flat = np.empty(sum(sizes), dtype=np.int64)
         if _compiled.read(joined, flat) != len(flat):
