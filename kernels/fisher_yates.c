@@ -71,22 +71,33 @@ static int steps_init(steps_t *st, uint32_t n, uint32_t size) {
     return 0;
 }
 
+/* init_genrand's recurrence: state word j of LANES generators from word j - 1 */
+static inline lanes_t mt_seed_next(lanes_t prev, uint32_t j) {
+    return 1812433253u * (prev ^ (prev >> 30)) + j;
+}
+
 /* init_genrand: the state of LANES generators from their 32-bit seeds */
 static inline void mt_seed(lanes_t *mt, lanes_t state) {
     mt[0] = state;
-    for (uint32_t j = 1; j < MT_N; j++) {
-        state = 1812433253u * (state ^ (state >> 30)) + j;
-        mt[j] = state;
-    }
+    for (uint32_t j = 1; j < MT_N; j++) mt[j] = mt_seed_next(mt[j - 1], j);
 }
 
-/* the next MT_N untempered outputs, in place */
-static inline void mt_twist(lanes_t *mt) {
-    uint32_t k;
+/* the next `count` (at most MT_N) untempered outputs, in place: output k needs only state
+ * words k, k + 1 and k + MT_M (mod MT_N), so a last block that draws fewer than MT_N twists
+ * no more; the state is then no generator's and must not be drawn from again */
+static inline void mt_twist(lanes_t *mt, uint32_t count) {
+    uint32_t k, first = count < MT_N - MT_M ? count : MT_N - MT_M;
     lanes_t y;
-    for (k = 0; k < MT_N - MT_M; k++) {
+    for (k = 0; k < first; k++) {
         y = (mt[k] & 0x80000000u) | (mt[k + 1] & 0x7fffffffu);
         mt[k] = mt[k + MT_M] ^ (y >> 1) ^ (-(y & 1u) & 0x9908b0dfu);
+    }
+    if (count < MT_N) {
+        for (; k < count; k++) {
+            y = (mt[k] & 0x80000000u) | (mt[k + 1] & 0x7fffffffu);
+            mt[k] = mt[k + MT_M - MT_N] ^ (y >> 1) ^ (-(y & 1u) & 0x9908b0dfu);
+        }
+        return;
     }
     for (; k < MT_N - 1; k++) {
         y = (mt[k] & 0x80000000u) | (mt[k + 1] & 0x7fffffffu);
@@ -236,8 +247,8 @@ static void randperm_lanes(const uint32_t *seeds, int count, uint32_t n, uint32_
     /* randperm_cpu stops at i = n - 2; the last entry is then settled */
     uint32_t steps = size < n - 1 ? size : n - 1, i = 0;
     while (i < steps) {
-        mt_twist(mt);
         uint32_t stop = steps - i < MT_N ? steps - i : MT_N;
+        mt_twist(mt, stop);
         for (uint32_t k = 0; k < stop; k++, i++) {
             lanes_t r = tempered(mt[k]);
             uint32_t d = n - i;

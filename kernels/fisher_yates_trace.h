@@ -117,14 +117,19 @@ static void TRACE_FN(const uint32_t *seeds, const uint32_t *targets, int count, 
             if (live) out[k] = 0;
             g->live += live;
         }
-        mt_seed(g->mt, state);
+        g->mt[0] = state;
     }
+    /* init_genrand of all groups word by word: one group's recurrence is a chain of
+     * dependent multiplies (latency-bound alone), the groups' chains are independent */
+    for (uint32_t j = 1; j < MT_N; j++)
+        for (int gi = 0; gi < used; gi++)
+            groups[gi].mt[j] = mt_seed_next(groups[gi].mt[j - 1], j);
     for (uint32_t i = 0; i < size;) {
         uint32_t stop = size - i < MT_N ? size - i : MT_N;
         int running = 0;
         for (int gi = 0; gi < used; gi++) {
             if (groups[gi].live == 0) continue;
-            mt_twist(groups[gi].mt);
+            mt_twist(groups[gi].mt, stop);
             BLOCK_FN(&groups[gi], i, stop, n, size, st, out);
             running += groups[gi].live > 0;
         }
