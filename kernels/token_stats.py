@@ -73,17 +73,20 @@ def bit_stat(ops: Ops, words: Any, bits: Any) -> Any:
     return neg_log_uniform(ops, ops.where(bits, complement(ops, words), words))
 
 
-def first_occurrence(ops: Ops, words: Any, segments: Any = None) -> Any:
+def first_occurrence(ops: Ops, words: Any, segments: Any = None, *,
+                     order: np.ndarray | None = None) -> Any:
     """True at the first occurrence of each word along the last axis.
 
     ``segments`` (optional, int64 ``[N]`` for words ``[..., N]``, non-decreasing) splits the
     last axis into independent texts laid end to end (ragged batches): a word is then a
     repeat only of an earlier equal word *of the same segment*. The flags are those that each
-    segment would get on its own."""
-    if segments is None and ops.name == "numpy" and getattr(words, "ndim", 0) == 1:
-        return _first_occurrence_1d(words, None)
-    if segments is not None and ops.name == "numpy" and getattr(words, "ndim", 0) == 1:
-        return _first_occurrence_1d(words, np.asarray(segments))
+    segment would get on its own.
+
+    ``order`` (numpy, 1-D words only): an argsort of ``words`` the caller already has (equal
+    words side by side, in any order among them), saving the sort."""
+    if ops.name == "numpy" and getattr(words, "ndim", 0) == 1:
+        return _first_occurrence_1d(words, None if segments is None else np.asarray(segments),
+                                    order)
     key = ops.word_order_key(words)
     order = ops.argsort_stable(key, axis=-1)
     srt = ops.take_along(key, order, axis=-1)
@@ -99,7 +102,8 @@ def first_occurrence(ops: Ops, words: Any, segments: Any = None) -> Any:
     return ops.put_along(ops.zeros(tuple(words.shape), "bool"), order, flags, axis=-1)
 
 
-def _first_occurrence_1d(words: np.ndarray, segments: np.ndarray | None) -> np.ndarray:
+def _first_occurrence_1d(words: np.ndarray, segments: np.ndarray | None,
+                         order: np.ndarray | None = None) -> np.ndarray:
     """:func:`first_occurrence` of a 1-D numpy array without a stable sort.
 
     numpy's unstable argsort is several times faster than its stable one on long arrays
@@ -113,7 +117,8 @@ def _first_occurrence_1d(words: np.ndarray, segments: np.ndarray | None) -> np.n
     if n == 0:
         return flags
     key = words.view(np.int64) if words.dtype == np.uint64 else np.asarray(words)
-    order = np.argsort(key)  # any order inside runs of equal words
+    if order is None:
+        order = np.argsort(key)  # any order inside runs of equal words
     srt = key[order]
     same = srt[1:] == srt[:-1]
     if not same.any():

@@ -42,10 +42,12 @@ process-wide seed-table cache, so a file of many texts draws each at most once; 
 rarely recur, so each distinct (seed, candidate) pair's membership is traced through torch's
 shuffle without building the permutation
 (:func:`evalrun.kernels.fisher_yates.traced_members`: at most ``int(V*gamma)`` mt19937 draws
-instead of ``V`` draws and swaps, eight generators at a time in the compiled kernel). A
-selfhash n-gram whose candidate minimises its own anchored hash (about one in four) is seeded
-by the candidate alone; those decisions, at most ``V`` per key, are kept across calls
-(:func:`self_anchored_table`). Permutations themselves (green lists, the hashint table) come
+instead of ``V`` draws and swaps, eight generators at a time in the compiled kernel). Pairs
+recur (a seed hangs on the candidate and on the one window token that minimises the anchored
+hash; about one n-gram in four is seeded by its candidate alone), so decided pairs are kept
+across calls in a bounded memo (:mod:`evalrun.watermark.membership_memo`), and one call's
+texts are taken in slices of at most :data:`SLICE_NGRAMS` n-grams (array passes that stay in
+cache). Permutations themselves (green lists, the hashint table) come
 from the compiled kernel where it was built (``kernels/fisher_yates.c``, bit for bit as
 ``torch.randperm``, tested against it), so detection does not import torch there; from torch
 otherwise. ``benchmarks/bench_detect_tokens.py`` measures both against MarkLLM.
@@ -59,7 +61,6 @@ from __future__ import annotations
 import functools
 import math
 import re
-import threading
 from collections import OrderedDict
 from typing import Any, Sequence
 
@@ -78,6 +79,7 @@ from evalrun.watermark.base import token_id_arrays as checked_arrays
 from evalrun.watermark.counting import cumulative_counts
 from evalrun.watermark.processing import add_rows, host_view
 from evalrun.watermark.mask_tables import add_packed, previous_tokens
+from evalrun.watermark.membership_memo import membership_memo
 from evalrun.watermark.scores import REPEATS
 from evalrun.watermark.seed_tables import seed_tables
 
@@ -313,63 +315,46 @@ class GreenLists:
         # each distinct (green list, target) pair is decided once: selfhash seeds hang on the
         # candidate and the one window token that minimises the hash, so natural text repeats
         # pairs far more often than whole n-grams (a million Austen tokens: 844k distinct
-        # 4-grams, 184k distinct pairs).  One sort of the pairs, green list major, also groups
-        # them by green list.
+        # 4-grams, 184k distinct pairs), and pairs decided by earlier calls are remembered.
         asked_rows = np.flatnonzero(valid)
         if len(asked_rows) == 0:
             return flags
         pair_low = low if seed_of is None else low[seed_of]
-        vocab = np.uint64(self.vocab_size)
-        distinct, back = np.unique(pair_low[asked_rows] * vocab
+        distinct, back = np.unique(pair_low[asked_rows] * np.uint64(self.vocab_size)
                                    + targets[asked_rows].astype(np.uint64), return_inverse=True)
-        list_low, target = np.divmod(distinct, vocab)
+        found = membership_memo(self.vocab_size, self.size).decide(distinct, self._decide)
+        flags[asked_rows] = found[back.reshape(-1)]
+        return flags
+
+    def _decide(self, keys: np.ndarray) -> np.ndarray:
+        """Membership of the sorted, distinct pair keys ``(seed & 0xffffffff) * V + target``.
+        Sorted green list major, the keys come grouped by green list: those asked about for
+        many targets (or already held) are built, the others traced."""
+        list_low, target = np.divmod(keys, np.uint64(self.vocab_size))
         starts = np.flatnonzero(np.r_[True, list_low[1:] != list_low[:-1]])
         uniq = list_low[starts]
-        bounds = np.r_[starts, len(distinct)]
+        bounds = np.r_[starts, len(keys)]
         asked = np.diff(bounds)
         list_ix = np.repeat(np.arange(len(uniq)), asked)
-        # build the green lists asked about for many targets (or already held); trace the rest
         build = asked > TRACE_MAX_TARGETS
         if self._masks:
             build |= np.isin(uniq, np.fromiter(self._masks, dtype=np.uint64))
         if self.vocab_size >= RANDPERM_SMALL_N:
             build[:] = True
-        found = np.zeros(len(distinct), dtype=bool)
+        found = np.zeros(len(keys), dtype=bool)
         for i in np.flatnonzero(build).tolist():
             lo, hi = bounds[i], bounds[i + 1]
             found[lo:hi] = self.mask(int(uniq[i]))[target[lo:hi]]
         traced = np.flatnonzero(~build[list_ix])
         found[traced] = traced_members(list_low[traced], target[traced], self.vocab_size,
                                        self.size)
-        flags[asked_rows] = found[back.reshape(-1)]
-        return flags
+        return found
 
 
-#: self-anchored selfhash decisions kept: one table of V bytes per (key, V, green list size)
-SELF_ANCHORED_TABLES = 8
-_self_anchored: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
-_self_anchored_lock = threading.Lock()
-
-
-def self_anchored_table(hash_key: int, vocab_size: int, size: int) -> np.ndarray:
-    """Membership of each candidate in its own green list when the candidate minimises its own
-    anchored hash (selfhash seed ``hash_key * hashint(c)**2``, whatever the rest of the
-    window): int8 per token id, -1 until decided, then 0 or 1. Process-wide (the last
-    :data:`SELF_ANCHORED_TABLES` keys), so files detected in chunks and graders detecting one
-    text at a time decide each at most once; writes to a table are idempotent, so threads may
-    share one."""
-    space = (hash_key, vocab_size, size)
-    with _self_anchored_lock:
-        table = _self_anchored.get(space)
-        if table is None:
-            table = np.full(vocab_size, -1, dtype=np.int8)
-            _self_anchored[space] = table
-            if len(_self_anchored) > SELF_ANCHORED_TABLES:
-                _self_anchored.popitem(last=False)
-        else:
-            _self_anchored.move_to_end(space)
-        return table
-
+#: n-grams a detection call takes at a time (whole texts): its array passes (sorts, gathers)
+#: then run in cache, and pairs recurring across slices are remembered
+#: (:mod:`evalrun.watermark.membership_memo`)
+SLICE_NGRAMS = 1 << 16
 
 #: green lists asked about for at most this many targets are traced, not built (a numpy
 #: trace costs about a quarter of a ``torch.randperm`` of 32,000 plus a little per target, a
@@ -377,21 +362,32 @@ def self_anchored_table(hash_key: int, vocab_size: int, size: int) -> np.ndarray
 TRACE_MAX_TARGETS = 48
 
 
-def _unique_rows(rows: np.ndarray, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(rows, axis=0, return_inverse=True)``, fast when each row packs into one
-    int64 (base ``vocab_size`` digits; the rows come back unpacked from the digits)."""
+def _unique_rows(rows: np.ndarray, vocab_size: int,
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique(rows, axis=0, return_inverse=True)`` and an argsort of ``inverse`` (equal
+    rows side by side, in any order), fast when each row packs into one int64 (base
+    ``vocab_size`` digits; the rows come back unpacked from the digits): the sort that finds
+    the distinct rows also serves :func:`first_occurrence`."""
     n, width = rows.shape
-    if width * math.log2(max(vocab_size, 2)) < 62:
+    if width * math.log2(max(vocab_size, 2)) < 62 and n:
         packed = np.zeros(n, dtype=np.int64)
         for col in range(width):
             packed = packed * vocab_size + rows[:, col]
-        values, inverse = np.unique(packed, return_inverse=True)
+        order = np.argsort(packed)
+        srt = packed[order]
+        new = np.empty(n, dtype=bool)
+        new[0] = True
+        np.not_equal(srt[1:], srt[:-1], out=new[1:])
+        inverse = np.empty(n, dtype=np.intp)
+        inverse[order] = np.cumsum(new) - 1
+        values = srt[new]
         uniq = np.empty((len(values), width), dtype=np.int64)
         for col in range(width - 1, -1, -1):
             values, uniq[:, col] = np.divmod(values, vocab_size)
-        return uniq, inverse.reshape(-1)
+        return uniq, inverse, order
     uniq, inverse = np.unique(rows, axis=0, return_inverse=True)
-    return uniq, inverse.reshape(-1)
+    inverse = inverse.reshape(-1)
+    return uniq, inverse, np.argsort(inverse)
 
 
 def _canonical_float(value: float) -> str:
@@ -455,48 +451,47 @@ class KGWCompat(WatermarkScheme):
         all sequences laid end to end, and each sequence's number of n-grams (0 where the
         reference cannot score it).
 
-        One pass for the whole batch: every distinct n-gram (over all sequences) is looked
-        up once, one green list per seed; first occurrences are within each sequence."""
-        L = self.ngram_len
+        Whole sequences are taken together up to about :data:`SLICE_NGRAMS` n-grams: in one
+        slice every distinct n-gram is looked up once, one green list per seed; first
+        occurrences are within each sequence, so slicing changes no flag."""
         lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
-        counts = np.where(lengths > self.context, lengths - L + 1, 0)
+        counts = np.where(lengths > self.context, lengths - self.ngram_len + 1, 0)
+        # a slice starts at each sequence whose first n-gram opens a new SLICE_NGRAMS window
+        window = (np.cumsum(counts) - counts) // SLICE_NGRAMS
+        cuts = np.r_[0, np.flatnonzero(window[1:] != window[:-1]) + 1, len(seqs)]
+        parts = [self._slice_flags(seqs[lo:hi], lengths[lo:hi], counts[lo:hi], hash_key,
+                                   vocab_size) for lo, hi in zip(cuts[:-1], cuts[1:])]
+        if len(parts) == 1:
+            return parts[0][0], parts[0][1], counts
+        return (np.concatenate([g for g, _ in parts]), np.concatenate([f for _, f in parts]),
+                counts)
+
+    def _slice_flags(self, seqs: list[np.ndarray], lengths: np.ndarray, counts: np.ndarray,
+                     hash_key: int, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_flat_flags`' green and first-occurrence flags of one slice."""
+        L = self.ngram_len
         total = int(counts.sum())
         if total == 0:
-            return np.zeros(0, bool), np.zeros(0, bool), counts
+            return np.zeros(0, bool), np.zeros(0, bool)
         flat = np.concatenate(seqs).astype(np.int64, copy=False)
         starts = np.cumsum(lengths) - lengths
         gram_starts = np.cumsum(counts) - counts
         pos = np.arange(total, dtype=np.int64) + np.repeat(starts - gram_starts, counts)
         grams = flat[pos[:, None] + np.arange(L)]
-        uniq, inverse = _unique_rows(grams, vocab_size)
+        uniq, inverse, order = _unique_rows(grams, vocab_size)
         segment = np.repeat(np.arange(len(seqs), dtype=np.int64), counts)
-        first = np.asarray(first_occurrence(get_ops("numpy"), inverse, segment))
+        first = np.asarray(first_occurrence(get_ops("numpy"), inverse, segment, order=order))
         if self.self_salt:  # the window is the whole n-gram
             windows, window_of = uniq, None
         else:  # lefthash: one seed per distinct context, whatever the candidate
-            windows, window_of = _unique_rows(uniq[:, :-1], vocab_size)
+            windows, window_of, _ = _unique_rows(uniq[:, :-1], vocab_size)
         seeds = prf_seed_array(windows, self.seeding, hash_key)
         lists = GreenLists(vocab_size, self.gamma, capacity=0)
-        if self.self_salt:
-            green_u = self._selfhash_membership(lists, seeds, uniq[:, -1], hash_key)
-        else:  # lefthash seeds recur: their green lists are kept across calls
-            green_u = lists.membership(seeds, uniq[:, -1], cache=True, seed_of=window_of)
-        return green_u[inverse], first, counts
-
-    @staticmethod
-    def _selfhash_membership(lists: GreenLists, seeds: np.ndarray, target: np.ndarray,
-                             hash_key: int) -> np.ndarray:
-        """Selfhash membership of distinct n-grams: traced, except the self-anchored ones
-        already decided by an earlier call (:func:`self_anchored_table`)."""
-        own = seeds == prf_seed_array(target[:, None], "selfhash", hash_key)
-        table = self_anchored_table(hash_key, lists.vocab_size, lists.size)
-        known = table[target]
-        ask = ~own | (known < 0)
-        green = known > 0
-        green[ask] = lists.membership(seeds[ask], target[ask])
-        fresh = own & (known < 0)
-        table[target[fresh]] = green[fresh]
-        return green
+        # lefthash seeds recur: their green lists are kept across calls; selfhash pairs are
+        # remembered (:mod:`evalrun.watermark.membership_memo`)
+        green_u = lists.membership(seeds, uniq[:, -1], cache=not self.self_salt,
+                                   seed_of=window_of)
+        return green_u[inverse], first
 
     def _ngram_flags(self, seqs: list[np.ndarray], hash_key: int, vocab_size: int,
                      ) -> list[tuple[np.ndarray, np.ndarray]]:

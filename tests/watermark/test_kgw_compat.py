@@ -44,6 +44,7 @@ from evalrun.errors import SpecError  # noqa: E402
 from evalrun.kernels import fisher_yates  # noqa: E402
 from evalrun.watermark import kgw_compat  # noqa: E402
 from evalrun.specs import parse_spec  # noqa: E402
+from evalrun.watermark import membership_memo as membership_memo_module  # noqa: E402
 from evalrun.watermark import seed_tables as seed_tables_module  # noqa: E402
 from evalrun.watermark.kgw_compat import (  # noqa: E402
     GreenLists,
@@ -413,30 +414,59 @@ def test_detect_many_equals_transcription_at_32000(seeding: str) -> None:
 
 
 def test_selfhash_decisions_kept_across_calls_change_nothing(monkeypatch) -> None:
-    """Self-anchored selfhash decisions are kept across calls, one table per key: texts
-    detected one at a time, in two orders (the second from tables filled by the first), with
-    another key's texts in between, get the transcription's counts under each key; at most
-    SELF_ANCHORED_TABLES keys are kept."""
-    monkeypatch.setattr(kgw_compat, "_self_anchored", collections.OrderedDict())
-    vocab = 300  # few candidates: many n-grams share a self-anchored one
+    """Selfhash pair decisions are remembered across calls: texts detected one at a time, in
+    two orders (the second decided from the memo alone), under two keys, get the
+    transcription's counts; the second order traces nothing."""
+    monkeypatch.setattr(membership_memo_module, "_memos", collections.OrderedDict())
+    traced: list[int] = []
+    real = kgw_compat.traced_members
+
+    def counting(low, target, n, size):
+        traced.append(len(target))
+        return real(low, target, n, size)
+
+    monkeypatch.setattr(kgw_compat, "traced_members", counting)
+    vocab = 300  # few candidates: many n-grams share a pair
     rng = np.random.default_rng(11)
     texts = [rng.integers(0, vocab, 60).tolist() for _ in range(6)]
     scheme = _scheme("selfhash", 0.25)
     keys = (KEY, "982451653")
     want = {k: [_RefWatermark("selfhash", vocab, 0.25, hash_key=int(k)).score(t) for t in texts]
             for k in keys}
-    for order in (list(range(6)), list(range(5, -1, -1))):
+    for rnd, order in enumerate((list(range(6)), list(range(5, -1, -1)))):
         for key in keys:
             for i in order:
                 det = scheme.detect(texts[i], key, vocab)
                 assert (det.num_tokens_scored, det.num_green_tokens, det.z_score) == (
                     want[key][i]["num_tokens_scored"], want[key][i]["num_green_tokens"],
                     want[key][i]["z_score"]), (key, i)
-    tables = kgw_compat._self_anchored
-    assert len(tables) == 2 and all((t >= 0).sum() > 20 for t in tables.values())
-    for k in range(kgw_compat.SELF_ANCHORED_TABLES + 2):
-        scheme.detect(texts[0], str(1000 + k), vocab)
-    assert len(tables) == kgw_compat.SELF_ANCHORED_TABLES
+        if rnd == 0:
+            first_round = sum(traced)
+            assert first_round > 0
+    assert sum(traced) == first_round  # the second order found every pair remembered
+    memo = membership_memo_module.membership_memo(vocab, kgw_compat.greenlist_size(vocab, 0.25))
+    assert 0 < len(memo) <= first_round
+
+
+@pytest.mark.parametrize("seeding", ["lefthash", "selfhash"])
+def test_slices_change_no_result(monkeypatch, seeding: str) -> None:
+    """Texts taken a few at a time (a slice every 50 n-grams, texts longer than a slice
+    alone) give the counts of one pass and of the transcription, text by text."""
+    vocab = 1000
+    rng = np.random.default_rng(5)
+    texts = [rng.integers(0, vocab, n).tolist() for n in (30, 4, 120, 2, 45, 45, 7, 60)]
+    texts.append(texts[2][10:70])  # n-grams shared across slices
+    scheme = _scheme(seeding, 0.25)
+    whole = scheme.detect_many(texts, KEY, vocab)
+    monkeypatch.setattr(kgw_compat, "SLICE_NGRAMS", 50)
+    sliced = scheme.detect_many(texts, KEY, vocab)
+    ref = _RefWatermark(seeding, vocab, 0.25)
+    for seq, a, b in zip(texts, whole, sliced):
+        assert a == b
+        if len(seq) > scheme.context:
+            want = ref.score(seq)
+            assert (b.num_tokens_scored, b.num_green_tokens, b.z_score) == (
+                want["num_tokens_scored"], want["num_green_tokens"], want["z_score"])
 
 
 # ------------------------------------------------------------------------------------------
