@@ -9,19 +9,24 @@ since every context token occurs about equally often).
   on a file of ``--many-texts`` texts (start-up amortised, as when detecting a whole
   benchmark's outputs; lefthash draws each context's green list once and selfhash decides
   each (seed, target) pair once, so their cost per token falls as texts share them) and on
-  the ``--texts`` file; the start-up alone is the CPU time of a one-text file.
-* in-process rows call ``scheme.detect_many`` on all texts directly; ``warm`` repeats it in
-  the same process (reference-compatible lefthash then finds its green lists drawn: one per
-  distinct context token, kept in the bounded seed-table cache).
+  the ``--texts`` file; the start-up alone is the CPU time of a one-text file (Python,
+  numpy and ``scipy.special``, which the p-values need). MarkLLM's rate leaves its imports
+  out, so each command row is also compared past the start-up: like with like.
+* in-process rows call ``scheme.detect_many`` on all texts directly, each call from empty
+  caches (no green list drawn, no selfhash pair decided, as in a fresh process); ``warm``
+  repeats it with what earlier calls left (reference-compatible lefthash then finds its
+  green lists drawn: one per distinct context token, kept in the bounded seed-table cache).
 * MarkLLM's KGW detector (``markllm.watermark.kgw.KGWUtils.score_sequence``, MarkLLM's default
   KGW config: lefthash with one context token, gamma 0.5) runs in the Python given by
-  ``--markllm-python`` (a venv with ``markllm`` installed) on a prefix of the same texts
-  until ``--markllm-seconds`` of CPU time have passed; torch is held to one thread.
+  ``--markllm-python`` (a venv with ``markllm`` installed) on the same texts in turn, in
+  windows of ``--markllm-seconds`` of CPU time; torch is held to one thread.
 * the keyed-hash limit hashes every token once with the key (``bench_detection.baseline``):
   in one numpy pass over all texts (the limit of a batched pass), and in one call per text
   (what ``bench_detection.py`` reports, the per-text limit).
 
-All processes run one thread. Selfhash decides each distinct (seed, target) pair once (up to
+All processes run one thread. Every rate is the best of three (three runs of each evalrun
+row, from the same caches; three windows of ``--markllm-seconds`` for MarkLLM): on a shared
+machine, interference from other work only ever adds CPU time. Selfhash decides each distinct (seed, target) pair once (up to
 ``size`` mt19937 draws each) with the compiled kernel (``kernels/fisher_yates.c``); its numpy
 twin, what runs where the kernel was not built, is timed on the first ``--numpy-trace-texts``
 texts. The kernel alone, on (seed, target) pairs, is the bound for texts whose pairs are all
@@ -56,7 +61,9 @@ import numpy as np
 
 from bench_detection import KEY, baseline
 from evalrun.kernels import fisher_yates
+from evalrun.watermark.membership_memo import clear_memos
 from evalrun.watermark.registry import parse_watermark
+from evalrun.watermark.seed_tables import seed_tables
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
@@ -64,7 +71,8 @@ NATIVE = ("native kgw", "kgw:gamma=0.25,delta=2")
 LEFTHASH = ("compat kgw lefthash", "kgw:seeding=lefthash,gamma=0.25")
 SELFHASH = ("compat kgw selfhash", "kgw:seeding=selfhash,gamma=0.25")
 
-#: runs in MarkLLM's venv: argv = token-id .npy file, vocab size, CPU seconds, window scheme
+#: runs in MarkLLM's venv: argv = token-id .npy file, vocab size, CPU seconds per window,
+#: window scheme, windows
 MARKLLM_CHILD = textwrap.dedent("""
     import sys, time, types
     import numpy as np, torch
@@ -76,24 +84,34 @@ MARKLLM_CHILD = textwrap.dedent("""
     config = KGWConfig(None, model)  # MarkLLM's own config/KGW.json
     config.window_scheme = sys.argv[4]
     utils = KGWUtils(config)
-    done, start = 0, time.process_time()
-    for row in texts:
-        utils.score_sequence(torch.from_numpy(row))
-        done += len(row) - config.prefix_length
-        if time.process_time() - start >= budget:
-            break
-    print(done / (time.process_time() - start), config.gamma, config.prefix_length)
+    rates, at = [], 0
+    for window in range(int(sys.argv[5])):  # the best window, as evalrun's best run
+        done, start = 0, time.process_time()
+        while True:
+            row = texts[at % len(texts)]
+            at += 1
+            utils.score_sequence(torch.from_numpy(row))
+            done += len(row) - config.prefix_length
+            if time.process_time() - start >= budget:
+                break
+        rates.append(done / (time.process_time() - start))
+    print(max(rates), config.gamma, config.prefix_length)
 """)
+
+#: runs of each evalrun row (and CPU-time windows of MarkLLM's); the best is reported, since
+#: interference from other work on a shared machine only ever adds CPU time
+REPEAT = 3
 
 
 def markllm_rate(python: str, texts: np.ndarray, vocab: int, seconds: float,
                  window: str = "left") -> tuple[float, str]:
-    """MarkLLM's scored tokens per CPU-second (its own clock, imports excluded)."""
+    """MarkLLM's scored tokens per CPU-second (its own clock, imports excluded): the best of
+    :data:`REPEAT` windows of ``seconds`` CPU-seconds each, over the texts in turn."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "ids.npy"
         np.save(path, texts)
         out = subprocess.run([python, "-c", MARKLLM_CHILD, str(path), str(vocab), str(seconds),
-                              window], capture_output=True, text=True, check=True,
+                              window, str(REPEAT)], capture_output=True, text=True, check=True,
                              env={**os.environ, **ONE_THREAD})
     rate, gamma, prefix = out.stdout.split()
     return float(rate), f"gamma {gamma}, prefix_length {prefix}, window {window}"
@@ -104,9 +122,13 @@ def markllm_rate(python: str, texts: np.ndarray, vocab: int, seconds: float,
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def cli_cpu(spec: str, path: Path, texts: int, vocab: int) -> float:
+def cli_cpu(spec: str, path: Path, texts: int, vocab: int, repeat: int = REPEAT) -> float:
     """CPU seconds (user + system) of a whole ``evalrun detect --tokens`` child process over
-    a file of ``texts`` texts."""
+    a file of ``texts`` texts: the least of ``repeat`` runs."""
+    return min(_cli_cpu_once(spec, path, texts, vocab) for _ in range(repeat))
+
+
+def _cli_cpu_once(spec: str, path: Path, texts: int, vocab: int) -> float:
     exe = shutil.which("evalrun", path=str(Path(sys.executable).parent)) or "evalrun"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run([exe, "detect", "--watermark", spec, "--key", KEY, "--tokens",
@@ -121,22 +143,52 @@ def cli_cpu(spec: str, path: Path, texts: int, vocab: int) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def cli_rate(spec: str, path: Path, count: tuple[int, int], vocab: int) -> float:
+#: (label, tokens/CPU-s, tokens/CPU-s past the command's start-up or None): one printed row
+Row = tuple[str, float, "float | None"]
+
+
+def cli_row(label: str, spec: str, path: Path, count: tuple[int, int], vocab: int,
+            startup: float) -> Row:
     """Tokens per CPU-second of a whole ``evalrun detect --tokens`` child process over
-    ``count = (tokens, texts)``."""
-    return count[0] / cli_cpu(spec, path, count[1], vocab)
+    ``count = (tokens, texts)``, and past its ``startup`` CPU-seconds (MarkLLM's rate leaves
+    its own imports out: this one compares like with like)."""
+    cpu = cli_cpu(spec, path, count[1], vocab)
+    return label, count[0] / cpu, count[0] / max(cpu - startup, 1e-9)
 
 
-def in_process_rate(spec: str, texts: list[np.ndarray], vocab: int) -> float:
-    """Tokens per CPU-second of one ``detect_many`` call over all ``texts`` (imports done)."""
+def print_rows(rows: list[Row], ml: float | None, limit: float | None = None,
+               per_text: float | None = None) -> None:
+    """The table of rates: against MarkLLM, past start-up (command rows), and against the
+    keyed-hash limits where given."""
+    head = (f"{'':62s} {'tokens/CPU-s':>13s} {'x MarkLLM':>10s} {'past start-up':>14s}"
+            + (f" {'/ one pass':>11s} {'/ per text':>11s}" if limit else ""))
+    print(head)
+    for label, rate, past in rows:
+        vs = f"{rate / ml:10.1f}" if ml else f"{'-':>10s}"
+        after = f"{past / ml:13.1f}x" if ml and past else f"{'':>14s}"
+        tail = f" {rate / limit:11.4f} {rate / per_text:11.4f}" if limit and per_text else ""
+        print(f"{label:62s} {rate:13,.0f} {vs} {after}{tail}")
+
+
+def in_process_rate(spec: str, texts: list[np.ndarray], vocab: int, cold: bool = True,
+                    repeat: int = REPEAT) -> float:
+    """Tokens per CPU-second of one ``detect_many`` call over all ``texts`` (imports done),
+    the best of ``repeat`` calls; ``cold``: each from a fresh process's caches (no green list
+    drawn, no pair decided), else from what earlier calls left."""
     scheme = parse_watermark(spec)
-    # imports (torch too where compat has no compiled kernel), the hashint table (selfhash),
-    # one green list: a text long enough to score under every scheme here
-    scheme.detect_many([list(range(12))], KEY, vocab)
-    start = time.process_time()
-    dets = scheme.detect_many(texts, KEY, vocab)
-    assert len(dets) == len(texts)
-    return sum(len(t) for t in texts) / (time.process_time() - start)
+    best = 0.0
+    for _ in range(repeat):
+        if cold:
+            seed_tables().clear()
+            clear_memos()
+        # imports (torch too where compat has no compiled kernel), the hashint table
+        # (selfhash), one green list: a text long enough to score under every scheme here
+        scheme.detect_many([list(range(12))], KEY, vocab)
+        start = time.process_time()
+        dets = scheme.detect_many(texts, KEY, vocab)
+        assert len(dets) == len(texts)
+        best = max(best, sum(len(t) for t in texts) / (time.process_time() - start))
+    return best
 
 
 def kernel_rate(vocab: int, gamma: float, pairs: int = 16_000, green: float = 0.0) -> float:
@@ -159,9 +211,12 @@ def kernel_rate(vocab: int, gamma: float, pairs: int = 16_000, green: float = 0.
     # warm-up at full size: the first ~0.1 s of heavy work in a fresh process runs at a
     # lower clock here (a first call measured 45% slower than the next, whatever the code)
     _fisher_yates.trace(seeds, targets, flags, vocab, int(vocab * gamma))
-    start = time.process_time()
-    _fisher_yates.trace(seeds, targets, flags, vocab, int(vocab * gamma))
-    return pairs / (time.process_time() - start)
+    best = 0.0
+    for _ in range(REPEAT):
+        start = time.process_time()
+        _fisher_yates.trace(seeds, targets, flags, vocab, int(vocab * gamma))
+        best = max(best, pairs / (time.process_time() - start))
+    return best
 
 
 def numpy_trace_rate(spec: str, texts: list[np.ndarray], vocab: int) -> float:
@@ -189,7 +244,8 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=32_000)
     ap.add_argument("--numpy-trace-texts", type=int, default=250)
     ap.add_argument("--markllm-python", default=os.environ.get("MARKLLM_PYTHON"))
-    ap.add_argument("--markllm-seconds", type=float, default=5.0)
+    ap.add_argument("--markllm-seconds", type=float, default=2.0,
+                    help="CPU seconds of each of MarkLLM's timed windows")
     ap.add_argument("--markllm-selfhash", action="store_true",
                     help="also time MarkLLM's KGW with window_scheme=self on one scored token"
                          " (V green lists per token: seconds per token at V=32000)")
@@ -216,52 +272,42 @@ def main() -> None:
     print(f"keyed-hash limit: one numpy pass {limit:,.0f}, one call per text {per_text:,.0f}"
           f" tokens/CPU-s")
 
-    results: list[tuple[str, float]] = []
+    results: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
         every = Path(tmp) / "all.jsonl"
         write_tokens(every, texts)
         one = Path(tmp) / "one.jsonl"
         write_tokens(one, texts[:1])
-        cli_cpu(NATIVE[1], one, 1, args.vocab)  # writes the bytecode caches, as any install
-        startup = min(cli_cpu(NATIVE[1], one, 1, args.vocab) for _ in range(3))
+        cli_cpu(NATIVE[1], one, 1, args.vocab, repeat=1)  # writes the bytecode caches
+        startup = cli_cpu(NATIVE[1], one, 1, args.vocab)
         many = Path(tmp) / "many.jsonl"
         big = np.random.default_rng(1).integers(0, args.vocab, size=(args.many_texts,
                                                                      args.tokens))
         write_tokens(many, big)
-        many_cpu = cli_cpu(NATIVE[1], many, args.many_texts, args.vocab)
-        results.append((f"{NATIVE[0]}: evalrun detect --tokens, {args.many_texts} texts",
-                        big.size / many_cpu))
-        for label, spec in (LEFTHASH, SELFHASH):
-            results.append((f"{label}: evalrun detect --tokens, {args.many_texts} texts",
-                            cli_rate(spec, many, (big.size, args.many_texts), args.vocab)))
-        print(f"evalrun detect start-up (a one-text file): {startup:.3f} CPU-s; past it, "
-              f"{args.many_texts} texts take {many_cpu - startup:.3f} CPU-s = "
-              f"{big.size / (many_cpu - startup):,.0f} tokens/CPU-s")
+        many_count = (big.size, args.many_texts)
         del big
-        for label, spec in (NATIVE, LEFTHASH):
-            results.append((f"{label}: evalrun detect --tokens, {args.texts} texts",
-                            cli_rate(spec, every, n_all, args.vocab)))
-        selfhash_cli = cli_rate(SELFHASH[1], every, n_all, args.vocab)
-        results.append((f"{SELFHASH[0]}: evalrun detect --tokens, {args.texts} texts",
-                        selfhash_cli))
+        for label, spec in (NATIVE, LEFTHASH, SELFHASH):
+            results.append(cli_row(f"{label}: evalrun detect --tokens, {args.many_texts} texts",
+                                   spec, many, many_count, args.vocab, startup))
+        print(f"evalrun detect start-up (a one-text file): {startup:.3f} CPU-s; past it, "
+              f"{args.many_texts} texts of native kgw run at {results[0][2]:,.0f} tokens/CPU-s")
+        for label, spec in (NATIVE, LEFTHASH, SELFHASH):
+            results.append(cli_row(f"{label}: evalrun detect --tokens, {args.texts} texts",
+                                   spec, every, n_all, args.vocab, startup))
+        selfhash_cli = results[-1][1]
     for label, spec in (NATIVE, LEFTHASH):
-        results.append((f"{label}: detect_many in process", in_process_rate(spec, rows, args.vocab)))
+        results.append((f"{label}: detect_many in process",
+                        in_process_rate(spec, rows, args.vocab), None))
         results.append((f"{label}: detect_many in process, warm",
-                        in_process_rate(spec, rows, args.vocab)))
-    results.append((f"{SELFHASH[0]}: detect_many in process",
-                    in_process_rate(SELFHASH[1], rows, args.vocab)))
-    selfhash_in = results[-1][1]
+                        in_process_rate(spec, rows, args.vocab, cold=False), None))
+    selfhash_in = in_process_rate(SELFHASH[1], rows, args.vocab)
+    results.append((f"{SELFHASH[0]}: detect_many in process", selfhash_in, None))
     k = min(args.numpy_trace_texts, args.texts)
     results.append((f"{SELFHASH[0]}: numpy trace (kernel not built), {k} texts",
-                    numpy_trace_rate(SELFHASH[1], rows[:k], args.vocab)))
+                    numpy_trace_rate(SELFHASH[1], rows[:k], args.vocab), None))
     bound = kernel_rate(args.vocab, 0.25) if fisher_yates.compiled_available() else None
     marked = kernel_rate(args.vocab, 0.25, green=0.9) if bound else None
-    head = (f"{'':62s} {'tokens/CPU-s':>13s} {'x MarkLLM':>10s} {'/ one pass':>11s}"
-            f" {'/ per text':>11s}")
-    print(head)
-    for label, rate in results:
-        vs = f"{rate / ml:10.1f}" if ml else f"{'-':>10s}"
-        print(f"{label:62s} {rate:13,.0f} {vs} {rate / limit:11.4f} {rate / per_text:11.4f}")
+    print_rows(results, ml, limit, per_text)
     if ml_sel:
         print(f"selfhash against MarkLLM's selfhash KGW: "
               f"{selfhash_cli / ml_sel:,.0f}x (in process: {selfhash_in / ml_sel:,.0f}x)")
@@ -280,7 +326,7 @@ def main() -> None:
         print("selfhash bound: the compiled kernel was not built with this install")
     if args.corpus:
         corpus_rows(args.corpus, args.texts, args.tokens, args.markllm_python,
-                    args.markllm_seconds)
+                    args.markllm_seconds, startup)
     print(f"load after: {os.getloadavg()[0]:.2f}")
 
 
@@ -300,7 +346,7 @@ def corpus_ids(path: str, texts: int, tokens: int) -> tuple[np.ndarray, int]:
 
 
 def corpus_rows(path: str, texts: int, tokens: int, markllm_python: str | None,
-                markllm_seconds: float) -> None:
+                markllm_seconds: float, startup: float) -> None:
     """The selfhash and lefthash rows again, on natural text."""
     ids, vocab = corpus_ids(path, texts, tokens)
     rows = list(ids)
@@ -311,19 +357,17 @@ def corpus_rows(path: str, texts: int, tokens: int, markllm_python: str | None,
     if markllm_python:
         ml, cfg = markllm_rate(markllm_python, ids, vocab, markllm_seconds)
         print(f"MarkLLM KGW detector ({cfg}): {ml:,.0f} tokens/CPU-s")
-    results: list[tuple[str, float]] = []
+    results: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
         every = Path(tmp) / "corpus.jsonl"
         write_tokens(every, ids)
         for label, spec in (LEFTHASH, SELFHASH):
-            results.append((f"{label}: evalrun detect --tokens, {texts} texts",
-                            cli_rate(spec, every, count, vocab)))
+            results.append(cli_row(f"{label}: evalrun detect --tokens, {texts} texts", spec,
+                                   every, count, vocab, startup))
     for label, spec in (LEFTHASH, SELFHASH):
-        results.append((f"{label}: detect_many in process", in_process_rate(spec, rows, vocab)))
-    print(f"{'':62s} {'tokens/CPU-s':>13s} {'x MarkLLM':>10s}")
-    for label, rate in results:
-        vs = f"{rate / ml:10.1f}" if ml else f"{'-':>10s}"
-        print(f"{label:62s} {rate:13,.0f} {vs}")
+        results.append((f"{label}: detect_many in process", in_process_rate(spec, rows, vocab),
+                        None))
+    print_rows(results, ml)
 
 
 if __name__ == "__main__":

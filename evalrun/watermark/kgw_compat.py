@@ -46,7 +46,7 @@ instead of ``V`` draws and swaps, eight generators at a time in the compiled ker
 recur (a seed hangs on the candidate and on the one window token that minimises the anchored
 hash; about one n-gram in four is seeded by its candidate alone), so decided pairs are kept
 across calls in a bounded memo (:mod:`evalrun.watermark.membership_memo`), and one call's
-texts are taken in slices of at most :data:`SLICE_NGRAMS` n-grams (array passes that stay in
+texts are taken in slices of about :data:`SLICE_NGRAMS` n-grams (array passes that stay in
 cache). Permutations themselves (green lists, the hashint table) come
 from the compiled kernel where it was built (``kernels/fisher_yates.c``, bit for bit as
 ``torch.randperm``, tested against it), so detection does not import torch there; from torch
@@ -351,8 +351,8 @@ class GreenLists:
         return found
 
 
-#: n-grams a detection call takes at a time (whole texts): its array passes (sorts, gathers)
-#: then run in cache, and pairs recurring across slices are remembered
+#: n-grams a selfhash detection call takes at a time (whole texts): its array passes (sorts,
+#: gathers) then run in cache, and pairs recurring across slices are remembered
 #: (:mod:`evalrun.watermark.membership_memo`)
 SLICE_NGRAMS = 1 << 16
 
@@ -451,13 +451,16 @@ class KGWCompat(WatermarkScheme):
         all sequences laid end to end, and each sequence's number of n-grams (0 where the
         reference cannot score it).
 
-        Whole sequences are taken together up to about :data:`SLICE_NGRAMS` n-grams: in one
-        slice every distinct n-gram is looked up once, one green list per seed; first
-        occurrences are within each sequence, so slicing changes no flag."""
+        In one slice every distinct n-gram is looked up once, one green list per seed;
+        first occurrences are within each sequence, so slicing changes no flag. Selfhash
+        takes whole sequences together up to about :data:`SLICE_NGRAMS` n-grams (its pairs
+        recur across slices through the memo); lefthash takes the whole batch at once, since
+        it visits each distinct context's green list once per slice."""
         lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
         counts = np.where(lengths > self.context, lengths - self.ngram_len + 1, 0)
-        # a slice starts at each sequence whose first n-gram opens a new SLICE_NGRAMS window
-        window = (np.cumsum(counts) - counts) // SLICE_NGRAMS
+        # a slice starts at each sequence whose first n-gram opens a new slice-sized window
+        per_slice = SLICE_NGRAMS if self.self_salt else max(int(counts.sum()), 1)
+        window = (np.cumsum(counts) - counts) // per_slice
         cuts = np.r_[0, np.flatnonzero(window[1:] != window[:-1]) + 1, len(seqs)]
         parts = [self._slice_flags(seqs[lo:hi], lengths[lo:hi], counts[lo:hi], hash_key,
                                    vocab_size) for lo, hi in zip(cuts[:-1], cuts[1:])]

@@ -99,3 +99,9 @@ def membership_memo(vocab_size: int, size: int) -> MembershipMemo:
                 _memos.popitem(last=False)
         _memos.move_to_end(space)
         return memo
+
+
+def clear_memos() -> None:
+    """Forget every memo (a fresh process's state: benchmarks time cold detection with it)."""
+    with _memos_lock:
+        _memos.clear()

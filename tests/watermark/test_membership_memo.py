@@ -136,3 +136,14 @@ def test_a_zero_seed_table_budget_turns_the_memo_off(monkeypatch) -> None:
 
 def test_no_keys() -> None:
     assert MembershipMemo(3).decide(_keys([]), Asked()).tolist() == []
+
+
+def test_clear_memos_forgets_every_decision(monkeypatch) -> None:
+    monkeypatch.setattr(memo_module, "_memos", collections.OrderedDict())
+    memo = membership_memo(500, 125)
+    memo.decide(_keys([1, 2]), Asked())
+    memo_module.clear_memos()
+    fresh = membership_memo(500, 125)
+    asked = Asked()
+    fresh.decide(_keys([1, 2]), asked)
+    assert fresh is not memo and asked.keys == [1, 2]
