@@ -87,22 +87,17 @@ static inline void mt_seed(lanes_t *mt, lanes_t state) {
  * no more; the state is then no generator's and must not be drawn from again */
 static inline void mt_twist(lanes_t *mt, uint32_t count) {
     uint32_t k, first = count < MT_N - MT_M ? count : MT_N - MT_M;
+    uint32_t second = count < MT_N ? count : MT_N - 1;
     lanes_t y;
     for (k = 0; k < first; k++) {
         y = (mt[k] & 0x80000000u) | (mt[k + 1] & 0x7fffffffu);
         mt[k] = mt[k + MT_M] ^ (y >> 1) ^ (-(y & 1u) & 0x9908b0dfu);
     }
-    if (count < MT_N) {
-        for (; k < count; k++) {
-            y = (mt[k] & 0x80000000u) | (mt[k + 1] & 0x7fffffffu);
-            mt[k] = mt[k + MT_M - MT_N] ^ (y >> 1) ^ (-(y & 1u) & 0x9908b0dfu);
-        }
-        return;
-    }
-    for (; k < MT_N - 1; k++) {
+    for (; k < second; k++) {
         y = (mt[k] & 0x80000000u) | (mt[k + 1] & 0x7fffffffu);
         mt[k] = mt[k + MT_M - MT_N] ^ (y >> 1) ^ (-(y & 1u) & 0x9908b0dfu);
     }
+    if (count < MT_N) return;
     y = (mt[MT_N - 1] & 0x80000000u) | (mt[0] & 0x7fffffffu);
     mt[MT_N - 1] = mt[MT_M - 1] ^ (y >> 1) ^ (-(y & 1u) & 0x9908b0dfu);
 }

@@ -315,7 +315,7 @@ class GreenLists:
         # each distinct (green list, target) pair is decided once: selfhash seeds hang on the
         # candidate and the one window token that minimises the hash, so natural text repeats
         # pairs far more often than whole n-grams (a million Austen tokens: 844k distinct
-        # 4-grams, 184k distinct pairs), and pairs decided by earlier calls are remembered.
+        # 4-grams, 182k distinct pairs), and pairs decided by earlier calls are remembered.
         asked_rows = np.flatnonzero(valid)
         if len(asked_rows) == 0:
             return flags
