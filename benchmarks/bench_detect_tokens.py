@@ -161,7 +161,7 @@ def print_rows(rows: list[Row], ml: float | None, limit: float | None = None,
     """The table of rates: against MarkLLM, past start-up (command rows), and against the
     keyed-hash limits where given."""
     head = (f"{'':62s} {'tokens/CPU-s':>13s} {'x MarkLLM':>10s} {'past start-up':>14s}"
-            + (f" {'/ one pass':>11s} {'/ per text':>11s}" if limit else ""))
+            + (f" {'/ one pass':>11s} {'/ per text':>11s}" if limit and per_text else ""))
     print(head)
     for label, rate, past in rows:
         vs = f"{rate / ml:10.1f}" if ml else f"{'-':>10s}"
