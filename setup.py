@@ -9,7 +9,7 @@ setup(
         Extension("evalrun.kernels._fisher_yates", ["kernels/fisher_yates.c"],
                   depends=["kernels/fisher_yates_trace.h"],
                   extra_compile_args=["-O3", "-Wno-psabi"], optional=True),
-        # optional too: evalrun.token_lines falls back on numpy's parser plus its own checks
+        # optional too: evalrun._util.token_lines falls back on numpy's parser plus its own checks
         Extension("evalrun.kernels._token_ids", ["kernels/token_ids.c"],
                   extra_compile_args=["-O3"], optional=True),
     ],

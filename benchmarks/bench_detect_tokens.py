@@ -335,7 +335,7 @@ def corpus_ids(path: str, texts: int, tokens: int) -> tuple[np.ndarray, int]:
     its vocabulary size."""
     from tokenizers import Tokenizer
 
-    from evalrun.embedded import embedded_model_path
+    from evalrun.model.embedded import embedded_model_path
 
     tok = Tokenizer.from_file(str(embedded_model_path() / "tokenizer.json"))
     ids = np.asarray(tok.encode(Path(path).read_text(encoding="utf-8")).ids, dtype=np.int64)

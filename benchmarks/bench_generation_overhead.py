@@ -45,8 +45,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from evalrun.embedded import embedded_model_path
-from evalrun.generation import GenerationRequest, GenParams, Prompt
+from evalrun.model.embedded import embedded_model_path
+from evalrun.model.generation import GenerationRequest, GenParams, Prompt
 from evalrun.plugins.providers.hf import HFProvider
 from evalrun.watermark import processing
 from evalrun.watermark.registry import SCHEMES, parse_watermark

@@ -22,8 +22,8 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from evalrun.pack import Pack  # noqa: E402
-from evalrun.regrade import regrade  # noqa: E402
+from evalrun.pack.loading import Pack  # noqa: E402
+from evalrun.run.regrade import regrade  # noqa: E402
 
 GRADES = ("SELECT result_id, label, score, reason, metadata_json FROM results "
           "ORDER BY result_id")

@@ -10,7 +10,7 @@ solver, each case cloned until there are N), then measures in one run:
   * the same with pytest's own item protocol (`-- --capture=sys` turns the lean one off:
     evalrun.plugins.item_protocol), the baseline of the lean protocol;
   * the same with `--commit-ms 50` (fast results and grades committed in groups holding at
-    most 50 ms of work: evalrun.commit_batch) on a fresh store;
+    most 50 ms of work: evalrun.store.commit_batch) on a fresh store;
   * a second, cached run of the default command (nothing regenerated).
 The generation phase of each fresh run is read from the store's timestamps (run start to the
 last stored generation), so the harness alone (the issue's "plus generation") shows too.
@@ -31,7 +31,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from evalrun.pack import load_pack, shipped_packs_dir
+from evalrun.pack.loading import load_pack, shipped_packs_dir
 
 
 def build_pack(root: Path, n: int) -> Path:

@@ -22,27 +22,28 @@ from typing import Any, Iterator
 
 import pytest
 
-from evalrun.commit_batch import CommitBatch
-from evalrun.errors import CaseError, EvalrunError, PackError
-from evalrun.executors import Executor, make_executor
-from evalrun.generation_phase import ProgressBar, run_generation
-from evalrun.grading import Grade
-from evalrun.grading_phase import grade_into, prepare_items
-from evalrun.options import (
+from evalrun.store.commit_batch import CommitBatch
+from evalrun._util.errors import CaseError, EvalrunError, PackError
+from evalrun.run.executors import Executor, make_executor
+from evalrun.run.stages.generate import ProgressBar, run_generation
+from evalrun.pack.grade import Grade
+from evalrun.run.stages.grade import grade_into, prepare_items
+from evalrun.run.options import (
     OPTIONS,
     RunOptions,
     add_pytest_options,
     resolve,
     run_options,
 )
-from evalrun.pack import Pack, load_pack
-from evalrun.plan import Item, make_items
-from evalrun.provenance import collect as collect_provenance
-from evalrun.providers import check_model, check_watermark_support, make_provider, model_identity
-from evalrun.specs import is_none
-from evalrun.store import ATTACK_ERROR, GRADER_ERROR, GradeRecord, Store
-from evalrun.transform_phase import run_transforms
-from evalrun.judge_phase import run_judges, subjects, with_judgements
+from evalrun.pack.loading import Pack, load_pack
+from evalrun.run.plan import Item, make_items
+from evalrun._util.provenance import collect as collect_provenance
+from evalrun.model.providers import check_model, check_watermark_support, make_provider, model_identity
+from evalrun._util.specs import is_none
+from evalrun.store.database import ATTACK_ERROR, GRADER_ERROR, GradeRecord, Store
+from evalrun.run.stages.transform import run_transforms
+from evalrun.metrics.judgements import with_judgements
+from evalrun.run.stages.judge import run_judges, subjects
 from evalrun.judges import get_judge
 from evalrun.plugins.item_protocol import lean_allowed, run_lean
 
@@ -450,6 +451,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         reporter.write_line(f"evalrun: {transforms.applied} attacked texts stored, {transforms.cached} cached,"
                             f" {transforms.errors} failed")
     for line in judged if reporter is not None and not state.is_worker else ():
+        assert reporter is not None  # no lines are iterated without a reporter
         reporter.write_line(line)
     prepare_items(items, store, key=options.resolved_key())  # e.g. batched detection
     state.order = [item.item_key for item in items]
@@ -462,7 +464,7 @@ def _run_judges(store: Store, state: EvalrunState, factory: Any, show: bool, exe
     for method, model in state.options.judges:
         judge = get_judge(method)
         progress = ProgressBar(f"evalrun: judging ({method})", stream=sys.stderr) if show else None
-        summary = run_judges(store, judge, model_identity(model), lambda _m, _model=model: factory(_model),
+        summary = run_judges(store, judge, model_identity(model), lambda _m, _model=model: factory(_model),  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
                              run_id=state.run_id, selection=subjects(store, state.run_id), progress=progress,
                              executor=executor, spec=model)
         if summary.asked or summary.errors:

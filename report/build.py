@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Sequence
 
-from evalrun.errors import EvalrunError
+from evalrun._util.errors import EvalrunError
 from evalrun.metrics.aggregates import MetricRecord, compute, write_metrics_json
 from evalrun.report import benchmark, charts, quality, tables
 from evalrun.report.data import (EXTRACTION, WATERMARK, PackView, ReportData, Result, is_detection_view,

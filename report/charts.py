@@ -14,7 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
-from evalrun import stats
+from evalrun.metrics import stats
 from evalrun.report.data import PackView, Result, systems
 
 DPI = 150

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from evalrun.detection_grading import DETECTED, NOT_DETECTED
-from evalrun.export import open_store, select_rows
-from evalrun.judge_phase import with_judgements
+from evalrun.watermark.verdict import DETECTED, NOT_DETECTED
+from evalrun.report.export import open_store, select_rows
+from evalrun.metrics.judgements import with_judgements
 from evalrun.metrics.benchmark import is_detection
-from evalrun.quality_records import distinguish_analyses, quality_records, sweep_analyses, tune_analyses
-from evalrun.store import ATTACK_ERROR, GRADER_ERROR
+from evalrun.metrics.quality_records import distinguish_analyses, quality_records, sweep_analyses, tune_analyses
+from evalrun.store.database import ATTACK_ERROR, GRADER_ERROR
 
 
 @dataclass(frozen=True)

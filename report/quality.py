@@ -125,7 +125,7 @@ def tune_table(results: Sequence[dict[str, Any]]) -> Table | None:
 
 
 def waterbench_table(records: Sequence[Any]) -> Table | None:
-    from evalrun.waterbench import table_rows
+    from evalrun.metrics.waterbench import table_rows
 
     rows = table_rows(records)
     if not rows:

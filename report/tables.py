@@ -20,9 +20,9 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from evalrun import stats
+from evalrun.metrics import stats
 from evalrun.metrics import aggregates
-from evalrun.store import run_status
+from evalrun.store.database import run_status
 from evalrun.report.data import PackView, Result, ReportData, systems
 from evalrun.report.document import Example, Table
 

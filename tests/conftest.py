@@ -23,7 +23,7 @@ pytest_plugins = ["pytester"]
 REPO = Path(__file__).resolve().parents[1]
 
 ECHO_GRADER = '''
-from evalrun.grading import Grade
+from evalrun.pack.grade import Grade
 
 def grade(case, output):
     if output == case["word"]:

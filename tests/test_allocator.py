@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from evalrun import allocator
+from evalrun.model import allocator
 
-PROBE = ("from evalrun.allocator import allocator_tuned, tune_allocator; "
+PROBE = ("from evalrun.model.allocator import allocator_tuned, tune_allocator; "
          "before = allocator_tuned(); first = tune_allocator(); "
          "print(before, first, tune_allocator(), allocator_tuned())")
 
@@ -39,14 +39,14 @@ def test_the_environment_variable_turns_the_settings_off() -> None:
 @pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
                     reason="mallopt settings exist on glibc Linux only")
 @pytest.mark.parametrize("entry", [
-    "import evalrun.cli as c; c.main(['report', '--help'])",
-    "from evalrun.embedded import embedded_model_path; "
+    "import evalrun.cli.main as c; c.main(['report', '--help'])",
+    "from evalrun.model.embedded import embedded_model_path; "
     "from evalrun.plugins.providers.hf import HFProvider; "
     "HFProvider(str(embedded_model_path()), spec='embedded')",
 ])
 def test_running_a_command_or_loading_a_model_applies_them(entry: str) -> None:
     env = {k: v for k, v in os.environ.items() if k != allocator.ENV}
-    code = ("from evalrun.allocator import allocator_tuned; import sys\n"
+    code = ("from evalrun.model.allocator import allocator_tuned; import sys\n"
             f"try:\n    {entry}\nexcept SystemExit:\n    pass\n"
             "print('tuned', allocator_tuned(), file=sys.stderr)")
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)

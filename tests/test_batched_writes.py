@@ -1,5 +1,5 @@
 """By default every stored result is its own transaction; with ``--commit-ms`` fast
-generations and grades are committed in groups (evalrun.commit_batch), and still everything
+generations and grades are committed in groups (evalrun.store.commit_batch), and still everything
 finished survives an interrupt, and a slow generation is committed the moment it arrives, as
 another process sees it."""
 
@@ -11,13 +11,13 @@ from typing import Sequence
 
 import pytest
 
-from evalrun.executors import Executor
-from evalrun.generation import Generation, GenerationRequest
-from evalrun.generation_phase import run_generation
-from evalrun.options import RunOptions
-from evalrun.pack import load_pack
-from evalrun.plan import make_items
-from evalrun.store import Store
+from evalrun.run.executors import Executor
+from evalrun.model.generation import Generation, GenerationRequest
+from evalrun.run.stages.generate import run_generation
+from evalrun.run.options import RunOptions
+from evalrun.pack.loading import load_pack
+from evalrun.run.plan import make_items
+from evalrun.store.database import Store
 
 
 def _outputs(db: Path) -> dict[str, str]:
@@ -95,7 +95,7 @@ def test_an_interrupted_generation_phase_keeps_every_finished_generation(tmp_pat
 
 
 INTERRUPTING_GRADER = '''
-from evalrun.grading import Grade
+from evalrun.pack.grade import Grade
 
 def grade(case, output):
     if case["id"] == "c3":
@@ -133,7 +133,7 @@ def test_every_grade_is_stored_when_the_run_ends(pytester: pytest.Pytester, make
 
 
 def test_an_interrupted_regrade_keeps_the_grades_it_finished(pytester: pytest.Pytester, make_pack) -> None:
-    from evalrun.regrade import regrade
+    from evalrun.run.regrade import regrade
 
     pack = make_pack(root=pytester.path / "packs")
     db = pytester.path / "r.sqlite"

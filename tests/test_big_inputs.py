@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from evalrun.jsonl import read_lines
-from evalrun.pack import load_pack
+from evalrun._util.jsonl import read_lines
+from evalrun.pack.loading import load_pack
 
 BIG = 120 * 1000 * 1000
 
@@ -42,7 +42,7 @@ def test_validate_of_a_120_mb_case_file_stays_small(tmp_path: Path, make_pack) -
     big_json.write_text(json.dumps({"id": "big", "word": "z" * 1_500_000, "kind": "a"}))
     # VmHWM is the peak RSS of this process's own memory; getrusage's ru_maxrss would also count
     # the parent's peak, which Linux carries over a fork and exec (a full test worker's)
-    code = ("import re, sys; from evalrun.cli import main; rc = main(['validate', sys.argv[1]]);"
+    code = ("import re, sys; from evalrun.cli.main import main; rc = main(['validate', sys.argv[1]]);"
             " hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1);"
             " print('maxrss_kb', hwm); sys.exit(rc)")
     proc = subprocess.run([sys.executable, "-c", code, str(pack)], capture_output=True, text=True, timeout=600)

@@ -89,7 +89,7 @@ def test_regrade_applies_the_current_grader_without_model_calls(tmp_path: Path, 
     assert evalrun("run", "--pack", str(pack), "--model", "reference", "--out", str(db)).returncode == 0
     before = query(db, "SELECT label, grader_hash FROM results")
     assert {label for label, _ in before} == {"OK"}
-    (pack / "grader.py").write_text("from evalrun.grading import Grade\n\ndef grade(case, output):\n"
+    (pack / "grader.py").write_text("from evalrun.pack.grade import Grade\n\ndef grade(case, output):\n"
                                     "    return Grade(0.0, 'BAD', 'stricter grader')\n")
     (pack / "reference.py").unlink()  # regrading must not need the model
     proc = evalrun("regrade", "--db", str(db), "--packs-dir", str(pack.parent))
@@ -115,7 +115,7 @@ def test_pytest_k_from_the_repo_root_selects_a_pack(tmp_path: Path) -> None:
 
 
 def test_provenance_redacts_keys_and_url_credentials() -> None:
-    from evalrun.provenance import redact_argv
+    from evalrun._util.provenance import redact_argv
 
     argv = ["evalrun", "run", "--key", "s3cr3t", "--base-url", "https://user:tok@host:8443/v1",
             "--evalrun-base-url=http://a:b@x/v1", "--evalrun-key=zz", "--model", "openai:m"]
@@ -130,7 +130,7 @@ import atexit, os, sys, types
 atexit.register(lambda: os.write(2, b"late native noise\\n"))  # runs after console_main's
 if sys.argv[1] == "noisy":
     sys.modules["triton._C.libtriton"] = types.ModuleType("triton._C.libtriton")
-from evalrun.cli import console_main
+from evalrun.cli.main import console_main
 sys.argv = ["evalrun", "run", "--pack", "no-such-pack-dir"]
 sys.exit(console_main())
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalrun.commit_batch import CommitBatch
+from evalrun.store.commit_batch import CommitBatch
 
 
 def test_rows_wait_until_their_work_reaches_the_budget() -> None:

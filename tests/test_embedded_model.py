@@ -11,8 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from evalrun.embedded import EMBEDDED_NAME, embedded_model_path  # noqa: E402
-from evalrun.errors import EvalrunError  # noqa: E402
+from evalrun.model.embedded import EMBEDDED_NAME, embedded_model_path  # noqa: E402
+from evalrun._util.errors import EvalrunError  # noqa: E402
 
 # Written for this test (not from the novels), in the model's register.
 HELD_OUT = [
@@ -88,7 +88,7 @@ def test_next_token_entropy_is_high_enough_for_watermarks(loaded):
 
 
 def test_missing_weights_raise_a_clear_error(monkeypatch, tmp_path):
-    import evalrun.embedded as embedded
+    import evalrun.model.embedded as embedded
 
     class FakeFiles:
         def __truediv__(self, other):

@@ -8,8 +8,8 @@ from typing import Any, Sequence
 
 import pytest
 
-from evalrun.executors import EXECUTORS, Emit, LocalExecutor, ProviderFactory, Task
-from evalrun.ray_executor import chunk_size
+from evalrun.run.executors import EXECUTORS, Emit, LocalExecutor, ProviderFactory, Task
+from evalrun.run.ray_executor import chunk_size
 
 
 class Recording(LocalExecutor):
@@ -58,7 +58,7 @@ def test_workers_sizes_the_executors_own_workers_or_else_xdist(tmp_path: Path, m
                                                                executor_workers: str) -> None:
     """``evalrun run --workers N``: N pytest-xdist grading processes with the local executor,
     N Ray actors per model with ``--executor ray`` (and then no xdist: one process writes)."""
-    from evalrun.cli import _pytest_args, _run_values, build_parser
+    from evalrun.cli.main import _pytest_args, _run_values, build_parser
 
     monkeypatch.chdir(tmp_path)
     args = build_parser().parse_args(["run", "--pack", "watermark_robustness", "--model", "reference",

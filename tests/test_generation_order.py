@@ -12,14 +12,14 @@ import random
 from pathlib import Path
 from typing import Sequence
 
-from evalrun.executors import LocalExecutor
-from evalrun.generation import GenerationRequest
-from evalrun.generation_phase import run_generation
-from evalrun.options import RunOptions
-from evalrun.pack import load_pack
-from evalrun.plan import make_items
-from evalrun.providers import make_provider
-from evalrun.store import Store
+from evalrun.run.executors import LocalExecutor
+from evalrun.model.generation import GenerationRequest
+from evalrun.run.stages.generate import run_generation
+from evalrun.run.options import RunOptions
+from evalrun.pack.loading import load_pack
+from evalrun.run.plan import make_items
+from evalrun.model.providers import make_provider
+from evalrun.store.database import Store
 
 
 class Recording(LocalExecutor):
@@ -58,9 +58,9 @@ def test_requests_reach_the_provider_in_the_same_order_whatever_the_item_order(t
 def test_keys_and_stored_forms_are_those_of_the_documented_formula(make_pack) -> None:
     """make_items spells canonical_json([prompt, case]) from the parts it already serialized;
     the keys must be exactly those of the formula (stores of earlier runs are found by them)."""
-    from evalrun.hashing import canonical_json, sha256_hex
-    from evalrun.plan import key_fingerprint, params_for
-    from evalrun.providers import model_revision
+    from evalrun._util.hashing import canonical_json, sha256_hex
+    from evalrun.run.plan import key_fingerprint, params_for
+    from evalrun.model.providers import model_revision
 
     pack = load_pack(make_pack(cases=[{"id": "c1", "word": "naïve \"quoted\" ünïcode", "kind": "a"}]))
     options = RunOptions(models=("reference",), watermarks=("none", "kgw"), attacks=("none", "emoji"), key="k")

@@ -16,7 +16,7 @@ import pytest
 FAULTY = '''
 import os
 
-from evalrun.grading import Grade
+from evalrun.pack.grade import Grade
 
 def grade(case, output, context):
     if case["id"] == "c1":  # a careless grader that puts the watermark key in its message
@@ -93,7 +93,7 @@ def test_pytest_items_fail_with_the_graders_message(tmp_path: Path, make_pack) -
 
 def test_regrade_clears_a_grader_error_once_the_grader_is_fixed(faulty_run, tmp_path: Path) -> None:
     pack, db, _ = faulty_run
-    (pack / "grader.py").write_text("from evalrun.grading import Grade\n\ndef grade(case, output):\n"
+    (pack / "grader.py").write_text("from evalrun.pack.grade import Grade\n\ndef grade(case, output):\n"
                                     "    return Grade(1.0, 'OK', 'fixed')\n")
     proc = evalrun("regrade", "--db", str(db), "--packs-dir", str(pack.parent), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from evalrun.hashing import sha256_hex
+from evalrun._util.hashing import sha256_hex
 
 
 def test_sha256_hex_is_the_digest_of_length_prefixed_parts() -> None:

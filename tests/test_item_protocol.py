@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from evalrun.cli import LEAN_PYTEST
+from evalrun.cli.main import LEAN_PYTEST
 
 GRADER = '''
-from evalrun.grading import Grade
+from evalrun.pack.grade import Grade
 
 def grade(case, output):
     if case["id"] == "c6":

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from evalrun.generation import Generation
+from evalrun.model.generation import Generation
 from evalrun.plugins.providers.local_model import batch_shares
 
 

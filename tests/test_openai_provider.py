@@ -11,9 +11,9 @@ from email.utils import formatdate
 
 import pytest
 
-from evalrun.errors import EvalrunError, SpecError
-from evalrun.providers import make_provider
-from evalrun.generation import GenParams, Generation, GenerationRequest, Prompt
+from evalrun._util.errors import EvalrunError, SpecError
+from evalrun.model.providers import make_provider
+from evalrun.model.generation import GenParams, Generation, GenerationRequest, Prompt
 from evalrun.plugins.providers.openai_chat import (
     AdaptiveLimiter,
     OpenAIProvider,

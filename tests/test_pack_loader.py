@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from evalrun.errors import PackError
-from evalrun.pack import discover_packs, load_pack, resolve_pack, shipped_packs_dir
+from evalrun._util.errors import PackError
+from evalrun.pack.loading import discover_packs, load_pack, resolve_pack, shipped_packs_dir
 
 
 def test_dropping_in_a_case_file_adds_a_case(make_pack) -> None:
@@ -67,7 +67,7 @@ def test_unusable_packs_raise_pack_error_naming_the_file(make_pack, mutation, fr
 
 
 def test_grader_label_must_be_declared(make_pack) -> None:
-    path = make_pack(grader="from evalrun.grading import Grade\ndef grade(c, o):\n    return Grade(1.0, 'WHAT')\n")
+    path = make_pack(grader="from evalrun.pack.grade import Grade\ndef grade(c, o):\n    return Grade(1.0, 'WHAT')\n")
     pack = load_pack(path)
     with pytest.raises(PackError, match="label 'WHAT' is not declared"):
         pack.grade(pack.cases[0].data, "w1")

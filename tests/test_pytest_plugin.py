@@ -137,7 +137,7 @@ def test_watermark_with_a_provider_without_logits_is_refused_before_any_call(pro
 
 
 def test_grader_crash_traceback_never_shows_the_watermark_key(pytester: pytest.Pytester, make_pack) -> None:
-    crashing = ("from evalrun.grading import Grade\n\ndef grade(case, output, context):\n"
+    crashing = ("from evalrun.pack.grade import Grade\n\ndef grade(case, output, context):\n"
                 "    raise RuntimeError('cannot use key ' + str(context.key))\n")
     make_pack(root=pytester.path / "packs", grader=crashing)
     result = pytester.runpytest("packs", "--evalrun-key", "topsecret-key-99", "-k", "c1")

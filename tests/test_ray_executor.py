@@ -128,8 +128,8 @@ def test_actors_holding_a_model_ask_ray_for_their_gpu_share(cluster, monkeypatch
     """``EVALRUN_RAY_GPUS_PER_ACTOR``: each actor that holds a model is placed with that share
     of a GPU, sees it (``ray.get_gpu_ids()``), and holds it while the pool lives; a request
     the cluster cannot place is refused with the figures instead of waiting for ever."""
-    from evalrun.errors import EvalrunError
-    from evalrun.ray_executor import RayExecutor
+    from evalrun._util.errors import EvalrunError
+    from evalrun.run.ray_executor import RayExecutor
 
     def where(provider, values, emit):  # runs in an actor
         import os

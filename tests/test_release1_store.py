@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from evalrun.store import SCHEMA_VERSION
+from evalrun.store.database import SCHEMA_VERSION
 
 RELEASE1 = Path(__file__).resolve().parent / "data" / "release1.sqlite"
 
@@ -71,7 +71,7 @@ def test_regrade_upgrades_it_in_place_keeping_every_row(store: Path, tmp_path: P
     new_attacks = dict(q(store, "SELECT result_id, attack FROM results"))
     for result_id, attack in old_attacks:
         assert new_attacks[result_id] == ("neighbour_swap:p=0.2" if attack == "swap:p=0.2" else attack)
-    from evalrun.hashing import sha256_hex
+    from evalrun._util.hashing import sha256_hex
     for gen_key, attack, item_key in q(store, "SELECT gen_key, attack, item_key FROM results"):
         assert item_key == sha256_hex("item", gen_key, attack)
     moved = q(store, "SELECT t.text, r.attacked_output FROM results r JOIN transforms t USING (transform_key)")

@@ -18,7 +18,7 @@ from pathlib import Path
 from evalrun.testing.chat_server import ChatServer
 
 ANY_ANSWER = '''
-from evalrun.grading import Grade
+from evalrun.pack.grade import Grade
 
 def grade(case, output):
     return Grade(1.0, "OK", "answered") if output.strip() else Grade(0.0, "BAD", "empty")

@@ -17,7 +17,7 @@ import pytest
 from evalrun.testing.chat_server import ChatServer
 
 HALF = '''
-from evalrun.grading import Grade
+from evalrun.pack.grade import Grade
 
 def grade(case, output):
     if case["kind"] == "a":

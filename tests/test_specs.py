@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalrun.errors import SpecError
-from evalrun.specs import Spec, check_keys, parse_spec, spec_float, spec_int
+from evalrun._util.errors import SpecError
+from evalrun._util.specs import Spec, check_keys, parse_spec, spec_float, spec_int
 
 names = st.from_regex(r"[A-Za-z][A-Za-z0-9_]{0,8}", fullmatch=True)
 keys = st.from_regex(r"[a-z_][a-z0-9_]{0,6}", fullmatch=True)

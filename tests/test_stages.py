@@ -25,7 +25,7 @@ ENV = {**os.environ, "OPENAI_API_KEY": "local-test-key", "EVALRUN_WATERMARK_KEY"
 
 # reads what the stages stored: token ids after the attack, and judge answers
 EVIDENCE_GRADER = '''
-from evalrun.grading import Grade
+from evalrun.pack.grade import Grade
 
 def grade(case, output, context):
     ratings = [j.parsed.get("rating") for j in context.judgements if j.method == "rating"]
@@ -212,7 +212,7 @@ def test_grades_carry_evidence_from_every_stage(tmp_path: Path, make_pack) -> No
 def test_api_outputs_without_a_tokenizer_say_why_there_are_no_ids(tmp_path: Path, make_pack) -> None:
     pack = make_pack(grader=EVIDENCE_GRADER, reference=None, cases=[{"id": "c1", "word": "alpha", "kind": "a"}])
     db = tmp_path / "api.sqlite"
-    from evalrun.embedded import embedded_model_path
+    from evalrun.model.embedded import embedded_model_path
 
     with ChatServer() as server:
         base = ["run", "--pack", str(pack), "--model", "openai:m", "--base-url", server.base_url, "--attack",

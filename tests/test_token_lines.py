@@ -1,4 +1,4 @@
-"""evalrun.token_lines: the fast reader of token-id lines decodes exactly what json.loads
+"""evalrun._util.token_lines: the fast reader of token-id lines decodes exactly what json.loads
 decodes, and hands every line it is unsure of to json.loads."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from evalrun import token_lines
-from evalrun.token_lines import decode_lines, parse_bodies, split_line
+from evalrun._util import token_lines
+from evalrun._util.token_lines import decode_lines, parse_bodies, split_line
 
 INT64 = np.iinfo(np.int64)
 needs_compiled = pytest.mark.skipif(token_lines._compiled is None,

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from evalrun.errors import EvalrunError, SpecError
-from evalrun.generation import GenerationRequest, GenParams, Prompt
+from evalrun._util.errors import EvalrunError, SpecError
+from evalrun.model.generation import GenerationRequest, GenParams, Prompt
 from evalrun.plugins.providers.vllm import VLLMProvider, make_vllm_provider
-from evalrun.specs import parse_spec
+from evalrun._util.specs import parse_spec
 
 
 def request(i: int, *, watermark: str = "none", temperature: float = 1.0) -> GenerationRequest:
@@ -309,7 +309,7 @@ def test_device_must_match_the_installed_build(fake_vllm):
 def test_options_through_the_model_spec_grammar(fake_vllm, monkeypatch):
     """``vllm:<path>?key=value&...`` and ``--model-arg vllm:key=value`` reach the engine, are
     checked before the store exists (``check_model``), and only dtype/device are identity."""
-    from evalrun.providers import check_model, make_provider, model_revision, parse_model
+    from evalrun.model.providers import check_model, make_provider, model_revision, parse_model
 
     cpu_platform(fake_vllm)
     make_provider("vllm:embedded?max_model_len=512&enforce_eager=false&kv_cache_space=2")

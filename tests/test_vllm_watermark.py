@@ -161,7 +161,7 @@ def test_prompt_embeddings_are_refused():
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed")
 def test_adapter_is_a_vllm_logits_processor():
-    from evalrun.errors import EvalrunError
+    from evalrun._util.errors import EvalrunError
     from evalrun.plugins.providers.vllm import _import_vllm
 
     try:  # a vllm that is installed but does not import: evalrun's line, not a traceback

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from evalrun.embedded import embedded_model_path
+from evalrun.model.embedded import embedded_model_path
 
 SCHEMES = [
     "kgw:gamma=0.25,delta=4",
@@ -29,7 +29,7 @@ KEY = "424242"  # compat kgw takes the reference's integer hash key
 THRESHOLD = 0.02  # seed 000 measures watermark size at p = 0.02
 
 DETECTING_GRADER = '''
-from evalrun.grading import Grade
+from evalrun.pack.grade import Grade
 from evalrun.watermark import parse_watermark
 
 def grade(case, output, context):

@@ -24,8 +24,8 @@ from evalrun.attacks import typo as _typo  # noqa: F401
 from evalrun.attacks.base import ATTACKS, Attack, AttackDef, text_attack
 from evalrun.attacks.model import ModelAttack, ModelAttackDef, bind
 from evalrun.attacks.suites import load_suite
-from evalrun.errors import SpecError
-from evalrun.specs import check_keys, is_none, parse_spec
+from evalrun._util.errors import SpecError
+from evalrun._util.specs import check_keys, is_none, parse_spec
 
 __all__ = ["ATTACKS", "Attack", "AttackDef", "ModelAttack", "ModelAttackDef", "canonical_attack", "load_suite",
            "parse_attack", "text_attack"]

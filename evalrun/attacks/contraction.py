@@ -28,7 +28,7 @@ import random
 
 from evalrun.attacks.base import text_attack
 from evalrun.attacks.words import join_words, match_case, split_words
-from evalrun.specs import Spec
+from evalrun._util.specs import Spec
 
 #: contraction -> expansion (lower case, straight apostrophe)
 CONTRACTIONS: dict[str, str] = {

@@ -15,8 +15,8 @@ import random
 import re
 
 from evalrun.attacks.base import text_attack
-from evalrun.generation import Prompt
-from evalrun.specs import Spec
+from evalrun.model.generation import Prompt
+from evalrun._util.specs import Spec
 
 INSTRUCTION = "Write your answer with an emoji between every two words."
 #: emoji and their joiners: pictographs, symbols and dingbats, flags, modifiers, ZWJ, VS16

@@ -32,7 +32,7 @@ from importlib import resources
 
 from evalrun.attacks.base import text_attack
 from evalrun.attacks.words import join_words, match_case, split_words
-from evalrun.specs import Spec, spec_float
+from evalrun._util.specs import Spec, spec_float
 
 DATA_FILE = "correct_to_misspelling.json"
 

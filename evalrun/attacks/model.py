@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from evalrun.attacks.base import ATTACKS
-from evalrun.errors import SpecError
-from evalrun.generation import Prompt
+from evalrun._util.errors import SpecError
+from evalrun.model.generation import Prompt
 
 #: ISO 639-1 codes the translate attack knows by name (others are passed as they are)
 LANGUAGES = {"fr": "French", "ru": "Russian", "de": "German", "es": "Spanish", "it": "Italian",
@@ -83,9 +83,10 @@ def _translate(params: Mapping[str, str]) -> tuple[Prompt, ...]:
     return (there, back)
 
 
-PARAPHRASE = ATTACKS.register("paraphrase", ModelAttackDef(
+# ATTACKS also holds model attacks: readers tell them apart with isinstance(..., ModelAttackDef)
+PARAPHRASE = ATTACKS.register("paraphrase", ModelAttackDef(  # type: ignore[arg-type]
     "paraphrase", (), _paraphrase, "Paraphrase by a model", "paraphrase:openai:gpt-4o-mini"))
-TRANSLATE = ATTACKS.register("translate", ModelAttackDef(
+TRANSLATE = ATTACKS.register("translate", ModelAttackDef(  # type: ignore[arg-type]
     "translate", ("lang",), _translate, "Round trip through another language by a model",
     "translate:fr:openai:gpt-4o-mini"))
 
@@ -93,7 +94,7 @@ TRANSLATE = ATTACKS.register("translate", ModelAttackDef(
 def bind(definition: ModelAttackDef, text: str) -> ModelAttack:
     """``<name>:<leading args>:<model-spec>`` -> a bound attack whose name is canonical (the
     model's identity, without options that only change how it runs)."""
-    from evalrun.providers import parse_model
+    from evalrun.model.providers import parse_model
 
     name, _, rest = text.strip().partition(":")
     parts = rest.split(":", len(definition.leading))

@@ -33,8 +33,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from evalrun.errors import SpecError
-from evalrun.specs import parse_spec
+from evalrun._util.errors import SpecError
+from evalrun._util.specs import parse_spec
 
 OPTION = "--attack-suite"
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")

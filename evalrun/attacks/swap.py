@@ -48,8 +48,8 @@ import re
 
 from evalrun.attacks.base import text_attack
 from evalrun.attacks.words import split_words
-from evalrun.errors import SpecError
-from evalrun.specs import Spec, spec_float
+from evalrun._util.errors import SpecError
+from evalrun._util.specs import Spec, spec_float
 
 DEFAULT_P = 0.05
 _RATES = ("remove", "duplicate", "swap")

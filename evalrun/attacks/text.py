@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 
 from evalrun.attacks.base import text_attack
-from evalrun.specs import Spec, spec_float
+from evalrun._util.specs import Spec, spec_float
 
 
 @text_attack("lowercase", random=False)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 
 from evalrun.attacks.base import text_attack
-from evalrun.specs import Spec, spec_float
+from evalrun._util.specs import Spec, spec_float
 
 _ROWS = (("qwertyuiop", 0.0), ("asdfghjkl", 0.25), ("zxcvbnm", 0.75))
 

@@ -4,7 +4,7 @@ A :class:`Judge` says which stored results one question is about (one output, or
 as the watermarked and unwatermarked outputs of the same case), builds the prompt, and parses
 the raw answer -- a pure function, redone whenever the answer is read, so ``evalrun regrade``
 and reports re-parse and never re-ask. Answers are stored in their own table keyed to the
-results they judge (:mod:`evalrun.judge_phase`). Judges register in :data:`JUDGES` (third-party
+results they judge (:mod:`evalrun.run.stages.judge`). Judges register in :data:`JUDGES` (third-party
 ones through the ``evalrun.judges`` entry-point group) under the name ``--method`` gives.
 """
 
@@ -14,8 +14,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from evalrun.generation import GenParams, Prompt
-from evalrun.registry import Registry
+from evalrun.model.generation import GenParams, Prompt
+from evalrun._util.registry import Registry
 
 #: label of an answer that cannot be parsed: kept as it is, never guessed
 UNPARSED = "UNPARSED"
@@ -61,7 +61,7 @@ class Judge(ABC):
         options left at None are not given. A judge that takes none refuses any."""
         given = sorted(k for k, v in options.items() if v not in (None, False))
         if given:
-            from evalrun.errors import SpecError
+            from evalrun._util.errors import SpecError
 
             raise SpecError(f"--method {self.method} takes no option {', '.join('--' + g.replace('_', '-') for g in given)}")
         return self
@@ -89,7 +89,7 @@ JUDGES.register_lazy("simple", "evalrun.judges.pairwise:SIMPLE")
 def get_judge(method: str) -> Judge:
     judge = JUDGES.get(method)
     if not isinstance(judge, Judge):
-        from evalrun.errors import SpecError
+        from evalrun._util.errors import SpecError
 
         raise SpecError(f"--method {method}: registered as {type(judge).__name__}, not a Judge")
     return judge

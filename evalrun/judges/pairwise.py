@@ -41,11 +41,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from evalrun.errors import SpecError
-from evalrun.generation import GenParams, Prompt
-from evalrun.hashing import stable_int
+from evalrun._util.errors import SpecError
+from evalrun.model.generation import GenParams, Prompt
+from evalrun._util.hashing import stable_int
 from evalrun.judges import UNPARSED, Judge, Subject
-from evalrun.specs import is_none
+from evalrun._util.specs import is_none
 
 #: the seed's seven criteria, in the prompt's order (short names used in parses and metrics)
 CRITERIA = ("relevance", "depth", "clarity", "coherence", "originality", "examples", "accuracy")

@@ -15,8 +15,8 @@ import json
 import math
 from typing import Any, Mapping, Sequence
 
-from evalrun.errors import EvalrunError
-from evalrun.generation import Prompt
+from evalrun._util.errors import EvalrunError
+from evalrun.model.generation import Prompt
 from evalrun.judges import UNPARSED, Judge, Subject
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Sequence
 
-from evalrun.generation import GenParams, Prompt
+from evalrun.model.generation import GenParams, Prompt
 from evalrun.judges import UNPARSED, Judge, Subject
 
 SYSTEM = ("You are given a prompt and a response, and you provide a grade out of 100 measuring the "

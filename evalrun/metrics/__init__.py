@@ -14,9 +14,9 @@ The report renders them and users call them from notebooks. Where each definitio
 * calibration (WaterDrum D2): :func:`calibration_r2`, :func:`proportional_fit` --
   :mod:`evalrun.metrics.calibration`;
 * bootstrap CIs of the aggregates (explicit seed): :mod:`evalrun.metrics.intervals`; rates get
-  Wilson intervals from :mod:`evalrun.stats`.
+  Wilson intervals from :mod:`evalrun.metrics.stats`.
 
-Conventions: an aggregate over an empty sample is NaN (as in :mod:`evalrun.stats`); invalid
+Conventions: an aggregate over an empty sample is NaN (as in :mod:`evalrun.metrics.stats`); invalid
 inputs (NaN, out of range) raise ``ValueError`` naming the entry.
 """
 
@@ -31,6 +31,9 @@ from evalrun.metrics.quality import quality_degradation
 from evalrun.metrics.size import DEFAULT_P_THRESHOLD, first_detected_prefix, watermark_size
 from evalrun.metrics.tamper import (AttackPoint, best_attack, lower_hull, quality_retention,
                                     tamper_resistance)
+
+# importing the package registers the watermark benchmark's aggregates (MarkMyWords)
+from evalrun.metrics import benchmark as _benchmark  # noqa: F401, E402
 
 __all__ = [
     "DEFAULT_P_THRESHOLD",

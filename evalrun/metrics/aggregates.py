@@ -14,8 +14,8 @@ texts (ROC AUC), attacked against unattacked (quality retention), all attacks of
 (tamper resistance) -- register in :data:`SELECTION_AGGREGATES` instead: they receive every
 row of the selection and return whole records (entry-point group
 ``evalrun.selection_metrics``). The watermark benchmark's aggregates (seed 000) live in
-:mod:`evalrun.metrics.benchmark`, imported at the end of this module so that :func:`compute`
-always includes them.
+:mod:`evalrun.metrics.benchmark`, which the package imports (``evalrun/metrics/__init__``), so
+:func:`compute` always includes them.
 
 Values are floats; ``+inf`` (a watermark size when most texts are never detected) stays
 ``inf`` in a :class:`MetricRecord` and is written as ``null`` in metrics.json, like NaN (JSON
@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, List, Mapping, Sequence, Tuple, Union
 
-from evalrun import stats
-from evalrun.hashing import stable_int
-from evalrun.registry import Registry
+from evalrun.metrics import stats
+from evalrun._util.hashing import stable_int
+from evalrun._util.registry import Registry
 
 #: columns of a metrics.json record, in order
 FIELDS = ("pack", "metric", "value", "n", "ci_low", "ci_high", "model", "watermark", "attack")
@@ -189,6 +189,3 @@ def metrics_path_beside(path: str | Path) -> Path:
 
 # WaterDrum (seed 004): forget/retain verification scores and AUROC per model
 AGGREGATES.register_lazy("waterdrum", "evalrun.unlearning.aggregates:waterdrum_aggregate")
-
-# the watermark benchmark's aggregates (seed 000) register themselves on import
-from evalrun.metrics import benchmark as _benchmark  # noqa: E402,F401

@@ -1,7 +1,7 @@
 """The watermark benchmark's registered aggregates (MarkMyWords, seed 000 section IV).
 
 They apply to *detection packs* only -- packs whose graded labels are DETECTED/NOT_DETECTED
-(:mod:`evalrun.detection_grading`) -- and return nothing for any other rows. Each is a thin
+(:mod:`evalrun.pack.detection_grader`) -- and return nothing for any other rows. Each is a thin
 wrapper: it reads the detector's evidence from the grade metadata and the judges' answers
 from ``row["judgements"]``, and hands them to the pure functions of :mod:`evalrun.metrics`
 with a seed derived from the records' own keys, so the same selection gives the same bits.
@@ -48,7 +48,7 @@ Across groups (:data:`~evalrun.metrics.aggregates.SELECTION_AGGREGATES`), per pa
 All detection metrics need one p-value threshold per group (the pack's); a group graded at
 several thresholds gets null values (run ``evalrun regrade``). A pack graded at a z-score
 threshold (``z_threshold``, WaterBench's z >= 4) is counted by the grader's own rule
-(:func:`evalrun.detection_grading.is_detected`: z >= the threshold where the scheme gives a z),
+(:func:`evalrun.pack.detection_grader.is_detected`: z >= the threshold where the scheme gives a z),
 not by ``p <= threshold``: at 40 tokens the two disagree on about one text in nine.
 """
 
@@ -62,15 +62,16 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from evalrun import stats
-from evalrun.detection_grading import DETECTED, NOT_DETECTED
-from evalrun.hashing import stable_int
-from evalrun.metrics import (auroc_ci, best_attack, detection_rate, false_positive_rate,
-                             quality_degradation, quality_retention, tamper_resistance_ci,
-                             tpr_at_fpr_ci, watermark_size_ci)
+from evalrun.metrics import stats
+from evalrun.watermark.verdict import DETECTED, NOT_DETECTED
+from evalrun._util.hashing import stable_int
+from evalrun.metrics.detection import detection_rate, false_positive_rate
+from evalrun.metrics.intervals import auroc_ci, tamper_resistance_ci, tpr_at_fpr_ci, watermark_size_ci
+from evalrun.metrics.quality import quality_degradation
+from evalrun.metrics.tamper import best_attack, quality_retention
 from evalrun.metrics.aggregates import (AGGREGATES, SELECTION_AGGREGATES, Estimated,
                                         MetricRecord, Row, graded, record, row_metadata)
-from evalrun.specs import is_none
+from evalrun._util.specs import is_none
 
 __all__ = ["ALL_ATTACKS", "DETECTION_LABELS", "FPR_TARGETS", "RATING", "TamperInputs",
            "excluded_from_tamper", "is_detection", "is_proxy", "quality_by_source",
@@ -123,8 +124,8 @@ def _z_threshold(rows: Iterable[Row]) -> float | None:
 
 
 def _detected(evidence: Mapping[str, Any], threshold: float, z_threshold: float | None) -> bool:
-    """The grader's one rule (:func:`evalrun.detection_grading.is_detected`) on stored evidence."""
-    from evalrun.detection_grading import is_detected
+    """The grader's one rule (:func:`evalrun.pack.detection_grader.is_detected`) on stored evidence."""
+    from evalrun.watermark.verdict import is_detected
 
     return is_detected(evidence.get("z_score"), float(evidence["p_value"]), threshold=threshold,
                        z_threshold=z_threshold)

@@ -24,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-from evalrun.metrics._checks import pairs_array
+from evalrun._util.checks import pairs_array
 
 __all__ = ["ProportionalFit", "calibration_r2", "proportional_fit"]
 

@@ -5,7 +5,7 @@ or in WaterDrum's D1 the retain set that still influences the model), so pass z-
 ``1 - p`` rather than p-values. NaN scores are errors; infinite scores are allowed.
 
 * :func:`detection_rate` / :func:`false_positive_rate` -- share of texts with ``p <= threshold``
-  (seed 000 IV-B: detection at p = 0.02) with a Wilson interval from :mod:`evalrun.stats`.
+  (seed 000 IV-B: detection at p = 0.02) with a Wilson interval from :mod:`evalrun.metrics.stats`.
 * :func:`auroc` -- P(positive > negative) + P(tie) / 2, the Mann-Whitney U statistic over
   ``n_pos * n_neg``: the area under the empirical ROC curve with ties as diagonal steps, what
   ``sklearn.metrics.roc_auc_score`` computes and what WaterDrum (seed 004, D1) reports.
@@ -20,8 +20,8 @@ from typing import Sequence
 
 import numpy as np
 
-from evalrun import stats
-from evalrun.metrics._checks import (check_fpr, check_p_threshold, p_value_array,
+from evalrun.metrics import stats
+from evalrun._util.checks import (check_fpr, check_p_threshold, p_value_array,
                                      score_array)
 from evalrun.metrics.size import DEFAULT_P_THRESHOLD
 

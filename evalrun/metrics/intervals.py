@@ -1,5 +1,5 @@
-"""Bootstrap confidence intervals for the aggregates, all through :mod:`evalrun.stats`' one
-percentile bootstrap (:func:`evalrun.stats.bootstrap_ci` / ``bootstrap_groups_ci``).
+"""Bootstrap confidence intervals for the aggregates, all through :mod:`evalrun.metrics.stats`' one
+percentile bootstrap (:func:`evalrun.metrics.stats.bootstrap_ci` / ``bootstrap_groups_ci``).
 
 Each helper resamples the unit the aggregate is computed over and re-runs the same code as the
 point estimate on every resample, so the estimate and its interval cannot drift apart:
@@ -22,8 +22,8 @@ from typing import Mapping, Sequence, Tuple
 
 import numpy as np
 
-from evalrun import stats
-from evalrun.metrics._checks import check_fpr, pairs_array, score_array
+from evalrun.metrics import stats
+from evalrun._util.checks import check_fpr, pairs_array, score_array
 from evalrun.metrics.calibration import fit_rows
 from evalrun.metrics.detection import auroc_rows, tpr_at_fpr_rows
 from evalrun.metrics.size import lower_median_rows, size_array

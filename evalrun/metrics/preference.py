@@ -26,7 +26,7 @@ from typing import Hashable, Mapping, Sequence
 
 import numpy as np
 
-from evalrun import stats
+from evalrun.metrics import stats
 
 WATERMARKED = "watermarked"
 BASELINE = "baseline"

@@ -24,31 +24,14 @@ Two choices the seed leaves open are fixed here:
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import numpy as np
 
-from evalrun.metrics._checks import check_p_threshold, p_value_array
+from evalrun.watermark.verdict import DEFAULT_THRESHOLD as DEFAULT_P_THRESHOLD
+from evalrun.watermark.verdict import first_detected_prefix
 
 __all__ = ["DEFAULT_P_THRESHOLD", "first_detected_prefix", "watermark_size"]
-
-#: the seed's detection threshold (2% false positive rate; DESIGN: DETECTED at p <= 0.02)
-DEFAULT_P_THRESHOLD = 0.02
-
-
-def first_detected_prefix(p_values: Sequence[float],
-                          threshold: float = DEFAULT_P_THRESHOLD) -> int | None:
-    """Length in tokens of the shortest prefix with ``p <= threshold``; None if none is.
-
-    ``p_values[i]`` is the p-value of the first ``i + 1`` tokens (as
-    ``WatermarkScheme.prefix_p_values`` returns them), so the answer is ``i + 1`` for the first
-    such ``i``. NaN or out-of-range p-values are errors, not "undetected".
-    """
-    check_p_threshold(threshold)
-    p = p_value_array(p_values)
-    hits = np.flatnonzero(p <= threshold)
-    return int(hits[0]) + 1 if hits.size else None
-
 
 def watermark_size(sizes: Iterable[int | float | None]) -> float:
     """Watermark size E: the lower median of per-text sizes, None (undetected) counting as +inf.

@@ -34,7 +34,7 @@ class ScriptedRandom(random.Random):
             raise AssertionError("ScriptedRandom: random() called more often than scripted")
         return self._draws.pop(0)
 
-    def choice(self, seq: Sequence[T]) -> T:
+    def choice(self, seq: Sequence[T]) -> T:  # type: ignore[override]  # a test double: scripts picks from sequences only
         if not self._picks:
             raise AssertionError(f"ScriptedRandom: choice({list(seq)!r}) called more often than scripted")
         index = self._picks.pop(0)

@@ -1,5 +1,5 @@
 """``evalrun watermark-data`` and ``evalrun unlearning demo`` (registered from
-:mod:`evalrun.cli`, parsed here so the core CLI stays small)."""
+:mod:`evalrun.cli.main`, parsed here so the core CLI stays small)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from evalrun.errors import EvalrunError
+from evalrun._util.errors import EvalrunError
 
 COMMANDS = ("watermark-data", "unlearning")
 
 
 def _secret(args: argparse.Namespace) -> str | None:
-    from evalrun.options import KEY_ENV
+    from evalrun.watermark.registry import KEY_ENV
 
     return args.key or os.environ.get(KEY_ENV) or None
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from evalrun.errors import EvalrunError
+from evalrun._util.errors import EvalrunError
 
 PROMPT_WORDS = 12
 FORGET, RETAIN = "forget", "retain"
@@ -158,8 +158,8 @@ def watermark_data(records: Sequence[Mapping[str, Any]], *, model: str, watermar
     """Watermark each record under its owner's Waterfall id with ``model``; append one JSON
     line per record to ``out`` as soon as its batch ends; return all lines (old and new)
     in the order of ``records``."""
-    from evalrun.generation import GenerationRequest, GenParams, Prompt
-    from evalrun.providers import check_model, make_provider, model_identity
+    from evalrun.model.generation import GenerationRequest, GenParams, Prompt
+    from evalrun.model.providers import check_model, make_provider, model_identity
     from evalrun.unlearning.keys import key_source, owner_waterfall_id
     from evalrun.watermark import parse_watermark
 

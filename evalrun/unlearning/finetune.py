@@ -1,7 +1,7 @@
 """Fine-tuning and unlearning of a small causal LM on CPU with torch (seeded).
 
 Training sequences are exactly what the ``waterdrum`` pack later sends: the query rendered as
-the HF provider renders a prompt (:func:`evalrun.tokenization.encode_prompt`,
+the HF provider renders a prompt (:func:`evalrun.model.tokenization.encode_prompt`,
 no system prompt), then the data point's completion tokens and EOS. The loss covers the
 completion only, so the model learns "after this query comes this watermarked text" -- the
 influence WaterDrum verifies (seed 004 P1: the model owner trains on watermarked data).
@@ -56,8 +56,8 @@ def load(model_dir: str | Path) -> tuple[Any, Any]:
 
 def sequences(tokenizer: Any, points: Sequence[Mapping[str, Any]]) -> list[tuple[list[int], int]]:
     """``(token ids, prompt length)`` per data point: rendered query + completion + EOS."""
-    from evalrun.generation import Prompt
-    from evalrun.tokenization import encode_prompt
+    from evalrun.model.generation import Prompt
+    from evalrun.model.tokenization import encode_prompt
 
     out = []
     for p in points:
@@ -180,6 +180,7 @@ def unlearn(original_dir: str | Path, forget: Sequence[Mapping[str, Any]],
             if method == "gradient_difference":
                 keep = _nll(model, r_batch)
             else:
+                assert reference is not None  # method is "kl" here (checked against UNLEARNING)
                 ids, mask, labels = r_batch
                 logits = model(input_ids=ids, attention_mask=mask).logits
                 with torch.no_grad():

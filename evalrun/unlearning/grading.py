@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from evalrun.grading import Grade, GradeContext
+from evalrun.pack.grade import Grade, GradeContext
 from evalrun.unlearning.keys import key_source, owner_waterfall_id
 
 VERIFIED = "VERIFIED"

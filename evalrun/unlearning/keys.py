@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 
-from evalrun.errors import SpecError
+from evalrun._util.errors import SpecError
 
 #: how the owner's id was chosen, recorded in grade metadata (never the id itself)
 FROM_OWNER = "owner index (no secret given)"

@@ -11,12 +11,12 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeGuard
 
 import numpy as np
 
-from evalrun.errors import SpecError
-from evalrun.specs import Spec
+from evalrun._util.errors import SpecError
+from evalrun._util.specs import Spec
 
 
 def finite_param(spec: Spec, key: str, value: float, *, what: str = "--watermark") -> float:
@@ -41,7 +41,7 @@ def token_id_array(token_ids: Sequence[int], vocab_size: int) -> np.ndarray:
     return ids
 
 
-def checked_int64_arrays(arrays: Sequence[Any], vocab_size: int) -> bool:
+def checked_int64_arrays(arrays: list[Any], vocab_size: int) -> TypeGuard[list[np.ndarray]]:
     """Whether every input is already a 1-D int64 numpy array of ids in ``[0, vocab_size)``
     (what ``evalrun detect --tokens`` reads): one check over all of them replaces a
     conversion and a check per text."""
@@ -109,7 +109,7 @@ class WatermarkScheme(ABC):
     def check_key(self, key: str) -> None:
         """Validate the secret ``key`` before any generation or detection, so a key this
         scheme cannot use fails at option checking instead of mid-run. Raises
-        :class:`~evalrun.errors.SpecError` naming ``--key``; the message never contains the
+        :class:`~evalrun._util.errors.SpecError` naming ``--key``; the message never contains the
         key. The default accepts any non-empty string."""
         if not isinstance(key, str) or key == "":
             scheme = getattr(self, "spec", None) or type(self).__name__

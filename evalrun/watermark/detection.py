@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from evalrun.errors import EvalrunError
+from evalrun._util.errors import EvalrunError
 from evalrun.kernels import seed_words as kr
 from evalrun.kernels.backend import Ops, get_ops, is_torch
 from evalrun.kernels.permutation import count_at_least
@@ -25,7 +25,7 @@ from evalrun.watermark import scores as sc
 from evalrun.watermark.base import Detection, checked_int64_arrays
 
 if TYPE_CHECKING:
-    from evalrun.watermark.engine import Sampler
+    from evalrun.watermark.sampler import Sampler
 
 #: elements per chunk of null draws (bounds memory of permutation tests)
 CHUNK_ELEMENTS = 1 << 22
@@ -132,6 +132,7 @@ class NativeDetection:
             u, n = lay.totals(units_int), lay.totals((units_np > 0).astype(np.int64))
         if s.exact_null == "binomial":
             gamma = s.green_fraction
+            assert gamma is not None  # samplers with a binomial null set their green fraction
             ev_int = ops.to_numpy(ev).round().astype(np.int64)
             if prefixes:
                 return lay.split(nulls.binomial_p(lay.int_cumsum(ev_int), cum_units, gamma))
@@ -195,6 +196,7 @@ class NativeDetection:
         if s.exact_null == "binomial":
             green = ops.to_numpy(ops.cumsum(ev, axis=-1)).round().astype(np.int64)
             gamma = s.green_fraction
+            assert gamma is not None  # samplers with a binomial null set their green fraction
             out["score"] = green.astype(np.float64)
             out["p"] = nulls.binomial_p(green, cum_units, gamma)
             if n:
@@ -263,6 +265,7 @@ class NativeDetection:
             green = s.token_stat(ops, seq[0][idx], tokens, vocab_size) & active[0][idx]
             g = int(ops.to_numpy(ops.count_true(green, axis=0)))
             out["green"] = g
+            assert s.green_fraction is not None  # green-list samplers set their green fraction
             out["z"] = float(nulls.z_scores(np.array([g]), np.array([n]), s.green_fraction)[0])
         return out
 
@@ -271,7 +274,7 @@ class NativeDetection:
 def _as_token_array(token_ids: Sequence[int] | Any, vocab_size: int) -> np.ndarray:
     """Token ids as int64, checked against the vocabulary."""
     if is_torch(token_ids):
-        arr = token_ids.detach().cpu().numpy()
+        arr = token_ids.detach().cpu().numpy()  # type: ignore[union-attr]  # a torch tensor (is_torch)
     else:
         arr = np.asarray(list(token_ids) if not isinstance(token_ids, np.ndarray) else token_ids)
     if arr.size == 0:

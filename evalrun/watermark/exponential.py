@@ -18,7 +18,7 @@ from typing import Any
 
 from evalrun.kernels.backend import NUMPY, Ops
 from evalrun.kernels.token_stats import exp_gumbel, exp_stat, exp_word_stat
-from evalrun.specs import Spec
+from evalrun._util.specs import Spec
 from evalrun.watermark.engine import NativeScheme, Sampler, build_native
 from evalrun.watermark.processing import add_rows, host_view
 

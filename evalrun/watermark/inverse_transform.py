@@ -19,7 +19,7 @@ import numpy as np
 from evalrun.kernels.backend import NUMPY, Ops
 from evalrun.kernels.keyed_hash import feistel_rank
 from evalrun.kernels.token_stats import its_null_mean, its_stat, its_uniform
-from evalrun.specs import Spec
+from evalrun._util.specs import Spec
 from evalrun.watermark.engine import NativeScheme, Sampler, build_native
 from evalrun.watermark.processing import MEMO_LIMIT, host_view, sampling_probs
 
@@ -58,7 +58,7 @@ class InverseTransform(Sampler):
         if src is None:
             src, dst = probs, permuted
         for b, row in enumerate(rows):
-            take(src[b], row, out=dst[b])
+            take(src[b], row, out=dst[b])  # type: ignore[index]  # permuted shares probs' memory: both views or neither
         cdf = ops.cumsum(permuted, axis=1, dtype="f64", out=work.get(ops, "cdf", probs, "f64"))
         u = ops.f64(self._uniforms(hash_ops, words))
         k = ops.searchsorted(cdf, u[:, None])[:, 0]  # ranks whose cdf lies below u

@@ -20,7 +20,7 @@ from typing import Any
 from evalrun.kernels.backend import Ops
 from evalrun.kernels.green import green_mask, is_green
 from evalrun.kernels.keyed_hash import below
-from evalrun.specs import Spec, spec_float
+from evalrun._util.specs import Spec, spec_float
 from evalrun.watermark.base import WatermarkScheme
 from evalrun.watermark.engine import Sampler, build_native
 from evalrun.watermark.processing import add_rows

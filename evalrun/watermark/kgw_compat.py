@@ -66,8 +66,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from evalrun.errors import SpecError
-from evalrun.specs import Spec, check_keys, spec_float, spec_int
+from evalrun._util.errors import SpecError
+from evalrun._util.specs import Spec, check_keys, spec_float, spec_int
 from evalrun.kernels.backend import get_ops
 from evalrun.kernels.fisher_yates import (RANDPERM_SMALL_N, compiled_available,
                                           packed_prefix_masks, randperm_prefixes,

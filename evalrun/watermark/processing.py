@@ -10,44 +10,37 @@ arithmetic. Detection is :mod:`evalrun.watermark.detection`.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from evalrun.errors import SpecError
+from evalrun._util.errors import SpecError
 from evalrun.kernels.backend import NUMPY, Ops, TorchOps, get_ops, is_torch
+from evalrun._util.specs import Spec
+from evalrun.watermark.buffers import Workspace
 from evalrun.watermark.mask_tables import add_packed, previous_tokens
+from evalrun.watermark.randomness import Randomness
+from evalrun.watermark.sampler import Sampler
 from evalrun.watermark.seed_tables import seed_tables
 
-if TYPE_CHECKING:
-    from evalrun.watermark.engine import NativeScheme
+__all__ = ["MEMO_LIMIT", "NativeParts", "WatermarkProcessor", "Workspace", "only_token", "sampling_probs"]
+
+
+class NativeParts(Protocol):
+    """What the processor reads of a native scheme (:class:`~evalrun.watermark.engine.NativeScheme`
+    satisfies it; the engine builds processors, so this module cannot import it)."""
+
+    @property
+    def spec(self) -> Spec: ...
+
+    @property
+    def randomness(self) -> Randomness: ...
+
+    @property
+    def sampler(self) -> Sampler: ...
 
 #: most context tuples one seed memo holds (then it starts afresh)
 MEMO_LIMIT = 1 << 15
-
-
-class Workspace:
-    """Output buffers a sampler reuses from step to step, by name, backend, device, shape and
-    dtype. A fresh ``[B, V]`` array per step means fresh pages from the allocator, and on CPU
-    the page faults cost as much as the arithmetic; a buffer stays mapped. Results handed to
-    callers are never views of these buffers."""
-
-    def __init__(self, limit: int = 16) -> None:
-        self.limit = limit
-        self._buffers: dict[tuple[Any, ...], Any] = {}
-
-    def get(self, ops: Ops, name: str, like: Any, dtype: str | None = None) -> Any:
-        """A buffer shaped like ``like``, of its dtype (or float64 with ``dtype="f64"``)."""
-        # hashable as they are (no string formatting: this runs every decoding step)
-        key = (name, ops.name, getattr(ops, "device", None), like.shape, dtype, like.dtype)
-        buf = self._buffers.get(key)
-        if buf is None:
-            shape = tuple(int(d) for d in like.shape)
-            if len(self._buffers) >= self.limit:
-                self._buffers.clear()
-            buf = ops.zeros(shape) if dtype == "f64" else ops.cast_like(ops.zeros(shape), like)
-            self._buffers[key] = buf
-        return buf
 
 
 def only_token(ops: Ops, shape: tuple[int, int], chosen: Any) -> Any:
@@ -126,7 +119,7 @@ class WatermarkProcessor:
     back the tokens the scheme picked instead of one-hot scores.
     """
 
-    def __init__(self, scheme: "NativeScheme", key_word: int, vocab_size: int, temperature: float,
+    def __init__(self, scheme: NativeParts, key_word: int, vocab_size: int, temperature: float,
                  seed: int, backend: str | None = None) -> None:
         if temperature < 0:
             raise SpecError(f"temperature must be >= 0, got {temperature}")
@@ -192,6 +185,7 @@ class WatermarkProcessor:
             rows = None
             logits = scores if reuse or not s.overwrites else ops.copy(scores)
         else:
+            assert skips is not None  # every is True when skips is None
             rows = [b for b in range(batch) if not skips[b]]
             words = [words[b] for b in rows]
             logits = scores[ops.i64(rows)]
@@ -250,7 +244,7 @@ class WatermarkProcessor:
                 memo.clear()
             memo.update(zip(missing, zip(words, skips)))
             found = list(map(memo.__getitem__, contexts))
-        return [w for w, _ in found], ([k for _, k in found] if r.skip > 0 else None)
+        return [w for w, _ in found], ([k for _, k in found] if r.skip > 0 else None)  # type: ignore[misc]  # no None is left in found
 
     def _mask_table(self, hops: Ops, width: int) -> Any:
         """The dense table of this key's green masks, one row per previous token (row
@@ -288,7 +282,7 @@ class WatermarkProcessor:
         t = int(input_ids.shape[1])
         width = int(scores.shape[1])
         if t == 0:
-            index = [width] * int(input_ids.shape[0])
+            index: list[int] | None = [width] * int(input_ids.shape[0])
         else:
             index = previous_tokens(input_ids, width)
             if index is None:
@@ -297,6 +291,7 @@ class WatermarkProcessor:
         if table is None:
             return None
         out = scores if reuse else ops.copy(scores)
+        assert self.scheme.sampler.mask_bias is not None  # the caller takes this path only with a mask_bias
         add_packed(out, table.packed(index), self.scheme.sampler.mask_bias)
         tau = self.temperature
         if tau > 0 and tau != 1:

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from typing import Callable
 
-from evalrun.errors import SpecError
-from evalrun.registry import Registry
-from evalrun.specs import Spec, is_none, parse_spec
+from evalrun._util.errors import SpecError
+from evalrun._util.registry import Registry
+from evalrun._util.specs import Spec, is_none, parse_spec
 from evalrun.watermark.base import WatermarkScheme
 
 SchemeBuilder = Callable[[Spec], WatermarkScheme]
+
+#: the environment variable holding the secret watermark key when ``--key`` is not given
+KEY_ENV = "EVALRUN_WATERMARK_KEY"
 
 SCHEMES: Registry[SchemeBuilder] = Registry("scheme", "evalrun.schemes", option="--watermark")
 SCHEMES.register_lazy("kgw", "evalrun.watermark.kgw:build")

@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from evalrun.errors import SpecError
+from evalrun._util.errors import SpecError
 from evalrun.kernels.align import align_prefix, edit_prefix
 from evalrun.kernels.backend import Ops
-from evalrun.specs import Spec, spec_float, spec_int
+from evalrun._util.specs import Spec, spec_float, spec_int
 from evalrun.watermark.randomness import Randomness
 
 SCORES = ("sum", "align", "edit")

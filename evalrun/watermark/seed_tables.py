@@ -21,7 +21,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Sequence
 
-from evalrun.errors import EvalrunError
+from evalrun._util.errors import EvalrunError
 from evalrun.watermark.mask_tables import MaskBuilder, MaskTable
 
 DEFAULT_BUDGET_MB = 256

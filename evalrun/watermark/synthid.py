@@ -74,8 +74,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from evalrun.errors import SpecError
-from evalrun.specs import Spec, check_keys, spec_int
+from evalrun._util.errors import SpecError
+from evalrun._util.specs import Spec, check_keys, spec_int
 from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, WatermarkScheme, token_id_array
 
@@ -118,7 +118,7 @@ def parse_keys(key: Any, *, depth: int | None = None, table_size: int | None = N
             raise SpecError(f"{where}: item {pos} is outside the int64 range")
         keys.append(value)
     power_of_two = table_size is not None and table_size & (table_size - 1) == 0
-    layers = [k % table_size for k in keys] if power_of_two else keys
+    layers = [k % table_size for k in keys] if power_of_two else keys  # type: ignore[operator]  # power_of_two implies a table_size
     for pos, layer in enumerate(layers, start=1):
         if layers.index(layer) != pos - 1:
             why = ("equal keys" if keys.index(keys[pos - 1]) != pos - 1 else

@@ -33,8 +33,8 @@ from typing import Any, Sequence
 import numpy as np
 from scipy import stats
 
-from evalrun.errors import SpecError
-from evalrun.specs import Spec, check_keys, spec_float
+from evalrun._util.errors import SpecError
+from evalrun._util.specs import Spec, check_keys, spec_float
 from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_array
 from evalrun.watermark.counting import cumulative_counts, first_occurrences

@@ -86,8 +86,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from evalrun.errors import SpecError
-from evalrun.specs import Spec, check_keys, spec_float, spec_int
+from evalrun._util.errors import SpecError
+from evalrun._util.specs import Spec, check_keys, spec_float, spec_int
 from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_array
 from evalrun.watermark.processing import host_view
@@ -418,7 +418,7 @@ class Waterfall(WatermarkScheme):
         scored = _Scored(texts, n, self.n_gram)
         vals = unit_phi(n, self.k_p)[scored.indices(owner)]
         a, b = scored.variance_terms()
-        z, p = _null(vals, scored.random, a, b, n)
+        z, p = _null(vals, scored.random, a, b, n)  # type: ignore[arg-type]  # all(axis=1) of a 2-D array is an array
         m = np.arange(1, len(vals) + 1, dtype=np.float64)
         return {"score": np.cumsum(vals) / m, "z": z, "p": p, "n": n, "scored": scored}
 
@@ -535,8 +535,8 @@ def verify_owners(token_ids: Any, owner_ids: Sequence[int | str], vocab_size: in
                   vocab: int | None = None) -> np.ndarray:
     """q-scores of one text (shape ``[K]``) or of several (``[T, K]``) for owners
     ``owner_ids``, in one pass: :meth:`Waterfall.verify_owners` of ``waterfall:k_p=...``."""
-    return Waterfall(k_p=k_p, n_gram=n_gram, vocab=vocab).verify_owners(token_ids, owner_ids,
-                                                                        vocab_size)
+    return Waterfall(k_p=k_p, n_gram=n_gram, vocab=vocab).verify_owners(  # type: ignore[return-value]  # scores alone without p_values
+        token_ids, owner_ids, vocab_size)
 
 
 def build(spec: Spec) -> Waterfall:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from evalrun.grading import Grade
+from evalrun.pack.grade import Grade
 
 CORRECT = "CORRECT"
 PARTIAL = "PARTIAL"

@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from evalrun.grading import Grade
+from evalrun.pack.grade import Grade
 
 PASS = "PASS"
 MUTATED = "MUTATED"

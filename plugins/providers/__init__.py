@@ -1,11 +1,11 @@
-"""Model providers behind one interface (:class:`evalrun.generation.Provider`).
+"""Model providers behind one interface (:class:`evalrun.model.generation.Provider`).
 
-Each module defines its provider and the :class:`~evalrun.providers.ProviderKind` that the
-core's registry (:data:`evalrun.providers.PROVIDERS`) names lazily, so heavy back ends
+Each module defines its provider and the :class:`~evalrun.model.providers.ProviderKind` that the
+core's registry (:data:`evalrun.model.providers.PROVIDERS`) names lazily, so heavy back ends
 (transformers, vllm, openai) are imported only when their spec is used.
 """
 
-from evalrun.providers import (
+from evalrun.model.providers import (
                                PROVIDERS,
                                ModelSpec,
                                ProviderKind,

@@ -28,11 +28,11 @@ from evalrun.plugins.providers.local_model import (
     tokenizer_fingerprint,
 )
 
-from evalrun.allocator import tune_allocator
-from evalrun.errors import EvalrunError, SpecError
-from evalrun.specs import is_none
-from evalrun.generation import Generation, GenerationRequest, Prompt, ResultSink
-from evalrun.providers import (
+from evalrun.model.allocator import tune_allocator
+from evalrun._util.errors import EvalrunError, SpecError
+from evalrun._util.specs import is_none
+from evalrun.model.generation import Generation, GenerationRequest, Prompt, ResultSink
+from evalrun.model.providers import (
     ModelSpec,
     ProviderKind,
     ProviderOption,
@@ -156,7 +156,7 @@ class HFEncoder:
 
 
 class HFProvider:
-    """A transformers causal LM behind the :class:`evalrun.generation.Provider` protocol."""
+    """A transformers causal LM behind the :class:`evalrun.model.generation.Provider` protocol."""
 
     supports_watermark = True
     #: let watermarked rows of a batch share one processor call per step where exact
@@ -178,7 +178,7 @@ class HFProvider:
         self.batch_size = batch_size
         self.device = device
         self.model_path = model_path
-        tune_allocator()  # freed step buffers stay in the heap (see evalrun.allocator)
+        tune_allocator()  # freed step buffers stay in the heap (see evalrun.model.allocator)
         source = resolve_model_path(model_path, provider="hf")
         torch_dtype: Any = (getattr(torch, dtype) if dtype and dtype != "auto" else dtype) or (
             torch.float32 if device == "cpu" else "auto")
@@ -485,7 +485,7 @@ class EmbeddedKind(HFKind):
     needs_arg = False
 
     def _path(self, spec: ModelSpec) -> str:
-        from evalrun.embedded import EMBEDDED_NAME, embedded_model_path
+        from evalrun.model.embedded import EMBEDDED_NAME, embedded_model_path
 
         if spec.arg is not None and spec.arg != EMBEDDED_NAME:
             raise SpecError(f"--model {spec}: the embedded model is {EMBEDDED_NAME!r} "
@@ -493,7 +493,7 @@ class EmbeddedKind(HFKind):
         return str(embedded_model_path())
 
     def make(self, spec: ModelSpec, *, task: str | None = None, **_: Any) -> Any:
-        from evalrun.embedded import EMBEDDED_NAME
+        from evalrun.model.embedded import EMBEDDED_NAME
 
         if task == "embed":
             return HFEncoder(self._path(spec), spec=spec.identity(), **spec.typed_options())

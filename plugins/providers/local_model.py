@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from evalrun.errors import EvalrunError
-from evalrun.generation import Generation, GenerationRequest, ResultSink
-from evalrun.tokenization import (encode_prompt, prompt_text, render_plain,  # noqa: F401  (re-exported for providers)
+from evalrun._util.errors import EvalrunError
+from evalrun.model.generation import Generation, GenerationRequest, ResultSink
+from evalrun.model.tokenization import (encode_prompt, prompt_text, render_plain,  # noqa: F401  (re-exported for providers)
                                   tokenizer_fingerprint)
 
 
@@ -30,7 +30,7 @@ def resolve_model_path(model_path: str, *, provider: str) -> str:
 def check_local_model(spec: Any) -> None:
     """Resolve an ``hf:``/``vllm:`` path or the embedded model without loading anything."""
     if spec.name == "embedded":
-        from evalrun.embedded import embedded_model_path
+        from evalrun.model.embedded import embedded_model_path
 
         embedded_model_path()
     else:

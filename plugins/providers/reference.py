@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 from typing import Any, Sequence
 
-from evalrun.generation import Generation, GenerationRequest, ResultSink
-from evalrun.providers import ModelSpec, ProviderKind, file_digest
+from evalrun.model.generation import Generation, GenerationRequest, ResultSink
+from evalrun.model.providers import ModelSpec, ProviderKind, file_digest
 
 
 class ReferenceProvider:

@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from evalrun.errors import EvalrunError
-from evalrun.generation import Generation, GenerationRequest, ResultSink
-from evalrun.jsonl import MAX_RECORD_BYTES, read_lines
-from evalrun.providers import ModelSpec, ProviderKind, file_digest
+from evalrun._util.errors import EvalrunError
+from evalrun.model.generation import Generation, GenerationRequest, ResultSink
+from evalrun._util.jsonl import MAX_RECORD_BYTES, read_lines
+from evalrun.model.providers import ModelSpec, ProviderKind, file_digest
 
 
 def load_replay(path: Path) -> dict[tuple[str | None, str, int | None], dict[str, Any]]:

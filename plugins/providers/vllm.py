@@ -29,9 +29,9 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from evalrun.embedded import EMBEDDED_NAME
-from evalrun.errors import EvalrunError, SpecError
-from evalrun.generation import Generation, GenerationRequest, ResultSink
+from evalrun.model.embedded import EMBEDDED_NAME
+from evalrun._util.errors import EvalrunError, SpecError
+from evalrun.model.generation import Generation, GenerationRequest, ResultSink
 from evalrun.plugins.providers.local_model import (encode_prompt, generate_in_batches, resolve_model_path,
                                                    tokenizer_fingerprint)
 from evalrun.plugins.providers.vllm_errors import (StderrCapture, import_failure, save_log,
@@ -39,8 +39,8 @@ from evalrun.plugins.providers.vllm_errors import (StderrCapture, import_failure
 from evalrun.plugins.providers.vllm_options import (VLLM_OPTIONS, EngineSettings, check_max_model_len,
                                                     engine_settings, parse_vllm_options,
                                                     read_model_config)
-from evalrun.providers import ModelSpec, ProviderKind, ProviderOption, local_model_digest
-from evalrun.specs import is_none
+from evalrun.model.providers import ModelSpec, ProviderKind, ProviderOption, local_model_digest
+from evalrun._util.specs import is_none
 
 __all__ = ["KIND", "VLLM_OPTIONS", "VLLMProvider", "make_vllm_provider", "vllm_platform_is_cpu"]
 
@@ -110,7 +110,7 @@ def _is_embedded(model_path: str) -> bool:
 def _model_source(model_path: str) -> str:
     """The directory (or hub id) vLLM loads; said before the engine starts when missing."""
     if _is_embedded(model_path):
-        from evalrun.embedded import embedded_model_path
+        from evalrun.model.embedded import embedded_model_path
 
         return str(embedded_model_path())
     return resolve_model_path(model_path, provider="vllm")

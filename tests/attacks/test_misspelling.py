@@ -15,8 +15,8 @@ from evalrun.attacks import parse_attack
 from evalrun.attacks.misspelling import misspelling as MISSPELLING
 from evalrun.attacks.misspelling import misspellings
 from evalrun.attacks.words import match_case
-from evalrun.errors import SpecError
-from evalrun.specs import parse_spec
+from evalrun._util.errors import SpecError
+from evalrun._util.specs import parse_spec
 from evalrun.testing.rng import ScriptedRandom
 
 misspell = MISSPELLING.fn

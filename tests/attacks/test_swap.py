@@ -15,8 +15,8 @@ from evalrun.attacks.swap import swap as SWAP
 
 swap = SWAP.fn
 from evalrun.attacks.words import split_words
-from evalrun.errors import SpecError
-from evalrun.specs import parse_spec
+from evalrun._util.errors import SpecError
+from evalrun._util.specs import parse_spec
 from evalrun.testing.rng import ScriptedRandom
 
 FAST = settings(max_examples=120, deadline=None)

@@ -15,8 +15,8 @@ from evalrun.attacks import parse_attack
 from evalrun.attacks.synonym import CLOSED_CLASS, _PARTICIPLE_AUX, candidates, synonym_table
 from evalrun.attacks.synonym import synonym as SYNONYM
 from evalrun.attacks.words import match_case, split_words
-from evalrun.errors import SpecError
-from evalrun.specs import parse_spec
+from evalrun._util.errors import SpecError
+from evalrun._util.specs import parse_spec
 from evalrun.testing.rng import ScriptedRandom
 
 replace = SYNONYM.fn

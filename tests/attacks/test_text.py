@@ -42,7 +42,7 @@ def test_lowercase() -> None:
     ("lowercase:p=0.1", "unknown key(s) p"),
 ])
 def test_bad_values_name_the_option(spec: str, message: str) -> None:
-    from evalrun.errors import SpecError
+    from evalrun._util.errors import SpecError
 
     with pytest.raises(SpecError, match="--attack") as info:
         parse_attack(spec)

@@ -13,8 +13,8 @@ from evalrun.attacks.typo import QWERTY_NEIGHBOURS
 from evalrun.attacks.typo import typo as TYPO
 
 typo = TYPO.fn
-from evalrun.errors import SpecError
-from evalrun.specs import parse_spec
+from evalrun._util.errors import SpecError
+from evalrun._util.specs import parse_spec
 from evalrun.testing.rng import ScriptedRandom
 
 FAST = settings(max_examples=150, deadline=None)

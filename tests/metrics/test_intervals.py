@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from evalrun import stats
+from evalrun.metrics import stats
 from evalrun.metrics import (auroc, auroc_ci, calibration_r2, calibration_r2_ci,
                              quality_retention, tamper_resistance, tamper_resistance_ci,
                              tpr_at_fpr, tpr_at_fpr_ci, watermark_size, watermark_size_ci)

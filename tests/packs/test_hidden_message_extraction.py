@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalrun.pack import load_pack_module
+from evalrun.pack.loading import load_pack_module
 
 REPO = Path(__file__).resolve().parents[2]
 PACK = REPO / "packs" / "hidden_message_extraction"

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evalrun.pack import load_pack_module
+from evalrun.pack.loading import load_pack_module
 
 PACK = Path(__file__).resolve().parents[2] / "packs" / "watermark_robustness"
 FAMILIES = ("rewrite", "summarize", "format_convert", "style_transfer")

@@ -40,7 +40,7 @@ def write_words_pack(root: Path, cases: int = CASES) -> Path:
         temperature = 1.0
         max_tokens = 6
     '''))
-    (pack / "grader.py").write_text("from evalrun.grading import Grade\n\n"
+    (pack / "grader.py").write_text("from evalrun.pack.grade import Grade\n\n"
                                     "def grade(case, output):\n    return Grade(1.0, 'OK', 'seen')\n")
     with (pack / "cases" / "cases.jsonl").open("w") as fh:
         for i in range(cases):
@@ -85,7 +85,7 @@ def detection_pack(root: Path, name: str, cases: int, *, description: str, topic
         'labels = ["DETECTED", "NOT_DETECTED"]\npass_score = 0.0\n' + z_line +
         'system_prompt = "Continue."\nprompt_template = "Write about {word}"\n'
         '[defaults]\ntemperature = 1.0\nmax_tokens = 16\n')
-    (pack / "grader.py").write_text("from evalrun.detection_grading import grade_detection\n\n"
+    (pack / "grader.py").write_text("from evalrun.pack.detection_grader import grade_detection\n\n"
                                     "def grade(case, output, context):\n"
                                     "    return grade_detection(case, output, context)\n")
     (pack / "cases" / "c.jsonl").write_text("".join(json.dumps({"id": f"c{i}", "word": f"{topic} {i}"}) + "\n"

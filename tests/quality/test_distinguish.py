@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evalrun.distinguish import CVSettings, MLPSettings, cross_validate
+from evalrun.analysis.distinguish import CVSettings, MLPSettings, cross_validate
 from evalrun.testing.chat_server import ChatServer
 
 FAST_MLP = MLPSettings(epochs=40)
@@ -57,7 +57,7 @@ def test_cross_validation_is_seeded_and_keeps_groups_in_one_fold() -> None:
 
 
 def test_too_few_texts_are_refused() -> None:
-    from evalrun.errors import EvalrunError
+    from evalrun._util.errors import EvalrunError
 
     with pytest.raises(EvalrunError, match="needs at least 5 texts of each class"):
         cross_validate(np.zeros((6, 3)), np.array([0, 1, 0, 1, 0, 1]))
@@ -72,7 +72,7 @@ def _analyses(db: Path) -> list[dict]:
 
 
 def test_distinguish_on_the_embedded_models_outputs(store_copy: Path, capsys) -> None:
-    from evalrun.cli import main
+    from evalrun.cli.main import main
 
     db = store_copy
     args = ["distinguish", "--db", str(db), "--epochs", "10"]
@@ -99,7 +99,7 @@ def test_distinguish_on_the_embedded_models_outputs(store_copy: Path, capsys) ->
 
 
 def test_an_openai_compatible_embedder_and_the_cache_key(store_copy: Path, capsys) -> None:
-    from evalrun.cli import main
+    from evalrun.cli.main import main
 
     with ChatServer() as server:
         assert main(["distinguish", "--db", str(store_copy), "--embedder", "openai:embed-model", "--base-url",
@@ -115,8 +115,8 @@ def test_an_openai_compatible_embedder_and_the_cache_key(store_copy: Path, capsy
 
 
 def test_an_hf_encoder_embeds_like_the_provider(tmp_path: Path) -> None:
-    from evalrun.embedded import embedded_model_path
-    from evalrun.providers import make_provider
+    from evalrun.model.embedded import embedded_model_path
+    from evalrun.model.providers import make_provider
 
     texts = ["It is a truth universally acknowledged.", "Emma Woodhouse, handsome, clever, and rich."]
     encoder = make_provider(f"hf:{embedded_model_path()}", task="embed")

@@ -198,7 +198,7 @@ def test_the_coin_is_seeded_by_the_pair_and_fair() -> None:
 
 
 def test_options_are_checked() -> None:
-    from evalrun.errors import SpecError
+    from evalrun._util.errors import SpecError
 
     with pytest.raises(SpecError, match="--method rating takes no option --both-orders"):
         get_judge("rating").configured(both_orders=True)
@@ -210,7 +210,7 @@ def test_options_are_checked() -> None:
 # -- the judge stage end to end ---------------------------------------------------------------
 def _judge(capsys, *args: str) -> str:
     """``evalrun judge`` in this process (it runs no pytest): its standard output."""
-    from evalrun.cli import main
+    from evalrun.cli.main import main
 
     capsys.readouterr()
     code = main(["judge", *args])
@@ -230,8 +230,8 @@ def first_always(body) -> str:
 
 
 def test_judge_stage_pairs_randomised_order_and_both_orders(store_copy: Path, capsys) -> None:
-    from evalrun.pairwise_results import pair_answers, preference_records
-    from evalrun.store import Store
+    from evalrun.metrics.pairwise import pair_answers, preference_records
+    from evalrun.store.database import Store
 
     db = store_copy
     with ChatServer(first_always) as server:

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import evalrun.watermark as watermark_pkg
-from evalrun import detection_grading
-from evalrun.detection_grading import grade_detection, prepare_detection
-from evalrun.grading import GradeContext
+from evalrun.pack import detection_grader as detection_grading
+from evalrun.pack.detection_grader import grade_detection, prepare_detection
+from evalrun.pack.grade import GradeContext
 from evalrun.watermark import parse_watermark
 
 KEY = "prepare-key"

@@ -15,7 +15,7 @@ from evalrun.testing.chat_server import ChatServer
 
 
 def _main(capsys, *args: str) -> str:
-    from evalrun.cli import main
+    from evalrun.cli.main import main
 
     capsys.readouterr()
     code = main(list(args))
@@ -73,8 +73,8 @@ def test_report_and_metrics_json_carry_the_quality_analyses(store_copy: Path, tm
 
 
 def test_retry_unparsed_asks_again_only_where_the_answer_did_not_parse(store_copy: Path, capsys) -> None:
-    from evalrun.pairwise_results import pair_answers, preference_records
-    from evalrun.store import Store
+    from evalrun.metrics.pairwise import pair_answers, preference_records
+    from evalrun.store.database import Store
 
     db = str(store_copy)
     asked: list[str] = []

@@ -8,7 +8,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from evalrun.store import MIGRATIONS, SCHEMA_VERSION, Store
+from evalrun.store.database import MIGRATIONS, SCHEMA_VERSION, Store
 
 RELEASE1 = Path(__file__).resolve().parents[1] / "data" / "release1.sqlite"
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from evalrun.errors import EvalrunError
+from evalrun._util.errors import EvalrunError
 from evalrun.judges import get_judge
-from evalrun.grading import Judgement
-from evalrun.sweep import choose, grid_points, median_absolute_deviation, remeasure_key, summarise
+from evalrun.pack.grade import Judgement
+from evalrun.analysis.sweep import choose, grid_points, median_absolute_deviation, remeasure_key, summarise
 
 W = "kgw:delta=2"
 
@@ -69,7 +69,7 @@ def test_grid_points_and_helpers() -> None:
 
 def test_sweep_end_to_end_on_the_embedded_model(tmp_path: Path, capsys, monkeypatch,
                                                  make_detection_pack) -> None:
-    from evalrun.cli import main
+    from evalrun.cli.main import main
 
     monkeypatch.delenv("EVALRUN_WATERMARK_KEY", raising=False)
     pack = make_detection_pack(tmp_path, "tiny_p", 8, description="test pack", topic="a garden")

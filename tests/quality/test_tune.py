@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from evalrun.errors import EvalrunError
-from evalrun.specs import parse_spec
-from evalrun.tune import STRENGTH_GRIDS, Trial, apply_grid, search
+from evalrun._util.errors import EvalrunError
+from evalrun._util.specs import parse_spec
+from evalrun.analysis.tune import STRENGTH_GRIDS, Trial, apply_grid, search
 
 KGW = STRENGTH_GRIDS.get("kgw")
 
@@ -52,7 +52,7 @@ def test_bisection_finds_the_delta_of_the_target_per_gamma() -> None:
 
 
 def test_refinement_fits_the_delta_of_the_target_from_all_measurements() -> None:
-    from evalrun.tune import fit_inner
+    from evalrun.analysis.tune import fit_inner
 
     measure, _ = surface(logistic)
     # coarse bisection (2 steps) stays far from the target; the fit over its points finds delta
@@ -109,7 +109,7 @@ def _pack(make_detection_pack, root: Path, cases: int = 10) -> Path:
 
 
 def test_tune_end_to_end_on_the_embedded_model(tmp_path: Path, capsys, monkeypatch, make_detection_pack) -> None:
-    from evalrun.cli import main
+    from evalrun.cli.main import main
 
     monkeypatch.delenv("EVALRUN_WATERMARK_KEY", raising=False)
     pack = _pack(make_detection_pack, tmp_path)
@@ -157,7 +157,7 @@ def test_tune_end_to_end_on_the_embedded_model(tmp_path: Path, capsys, monkeypat
 
 
 def test_tune_refuses_what_it_cannot_do(tmp_path: Path, capsys, monkeypatch, make_detection_pack) -> None:
-    from evalrun.cli import main
+    from evalrun.cli.main import main
 
     monkeypatch.delenv("EVALRUN_WATERMARK_KEY", raising=False)
     pack = _pack(make_detection_pack, tmp_path)

@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalrun.metrics.overlap import lcs_length, normalise_tokens, rouge_l, token_f1
+from evalrun.pack.overlap import lcs_length, normalise_tokens, rouge_l, token_f1
 
 CATEGORIES = ("short_input_short_answer", "short_input_long_answer", "long_input_short_answer",
               "long_input_long_answer", "open_ended")
 
 
 def test_the_pack_has_five_categories_with_several_tasks_each() -> None:
-    from evalrun.pack import load_pack, resolve_pack
+    from evalrun.pack.loading import load_pack, resolve_pack
 
     pack = load_pack(resolve_pack("waterbench", []))
     assert not pack.case_errors and pack.meta["z_threshold"] == 4.0 and pack.group_field == "category"
@@ -34,7 +34,7 @@ def test_a_case_without_its_reference_is_refused_by_the_schema(tmp_path) -> None
     import json
     import shutil
 
-    from evalrun.pack import load_pack, resolve_pack
+    from evalrun.pack.loading import load_pack, resolve_pack
 
     src = resolve_pack("waterbench", [])
     dst = tmp_path / "waterbench"
@@ -83,8 +83,8 @@ def test_normalisation() -> None:
 
 
 def test_the_grader_adds_the_generation_metric() -> None:
-    from evalrun.detection_grading import grade_with_generation_metric
-    from evalrun.grading import GradeContext
+    from evalrun.pack.detection_grader import grade_with_generation_metric
+    from evalrun.pack.grade import GradeContext
     from evalrun.watermark import parse_watermark
 
     spec = parse_watermark("kgw:gamma=0.25").spec.canonical()
@@ -109,7 +109,7 @@ def _row(watermark: str, case_id: str, category: str, task: str, meta: dict, err
 
 
 def test_tp_tn_gm_and_drop_per_task_and_category_by_hand() -> None:
-    from evalrun.waterbench import table_rows, waterbench_records
+    from evalrun.metrics.waterbench import table_rows, waterbench_records
 
     W = "kgw:delta=2"
     rows = [
@@ -143,7 +143,7 @@ def test_main_benchmark_aggregates_count_a_z_threshold_pack_by_the_graders_rule(
     ``p <= 1 - Phi(4)`` (binomial p) would count other texts."""
     import json
 
-    from evalrun.detection_grading import z_tail
+    from evalrun.pack.detection_grader import z_tail
     from evalrun.metrics.aggregates import compute
 
     W = "kgw:delta=2"

@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from evalrun.detection_grading import DETECTED, NOT_DETECTED, grade_detection, z_tail
-from evalrun.grading import GradeContext
+from evalrun.pack.detection_grader import DETECTED, NOT_DETECTED, grade_detection, z_tail
+from evalrun.pack.grade import GradeContext
 from evalrun.watermark import parse_watermark
 
 KEY = "z-rule-key"

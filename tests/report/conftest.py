@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import pytest
 
-from evalrun.store import GENERATION_COLUMNS, GradeRecord, Store
+from evalrun.store.database import GENERATION_COLUMNS, GradeRecord, Store
 
 PAYLOAD = ("<script>document.title='PWNED'</script>"
            "<img src=x onerror=\"document.body.setAttribute('data-pwned','1')\">")

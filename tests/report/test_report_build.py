@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evalrun.errors import EvalrunError
+from evalrun._util.errors import EvalrunError
 from evalrun.report import build_report
 from evalrun.report.build import CHART_NAMES
 from evalrun.report.data import EXTRACTION, WATERMARK, load
 from evalrun.report import tables
-from evalrun.store import Store
+from evalrun.store.database import Store
 
 WR = "watermark_robustness"
 HME = "hidden_message_extraction"

@@ -20,7 +20,7 @@ SCRIPT = "<script>document.title='PWNED'</script>"
 
 def evalrun(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", "import sys; from evalrun.cli import main; sys.exit(main())", *args],
+        [sys.executable, "-c", "import sys; from evalrun.cli.main import main; sys.exit(main())", *args],
         cwd=cwd, capture_output=True, text=True, timeout=240)
 
 

@@ -1,4 +1,4 @@
-"""evalrun.export: the long-format per-result table as CSV and JSONL."""
+"""evalrun.report.export: the long-format per-result table as CSV and JSONL."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from evalrun.errors import EvalrunError
-from evalrun.export import RUN_COLUMNS, export_results
-from evalrun.store import Store
+from evalrun._util.errors import EvalrunError
+from evalrun.report.export import RUN_COLUMNS, export_results
+from evalrun.store.database import Store
 
 
 def result_columns(db: Path) -> list[str]:

@@ -1,4 +1,4 @@
-"""evalrun.stats: known values, invariants and seeding."""
+"""evalrun.metrics.stats: known values, invariants and seeding."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalrun import stats
+from evalrun.metrics import stats
 
 
 def test_wilson_known_values() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evalrun.errors import EvalrunError
+from evalrun._util.errors import EvalrunError
 from evalrun.unlearning.data import (case_of, load_owners, prompt_of, shipped_owners_path,
                                      similarity, watermark_data)
 from evalrun.watermark.waterfall import Waterfall
@@ -76,7 +76,7 @@ def test_watermark_data_continue_mode_verifies_and_resumes(tmp_path: Path) -> No
 def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """A 3-epoch fine-tune of the embedded model on 4 watermarked points, and both
     unlearning algorithms applied to it for 2 epochs (seconds on a CPU)."""
-    from evalrun.embedded import embedded_model_path
+    from evalrun.model.embedded import embedded_model_path
     from evalrun.unlearning.finetune import TrainConfig, train, unlearn
 
     root = tmp_path_factory.mktemp("wd")
@@ -106,7 +106,7 @@ def completion_nll(model_dir: Path, points: list[dict]) -> float:
 
 
 def test_fine_tuning_learns_and_unlearning_forgets(tiny_models: dict) -> None:
-    from evalrun.embedded import embedded_model_path
+    from evalrun.model.embedded import embedded_model_path
 
     info = json.loads((tiny_models["original"] / "training.json").read_text())
     assert info["epoch_losses"][-1] < info["epoch_losses"][0]
@@ -120,7 +120,7 @@ def test_fine_tuning_learns_and_unlearning_forgets(tiny_models: dict) -> None:
 
 
 def test_training_is_seeded(tiny_models: dict, tmp_path: Path) -> None:
-    from evalrun.embedded import embedded_model_path
+    from evalrun.model.embedded import embedded_model_path
     from evalrun.unlearning.finetune import TrainConfig, train
 
     cfg = TrainConfig(epochs=3, lr=1e-3, batch_size=4, seed=0)
@@ -131,7 +131,7 @@ def test_training_is_seeded(tiny_models: dict, tmp_path: Path) -> None:
 
 
 def test_waterdrum_pack_runs_on_the_fine_tuned_hf_model(tiny_models: dict) -> None:
-    from evalrun.cli import main
+    from evalrun.cli.main import main
     from evalrun.unlearning.demo import write_pack
 
     pack = write_pack(tiny_models["root"] / "pack" / "waterdrum",

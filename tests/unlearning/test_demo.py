@@ -66,7 +66,7 @@ def test_tiny_demo_writes_models_report_and_metrics(tmp_path: Path) -> None:
 
 
 def test_watermark_data_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from evalrun.cli import main
+    from evalrun.cli.main import main
 
     owners = tmp_path / "o.jsonl"
     owners.write_text(json.dumps({"id": "a", "owner": 3, "text": " ".join(["word"] * 20)}) + "\n")

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from evalrun.grading import GradeContext
+from evalrun.pack.grade import GradeContext
 from evalrun.metrics import auroc, calibration_r2
 from evalrun.unlearning.aggregates import (Role, point_scores, summarize,
                                            waterdrum_aggregate)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evalrun.errors import EvalrunError
+from evalrun._util.errors import EvalrunError
 from evalrun.kernels.backend import NUMPY, TorchOps
 from evalrun.kernels.token_stats import first_occurrence
 from evalrun.watermark.base import Detection

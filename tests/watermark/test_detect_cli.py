@@ -1,4 +1,4 @@
-"""``evalrun.detect.detect_main`` on token files and on text with a local tokenizer."""
+"""``evalrun.cli.detect.detect_main`` on token files and on text with a local tokenizer."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from evalrun.detect import detect_main
+from evalrun.cli.detect import detect_main
 from evalrun.watermark.registry import parse_watermark
 
 VOCAB = 500
@@ -125,7 +125,7 @@ def test_text_with_tokenizer(tmp_path: Path) -> None:
 
 
 def test_detect_reports_bad_ids_backend_and_tokenizer_as_one_line_errors(tmp_path) -> None:
-    from evalrun.cli import main
+    from evalrun.cli.main import main
 
     tokens = tmp_path / "ids.jsonl"
     tokens.write_text('{"token_ids": [1, 2, 3, 4, 5, 6]}\n{"token_ids": [1, 99999]}\n')

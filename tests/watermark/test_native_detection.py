@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from evalrun.errors import EvalrunError
+from evalrun._util.errors import EvalrunError
 from evalrun.watermark.registry import parse_watermark
 
 VOCAB = 1000

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalrun.errors import SpecError
+from evalrun._util.errors import SpecError
 from evalrun.watermark.registry import parse_watermark
 
 SCHEMES = ["kgw", "exp", "binary", "its"]

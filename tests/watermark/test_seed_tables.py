@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evalrun.errors import EvalrunError
+from evalrun._util.errors import EvalrunError
 from evalrun.watermark import seed_tables as st
 
 

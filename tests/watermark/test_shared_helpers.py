@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from evalrun.errors import SpecError
+from evalrun._util.errors import SpecError
 from evalrun.watermark import nulls
 from evalrun.watermark.counting import cumulative_counts, first_occurrences
 from evalrun.watermark.registry import parse_watermark

@@ -26,7 +26,7 @@ from transformers.generation.logits_process import (  # noqa: E402
 )
 from transformers.generation.watermarking import SynthIDTextWatermarkDetector  # noqa: E402
 
-from evalrun.errors import SpecError  # noqa: E402
+from evalrun._util.errors import SpecError  # noqa: E402
 from evalrun.watermark.registry import parse_watermark  # noqa: E402
 from evalrun.watermark.synthid import (  # noqa: E402
     SynthID,
@@ -297,14 +297,14 @@ def test_weighted_mean_normal_tail_accuracy(depth: int, n: int, at_002: float) -
 # ------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def provider():
-    from evalrun.embedded import embedded_model_path
+    from evalrun.model.embedded import embedded_model_path
     from evalrun.plugins.providers.hf import HFProvider
 
     return HFProvider(str(embedded_model_path()), spec="embedded", batch_size=4)
 
 
 def _request(i: int, *, spec: str, key: str | None, temperature: float, max_tokens: int):
-    from evalrun.generation import GenerationRequest, GenParams, Prompt
+    from evalrun.model.generation import GenerationRequest, GenParams, Prompt
 
     return GenerationRequest(
         gen_key=f"s{i}", pack="unit", case={"id": f"c{i}"},
@@ -415,7 +415,7 @@ def test_vllm_adapter_runs_one_processor_per_request() -> None:
 # evalrun detect, specs and keys
 # ------------------------------------------------------------------------------------------
 def test_evalrun_detect_prints_score_and_p_value(tmp_path: Path) -> None:
-    from evalrun.detect import detect_main
+    from evalrun.cli.detect import detect_main
 
     vocab = 64
     proc = parse_watermark("synthid").logits_processor("11,22,33", vocab, temperature=1.0,

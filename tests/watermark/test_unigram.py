@@ -19,8 +19,8 @@ import scipy.stats
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from evalrun.errors import SpecError
-from evalrun.specs import parse_spec
+from evalrun._util.errors import SpecError
+from evalrun._util.specs import parse_spec
 from evalrun.watermark.registry import parse_watermark
 from evalrun.watermark.unigram import Unigram, build, green_mask, key_seed
 

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from evalrun.errors import SpecError
-from evalrun.specs import parse_spec
+from evalrun._util.errors import SpecError
+from evalrun._util.specs import parse_spec
 from evalrun.watermark.registry import parse_watermark
 from evalrun.watermark.seed_tables import seed_tables
 from evalrun.watermark.waterfall import (
@@ -332,14 +332,14 @@ def test_null_variance_accounts_for_repeated_pairs() -> None:
 def provider():
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from evalrun.embedded import embedded_model_path
+    from evalrun.model.embedded import embedded_model_path
     from evalrun.plugins.providers.hf import HFProvider
 
     return HFProvider(str(embedded_model_path()), spec="embedded", batch_size=4)
 
 
 def _requests(specs_keys, prompts, *, temperature: float, max_tokens: int):
-    from evalrun.generation import GenerationRequest, GenParams, Prompt
+    from evalrun.model.generation import GenerationRequest, GenParams, Prompt
 
     return [GenerationRequest(gen_key=f"g{i}", pack="unit", case={"id": f"c{i}"},
                               prompt=Prompt(None, prompt),
@@ -401,7 +401,7 @@ def test_sampled_generation_is_detected_with_the_right_owner_only(provider, monk
 
 
 def test_detect_cli_prints_the_reference_q_score(tmp_path: Path) -> None:
-    from evalrun.detect import detect_main
+    from evalrun.cli.detect import detect_main
 
     case = next(c for c in DATA["q_scores"] if c["name"] == "zipf-V50257-n200")
     path = tmp_path / "ids.jsonl"

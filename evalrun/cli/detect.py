@@ -1,0 +1,241 @@
+"""``evalrun detect``: run a watermark detector on texts or token ids, print JSON lines.
+
+    evalrun detect --watermark SPEC --key K (--text FILE --tokenizer PATH
+                                             | --tokens FILE.jsonl --vocab-size V)
+
+``--text FILE`` (``-`` for stdin) is one text, tokenized without special tokens by the
+tokenizer at PATH (a ``tokenizer.json`` file or a Hugging Face tokenizer directory).
+``--tokens FILE.jsonl`` holds one JSON object per line with ``token_ids`` and optional ``id``;
+it is read as it streams, ``CHUNK_TEXTS`` texts at a time, each chunk detected in one batched
+call (:meth:`~evalrun.watermark.base.WatermarkScheme.detect_many`) and its results printed
+before the next chunk is read. One JSON object is printed per input, in input order: ``num_tokens_scored``, ``score``, ``p_value`` (and
+``num_green_tokens``, ``z_score`` for green-list schemes, ``id`` when given). The key may come
+from ``EVALRUN_WATERMARK_KEY`` and is never printed. Bad inputs are reported one line each on
+stderr (naming file and line) with exit status 2, after the valid inputs were printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import itertools
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Iterable, Iterator, NoReturn, TextIO
+
+import numpy as np
+
+from evalrun._util.errors import EvalrunError
+from evalrun.watermark.registry import KEY_ENV
+from evalrun._util.token_lines import decode_lines
+from evalrun.watermark.base import WatermarkScheme
+from evalrun.watermark.registry import parse_watermark
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # exit 2 with one line, like other errors
+        raise EvalrunError(f"evalrun detect: {message}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="evalrun detect", description="Detect a watermark in texts or token ids.")
+    p.add_argument("--watermark", required=True, help="scheme spec, e.g. kgw:gamma=0.25,delta=2")
+    p.add_argument("--key", default=None, help=f"secret key (default: ${KEY_ENV})")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--text", help="text file to score ('-' for stdin)")
+    src.add_argument("--tokens", help="JSONL file: one {\"token_ids\": [...], \"id\": ...} per line")
+    p.add_argument("--tokenizer", help="tokenizer.json, or a model directory whose config.json vocab_size sets"
+                        " the vocabulary size (with --text)")
+    p.add_argument("--vocab-size", type=int, help="vocabulary size: the model's logit width (with --tokens; overrides --tokenizer's)")
+    p.add_argument("--backend", choices=("numpy", "torch"), default=None,
+                   help="kernel backend (default: automatic, or $EVALRUN_KERNELS)")
+    return p
+
+
+def load_tokenizer(path: str) -> tuple[Any, int]:
+    """(encode function, vocabulary size) for a tokenizer file or a model directory.
+
+    The vocabulary size that green lists are drawn over is the model's logit width: a model
+    directory's config.json ``vocab_size`` wins over the tokenizer's own count, since many
+    models pad their embedding matrix beyond the tokenizer.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise EvalrunError(f"--tokenizer {path}: not found")
+    try:
+        if p.is_file():
+            from tokenizers import Tokenizer
+
+            tok = Tokenizer.from_file(str(p))
+            return (lambda text: tok.encode(text, add_special_tokens=False).ids), tok.get_vocab_size()
+        from transformers import AutoTokenizer
+
+        hf = AutoTokenizer.from_pretrained(str(p), local_files_only=True)
+    except Exception as exc:  # tokenizers/transformers raise many kinds; one line names the path
+        raise EvalrunError(f"--tokenizer {path}: cannot load ({type(exc).__name__}: {exc})") from None
+    vocab_size = len(hf)
+    config = p / "config.json"
+    if config.is_file():
+        try:
+            vocab_size = int(json.loads(config.read_text(encoding="utf-8")).get("vocab_size", vocab_size))
+        except (ValueError, TypeError):
+            raise EvalrunError(f"{config}: vocab_size is not an integer") from None
+    return (lambda text: hf.encode(text, add_special_tokens=False)), vocab_size
+
+
+def _read_text(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise EvalrunError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+#: texts per batched detection call of ``--tokens`` (results are printed after each chunk)
+CHUNK_TEXTS = 1000
+
+
+def _token_records(path: str, errors: list[tuple[int, str]],
+                   chunk: int | None = None) -> Iterator[list[tuple[int, Any, Any]]]:
+    """Chunks of (line number, id, token ids) of the valid lines, read as the file streams
+    (at most ``chunk`` records at a time); problems are appended to ``errors``. Token ids
+    are int64 arrays where :mod:`evalrun._util.token_lines` reads them fast, lists elsewhere.
+
+    Lines are split at ``\n``, ``\r\n`` and ``\r`` (Python's universal newlines)."""
+    try:
+        fh = open(path, encoding="utf-8")
+    except OSError as exc:
+        raise EvalrunError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    chunk = chunk or CHUNK_TEXTS
+    with fh:
+        numbered = ((no, line) for no, line in enumerate(fh, start=1) if line.strip())
+        while True:
+            try:
+                batch = list(itertools.islice(numbered, chunk))
+            except UnicodeDecodeError as exc:
+                raise EvalrunError(f"{path}: cannot read: not UTF-8 ({exc.reason})") from None
+            except OSError as exc:
+                raise EvalrunError(f"{path}: cannot read: {exc.strerror or exc}") from None
+            if not batch:
+                return
+            out: list[tuple[int, Any, Any]] = []
+            for (no, _), decoded in zip(batch, decode_lines([line for _, line in batch])):
+                if isinstance(decoded, json.JSONDecodeError):
+                    errors.append((no, f"{path}:{no}: bad JSON: {decoded.msg}"))
+                    continue
+                obj, ids = decoded
+                # JSON integers decode to int exactly (booleans to bool, which is refused)
+                if not isinstance(ids, (list, np.ndarray)) or (
+                        isinstance(ids, list) and not set(map(type, ids)) <= _INT):
+                    errors.append((no, f"{path}:{no}: token_ids: expected a list of integers"))
+                    continue
+                out.append((no, obj.get("id"), ids))
+            if out:
+                yield out
+
+
+_INT = {int}
+
+
+def _as_arrays(records: list[tuple[int, Any, Any]]) -> list[Any]:
+    """The records' token ids as int64 arrays (the reader's arrays as they are, its lists of
+    ints converted in one call); the lists themselves where an id does not fit in 64 bits
+    (the scheme then rejects it with its own message)."""
+    if all(isinstance(ids, np.ndarray) for _, _, ids in records):
+        return [ids for _, _, ids in records]
+    lengths = [len(ids) for _, _, ids in records]
+    try:
+        flat = np.fromiter(itertools.chain.from_iterable(ids for _, _, ids in records),
+                           dtype=np.int64, count=sum(lengths))
+    except OverflowError:
+        return [ids for _, _, ids in records]
+    return np.split(flat, np.cumsum(lengths)[:-1]) if records else []
+
+
+def _detect_chunk(scheme: Any, records: list[tuple[Any, Any, list[int]]], key: str,
+                  vocab_size: int, kwargs: dict[str, Any], source: str,
+                  errors: list[tuple[int, str]]) -> list[tuple[Any, Any]]:
+    """(id, Detection) of every record that detects; the others go to ``errors``.
+
+    One batched call (:meth:`WatermarkScheme.detect_many`) for the whole chunk; when it
+    raises (some text is invalid for the scheme, e.g. an id outside the vocabulary), the
+    chunk is detected text by text so that each bad line is reported by itself, with the
+    message of the single-text detector."""
+    batched = type(scheme).detect_many is not WatermarkScheme.detect_many
+    try:
+        inputs = _as_arrays(records) if batched else [ids for _, _, ids in records]
+        dets = scheme.detect_many(inputs, key, vocab_size, **kwargs)
+        return [(item_id, det) for (_, item_id, _), det in zip(records, dets)]
+    except (EvalrunError, ValueError):
+        pass
+    out = []
+    for no, item_id, ids in records:
+        where = f"{source}:{no}" if no is not None else source
+        try:
+            det = scheme.detect(ids, key, vocab_size, **kwargs)
+        except (EvalrunError, ValueError) as exc:  # e.g. a token id outside the vocabulary
+            errors.append((no or 0, f"{where}: {exc}"))
+            continue
+        out.append((item_id, det))
+    return out
+
+
+def detect_main(argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """Entry point of ``evalrun detect``; returns the exit status (0 ok, 2 input errors)."""
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    try:
+        return _run(argv, out, err)
+    except EvalrunError as exc:
+        print(str(exc), file=err)
+        return 2
+
+
+def _run(argv: list[str], out: TextIO, err: TextIO) -> int:
+    args = _parser().parse_args(argv)
+    key = args.key if args.key is not None else os.environ.get(KEY_ENV)
+    if not key:
+        raise EvalrunError(f"evalrun detect: no watermark key; pass --key or set {KEY_ENV}")
+    scheme = parse_watermark(args.watermark)
+    if scheme is None:
+        raise EvalrunError("evalrun detect: --watermark none has nothing to detect")
+    scheme.check_key(key)
+    errors: list[tuple[int, str]] = []  # (line, message), reported in line order
+    if args.text is not None:
+        if not args.tokenizer:
+            raise EvalrunError("evalrun detect: --text needs --tokenizer PATH")
+        encode, vocab_size = load_tokenizer(args.tokenizer)
+        if args.vocab_size is not None:
+            vocab_size = args.vocab_size
+        chunks: Iterable[list[tuple[Any, Any, list[int]]]] = [
+            [(None, None, list(encode(_read_text(args.text))))]]
+        source = args.text
+    else:
+        if args.vocab_size is None:
+            raise EvalrunError("evalrun detect: --tokens needs --vocab-size V")
+        vocab_size = args.vocab_size
+        chunks = _token_records(args.tokens, errors)
+        source = args.tokens
+    kwargs = {}
+    if args.backend:
+        if "backend" not in inspect.signature(scheme.detect).parameters:
+            raise EvalrunError(f"--backend applies to the native schemes, not {scheme.spec}")
+        kwargs["backend"] = args.backend
+    for records in chunks:  # streamed: each chunk's results are printed before the next is read
+        lines = []
+        for item_id, det in _detect_chunk(scheme, records, key, vocab_size, kwargs, source,
+                                          errors):
+            record = det.as_json()
+            if item_id is not None:
+                record = {"id": item_id, **record}
+            lines.append(json.dumps(record))
+        if lines:
+            out.write("\n".join(lines) + "\n")
+            out.flush()
+    out.flush()
+    for _, message in sorted(errors):
+        print(message, file=err)
+    return 2 if errors else 0

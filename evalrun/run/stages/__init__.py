@@ -1,0 +1,1 @@
+"""The pipeline's stages, in order: generate, transform, judge, grade."""

@@ -1,0 +1,182 @@
+"""The transform stage: apply the run's attacks to stored outputs and store what they give.
+
+Runs after generation, before grading. For each (generation, attack) it stores the attacked
+text and its token ids, re-tokenized with the generating model's tokenizer after checking the
+tokenizer's fingerprint against the one stored with the output; without a tokenizer (an API
+model and no ``--tokenizer``) it stores the text and says why there are no ids. Text attacks
+are seeded per generation; model attacks (``paraphrase:``, ``translate:``) call their provider,
+batched like generation. Both are executor tasks (:mod:`evalrun.run.stages.transform_tasks`): the run's
+executor may spread them over other processes, while tokenizing and storing stay here.
+Transforms are keyed by their inputs: a re-run reuses finished ones and retries failed ones,
+and each is stored the moment it is complete, so a run killed here resumes here. Unattacked
+API outputs get token ids the same way when a tokenizer is given.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Callable, Mapping, Sequence
+
+from evalrun.attacks import ModelAttack, parse_attack
+from evalrun._util.errors import EvalrunError
+from evalrun.run.executors import Executor, LocalExecutor
+from evalrun.model.generation import Generation, Provider
+from evalrun.run.options import RunOptions
+from evalrun.run.plan import Item
+from evalrun.model.providers import model_revision, parse_model, provider_kind
+from evalrun._util.specs import is_none
+from evalrun.store.database import HAS_OUTPUT, Store, transform_key, utc_now
+from evalrun.model.tokenization import TextTokenizer, load_tokenizer
+from evalrun.run.stages.transform_tasks import AttackInput, AttackOutcome, attack_seed, model_attack_task, text_attack_task
+
+__all__ = ["TOKENS_ONLY", "TransformSummary", "attack_seed", "run_transforms"]
+
+ProviderFactory = Callable[[str], Provider]
+Progress = Callable[[int, int], None]
+#: the transform of an unattacked output that only adds token ids
+TOKENS_ONLY = "none"
+
+
+@dataclass
+class TransformSummary:
+    cached: int = 0
+    applied: int = 0
+    errors: int = 0
+    per_attack_seconds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class _Job:
+    key: str
+    gen_key: str
+    attack: str
+    row: Mapping[str, Any]
+    item: Item
+    result_ids: list[int]
+    #: result ids whose stored transform_key is not this one yet
+    unlinked: list[int]
+
+
+class _Tokens:
+    """The generating model's tokenizer per model, loaded once, checked against the stored
+    fingerprint; the reason when there is none."""
+
+    def __init__(self, options: RunOptions) -> None:
+        self.options = options
+        self._cache: dict[str, TextTokenizer | str] = {}
+
+    def source(self, model: str) -> str | None:
+        spec = parse_model(model)
+        return provider_kind(spec.name).tokenizer_dir(spec) or self.options.tokenizer
+
+    def _load(self, model: str) -> TextTokenizer | str:
+        if model not in self._cache:
+            source = self.source(model)
+            if source is None:
+                self._cache[model] = (f"no tokenizer for {model}: pass --tokenizer PATH (a local directory "
+                                      "with the model's tokenizer) to get token ids")
+            else:
+                try:
+                    self._cache[model] = load_tokenizer(str(source))
+                except EvalrunError as exc:
+                    self._cache[model] = str(exc)
+        return self._cache[model]
+
+    def encode(self, model: str, stored_hash: str | None, text: str) -> tuple[list[int] | None, str | None, str | None]:
+        """(ids, fingerprint, note): ids None with a note saying why."""
+        tok = self._load(model)
+        if isinstance(tok, str):
+            return None, None, tok
+        if stored_hash and stored_hash != tok.fingerprint:
+            return None, tok.fingerprint, (f"tokenizer {tok.source} has fingerprint {tok.fingerprint[:12]}, the "
+                                           f"output was generated with {stored_hash[:12]}: no token ids")
+        return tok.encode(text), tok.fingerprint, None
+
+
+def run_transforms(items: Sequence[Item], store: Store, run_id: str, options: RunOptions,
+                   make_provider: ProviderFactory, *, progress: Progress | None = None,
+                   executor: Executor | None = None) -> TransformSummary:
+    """Store the transform of every attacked item (and token ids of unattacked outputs from
+    providers without them, when a tokenizer is known). Never raises for one failed call.
+    ``executor`` runs each attack's calls (default: in this process); the re-tokenizing and
+    the store writes stay here."""
+    summary = TransformSummary()
+    rows = {r["item_key"]: r for r in _rows(store, [it.item_key for it in items])}
+    tokens = _Tokens(options)
+    jobs: dict[str, _Job] = {}
+    for item in items:
+        row = rows.get(item.item_key)
+        if row is None:
+            continue
+        if is_none(item.attack):
+            if row["output_tokens_json"] is not None or tokens.source(item.model) is None:
+                continue
+            attack_text, revision = TOKENS_ONLY, ""
+        else:
+            attack_text = item.attack
+            attack = parse_attack(item.attack)
+            revision = model_revision(attack.model, item.pack, options) if isinstance(attack, ModelAttack) else ""
+        key = transform_key(item.gen_key, attack_text, revision)
+        job = jobs.setdefault(key, _Job(key, item.gen_key, attack_text, row, item, [], []))
+        job.result_ids.append(row["result_id"])
+        if row["transform_key"] != key:
+            job.unlinked.append(row["result_id"])
+    done = store.transforms(jobs)
+    pending: dict[str, list[_Job]] = {}
+    for key, job in jobs.items():
+        stored = done.get(key)
+        if stored is not None and stored["error"] is None:
+            summary.cached += 1
+            if job.unlinked:
+                store.link_transform(key, job.unlinked)
+            continue
+        pending.setdefault(job.attack, []).append(job)
+    total = sum(len(v) for v in pending.values())
+    finished = 0
+    if progress and total:
+        progress(0, total)
+
+    def stored(job: _Job, text: str | None, error: str | None, seed: int | None, gen: Generation | None,  # type: ignore[no-redef]  # reuses the loop variable's name above
+               extra: dict[str, Any] | None = None) -> None:
+        nonlocal finished
+        ids = fingerprint = note = None
+        if text is not None:
+            ids, fingerprint, note = tokens.encode(job.item.model, job.row["tokenizer_hash"], text)
+        store.store_transform({
+            "transform_key": job.key, "gen_key": job.gen_key, "attack": job.attack, "seed": seed,
+            "text": text, "token_ids_json": json.dumps(ids) if ids is not None else None,
+            "tokenizer_hash": fingerprint, "token_note": note, "error": error,
+            "latency_ms": gen.latency_ms if gen else None, "served_model": gen.served_model if gen else None,
+            "extra_json": json.dumps(extra, sort_keys=True) if extra else None, "run_id": run_id,
+            "created_at": utc_now()}, job.result_ids)
+        finished += 1
+        summary.applied += 1
+        summary.errors += bool(error)
+        if progress:
+            progress(finished, total)
+
+    for attack_text, group in pending.items():
+        start = time.perf_counter()
+        attack = None if attack_text == TOKENS_ONLY else parse_attack(attack_text)
+        if attack is None:  # token ids only: the tokenizer is here, no call to make
+            for job in group:
+                stored(job, job.row["raw_output"], None, None, None)  # type: ignore[operator, misc]  # the function above, not the loop's row
+        else:
+            by_input = {AttackInput(job.key, job.gen_key, job.row["raw_output"], job.item.pack.name,
+                                    job.item.case.id): job for job in group}
+
+            def sink(value: AttackInput, outcome: AttackOutcome, _by_input=by_input) -> None:
+                stored(_by_input[value], outcome.text, outcome.error, outcome.seed, outcome.gen, outcome.extra())  # type: ignore[operator, misc]  # the function above
+
+            model, task = ((attack.model, model_attack_task) if isinstance(attack, ModelAttack)
+                           else (None, text_attack_task))
+            (executor or LocalExecutor()).map(model, partial(task, attack_text), list(by_input), sink, make_provider)
+        summary.per_attack_seconds[attack_text] = time.perf_counter() - start
+    return summary
+
+
+def _rows(store: Store, item_keys: Sequence[str]) -> list[Any]:
+    return list(store.select_in("SELECT * FROM results", "item_key", item_keys, also=HAS_OUTPUT))

@@ -1,0 +1,112 @@
+"""``evalrun export``: the long-format per-result table (one row per result) as CSV or JSONL.
+
+Each row carries every ``results`` column, the provenance of the run that produced it
+(``git_sha``, ``git_dirty``, ``evalrun_version``, ``started_at``, ...) and the name of the case
+field the pack groups by (``group_field``: ``family``, ``scheme``) next to its value
+(``group_value``), so the file can be analysed on its own or joined back to the store.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from evalrun._util.errors import EvalrunError
+from evalrun.metrics.judgements import with_judgements
+from evalrun.metrics.aggregates import compute, metrics_path_beside, write_metrics_json
+from evalrun.pack.loading import declared_group_field, discover_packs
+from evalrun.metrics.quality_records import quality_records
+from evalrun.store.database import Store
+
+#: run columns joined onto each result (``run_id`` is already a results column)
+RUN_COLUMNS = (
+    "started_at", "finished_at", "git_sha", "git_dirty", "evalrun_version", "python",
+    "platform", "argv", "packages_json", "seed", "config_json",
+)
+
+FORMATS = ("csv", "jsonl")
+
+
+def open_store(db: str | Path) -> Store:
+    """Open a results database read-only (SQLite ``mode=ro``): works on read-only media and
+    beside a running writer; the usual mistakes are one-line errors naming ``--db``."""
+    return Store(db, readonly=True, what="--db")
+
+
+def select_rows(store: Store, run_id: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(results, runs)``: every result (or those ``run_id`` covered) and the run rows that
+    produced or selected them. Raises for an empty store or an unknown run id."""
+    try:
+        runs = [dict(r) for r in store.runs()]
+        if run_id is not None and run_id not in {r["run_id"] for r in runs}:
+            known = ", ".join(r["run_id"] for r in runs) or "none"
+            raise EvalrunError(f"--run {run_id}: no such run in {store.path} (known runs: {known})")
+        rows = [dict(r) for r in store.results(run_id=run_id)]
+    except sqlite3.Error as exc:
+        raise EvalrunError(f"--db {store.path}: not an evalrun results database ({exc})") from None
+    if not rows:
+        where = f"run {run_id}" if run_id is not None else str(store.path)
+        raise EvalrunError(f"{where} holds no results: run `evalrun run ... --out {store.path}` first")
+    used = {r["run_id"] for r in rows} | ({run_id} if run_id else set())
+    return rows, [r for r in runs if r["run_id"] in used]
+
+
+def flatten_metadata(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """For CSV: a ``metadata.<key>`` column per metadata key any row has (nested values as
+    JSON text), in place of the ``metadata`` object."""
+    keys = sorted({k for rec in records for k in (rec.get("metadata") or {})})
+    out = []
+    for rec in records:
+        metadata = rec.pop("metadata") or {}
+        for k in keys:
+            v = metadata.get(k)
+            rec[f"metadata.{k}"] = json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
+        out.append(rec)
+    return out
+
+
+def export_results(db: str | Path, fmt: str, out: str | Path, run_id: str | None = None) -> int:
+    """Write one row per result to ``out`` as ``csv`` or ``jsonl``; returns the rows written."""
+    if fmt not in FORMATS:
+        raise EvalrunError(f"--format {fmt!r}: must be one of {', '.join(FORMATS)}")
+    store = open_store(db)
+    try:
+        rows, runs = select_rows(store, run_id)
+        run_by_id = {r["run_id"]: dict(r) for r in store.runs()}
+        judged = with_judgements(store, rows)
+        extra_metrics = quality_records(store, rows)
+    finally:
+        store.close()
+    packs = discover_packs()
+    group_fields = {name: declared_group_field(packs[name]) if name in packs else None
+                    for name in {row["pack"] for row in rows}}
+    records = []
+    for row in rows:
+        run = run_by_id.get(row["run_id"], {})
+        rec = dict(row)
+        metadata = rec.pop("metadata_json", None)
+        for col in RUN_COLUMNS:
+            rec[col] = run.get(col) if run else None
+        rec["group_field"] = group_fields[row["pack"]]
+        rec["metadata"] = json.loads(metadata) if metadata else None
+        records.append(rec)
+    if fmt == "csv":
+        records = flatten_metadata(records)
+    out_path = Path(out)
+    if out_path.parent and not out_path.parent.exists():
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+    columns = list(dict.fromkeys(k for rec in records for k in rec))
+    with out_path.open("w", encoding="utf-8", newline="") as fh:
+        if fmt == "csv":
+            writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="raise")
+            writer.writeheader()
+            for rec in records:
+                writer.writerow({k: ("" if v is None else v) for k, v in rec.items()})
+        else:
+            for rec in records:
+                fh.write(json.dumps(rec, ensure_ascii=False, sort_keys=False) + "\n")
+    write_metrics_json([*compute(judged), *extra_metrics], metrics_path_beside(out_path))
+    return len(records)

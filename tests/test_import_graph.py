@@ -1,0 +1,183 @@
+"""The import graph, built from the source: imports run one way.
+
+Every ``import`` counts -- module level, inside functions and under ``TYPE_CHECKING`` -- so a
+cycle cannot hide in a function body. The folders are mapped to their installed names
+(``plugins/`` -> ``evalrun.plugins`` ...), as ``pyproject.toml`` installs them.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FOLDERS = {"evalrun": "evalrun", "plugins": "evalrun.plugins", "kernels": "evalrun.kernels",
+           "report": "evalrun.report"}
+#: the read side: turns stored rows into numbers and pages, never runs a stage
+READ_SIDE = ("evalrun.metrics", "evalrun.report")
+WRITE_SIDE = ("evalrun.run", "evalrun.analysis", "evalrun.plugins")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for folder, name in FOLDERS.items():
+        for path in (REPO / folder).rglob("*.py"):
+            parts = list(path.relative_to(REPO / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join([name, *parts])] = path
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    """module -> the evalrun modules it imports (a name imported from a package counts as
+    the submodule when there is one, else as the package)."""
+    modules = _modules()
+
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
+            deps.update(r for t in targets if t.startswith("evalrun") and (r := resolve(t)) and r != module)
+        graph[module] = deps
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the graph as a path, or None (iterative depth-first search)."""
+    state: dict[str, int] = {}
+    for start in sorted(graph):
+        if start in state:
+            continue
+        stack = [(start, iter(sorted(graph[start])))]
+        path = [start]
+        state[start] = 1
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                state[node] = 2
+                stack.pop()
+                path.pop()
+            elif state.get(child) == 1:
+                return path[path.index(child):] + [child]
+            elif child not in state:
+                state[child] = 1
+                stack.append((child, iter(sorted(graph.get(child, ())))))
+                path.append(child)
+    return None
+
+
+def _area(module: str) -> str:
+    """The concept folder a module belongs to (``evalrun.run.stages.grade`` -> ``run``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "evalrun"
+
+
+def test_no_module_imports_itself_back() -> None:
+    cycle = _cycle(_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or ())
+
+
+def test_concept_folders_form_no_cycle() -> None:
+    """Folder level: if ``pack`` imports ``metrics``, nothing in ``metrics`` imports ``pack``.
+    The package facade (``evalrun/__init__``) is the API and may import any folder."""
+    folders: dict[str, set[str]] = {}
+    for module, deps in _graph().items():
+        if module == "evalrun":
+            continue
+        folders.setdefault(_area(module), set()).update(
+            _area(d) for d in deps if _area(d) != _area(module))
+    assert "evalrun" not in {d for ds in folders.values() for d in ds}, "only users import the facade"
+    cycle = _cycle(folders)
+    assert cycle is None, "folder cycle: " + " -> ".join(cycle or ())
+
+
+def test_the_read_side_never_reaches_the_write_side() -> None:
+    """Metrics and the report read the store; running a stage is never a consequence of
+    rendering one (transitively, not just directly)."""
+    graph = _graph()
+    for start in (m for m in graph if m.startswith(READ_SIDE)):
+        seen, todo = {start}, [start]
+        while todo:
+            for dep in graph[todo.pop()]:
+                assert not dep.startswith(WRITE_SIDE), f"{start} reaches {dep}"
+                if dep not in seen:
+                    seen.add(dep)
+                    todo.append(dep)
+
+
+def test_outer_folders_are_imported_only_from_above() -> None:
+    """kernels import nothing of ours; the core imports neither plugins nor report (the CLI
+    alone does: it drives pytest and renders reports); plugins never import the report."""
+    for module, deps in _graph().items():
+        if module.startswith("evalrun.kernels"):
+            assert all(d.startswith("evalrun.kernels") for d in deps), module
+        elif module.startswith("evalrun.plugins"):
+            assert not any(d.startswith("evalrun.report") for d in deps), module
+        elif not module.startswith(("evalrun.report", "evalrun.cli")) and module != "evalrun":
+            up = {d for d in deps if d.startswith(("evalrun.plugins", "evalrun.report"))}
+            assert not up, f"{module} imports {up}"
+
+
+def test_packs_import_only_the_pack_api() -> None:
+    allowed = {"evalrun", "evalrun.pack.grade", "evalrun.pack.detection_grader", "evalrun.unlearning.grading"}
+    for path in (REPO / "packs").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("evalrun"):
+                assert node.module in allowed, f"{path} imports {node.module}"
+
+
+def test_import_evalrun_loads_neither_torch_nor_numpy() -> None:
+    code = "import sys, evalrun; print(sorted(m for m in ('torch', 'numpy', 'transformers') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("old, new", [
+    ("evalrun.grading", "evalrun.pack.grade"),
+    ("evalrun.detection_grading", "evalrun.pack.detection_grader"),
+    ("evalrun.registry", "evalrun._util.registry"),
+    ("evalrun.providers", "evalrun.model.providers"),
+    ("evalrun.options", "evalrun.run.options"),
+])
+def test_names_from_before_the_layout_still_import(old: str, new: str) -> None:
+    """A pack or plugin written against the flat layout gets the very same module object."""
+    import importlib
+
+    assert importlib.import_module(old) is importlib.import_module(new)
+
+
+def test_replaced_flat_modules_still_answer_their_names() -> None:
+    from evalrun.cli import console_main
+    from evalrun.cli.main import console_main as main_console
+    from evalrun.pack import load_pack
+    from evalrun.pack.loading import load_pack as loading_load_pack
+    from evalrun.store import Store
+    from evalrun.store.database import Store as DatabaseStore
+
+    assert (Store, load_pack, console_main) == (DatabaseStore, loading_load_pack, main_console)
+
+
+def test_every_legacy_name_points_at_a_module() -> None:
+    import importlib
+
+    from evalrun._util.legacy import MOVED
+
+    for old, new in MOVED.items():
+        assert importlib.import_module(new).__name__ == new, old
