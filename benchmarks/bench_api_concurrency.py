@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Iterator
 
-from evalrun.model.generation import GenParams, Generation, GenerationRequest, Prompt
+from evalrun.model.generation import Generation, GenerationRequest, GenParams, Prompt
 from evalrun.plugins.providers.openai_chat import OpenAIProvider
 from evalrun.testing import ChatServer
 

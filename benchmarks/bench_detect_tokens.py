@@ -58,8 +58,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from bench_detection import KEY, baseline
+
 from evalrun.kernels import fisher_yates
 from evalrun.watermark.membership_memo import clear_memos
 from evalrun.watermark.registry import parse_watermark

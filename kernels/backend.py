@@ -15,9 +15,8 @@ tensor on a GPU, numpy otherwise.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-
 import os
+from abc import ABC, abstractmethod
 from typing import Any, Sequence
 
 import numpy as np

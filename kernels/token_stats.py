@@ -12,9 +12,19 @@ from typing import Any
 import numpy as np
 
 from evalrun.kernels.backend import Ops
-from evalrun.kernels.keyed_hash import (TAG_NODE, TAG_UNIFORM, code, complement, exact_log,
-                                     feistel_rank, neg_log_uniform, pair, range_codes, tag,
-                                     uniform)
+from evalrun.kernels.keyed_hash import (
+    TAG_NODE,
+    TAG_UNIFORM,
+    code,
+    complement,
+    exact_log,
+    feistel_rank,
+    neg_log_uniform,
+    pair,
+    range_codes,
+    tag,
+    uniform,
+)
 
 
 def exp_stat(ops: Ops, seeds: Any, tokens: Any) -> Any:

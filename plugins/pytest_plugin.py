@@ -22,12 +22,15 @@ from typing import Any, Iterator
 
 import pytest
 
-from evalrun.store.commit_batch import CommitBatch
 from evalrun._util.errors import CaseError, EvalrunError, PackError
-from evalrun.run.executors import Executor, make_executor
-from evalrun.run.stages.generate import ProgressBar, run_generation
+from evalrun._util.provenance import collect as collect_provenance
+from evalrun.metrics.judgements import with_judgements
+from evalrun.model.generation import Provider
+from evalrun.model.providers import check_model, check_watermark_support, make_provider
 from evalrun.pack.grade import Grade
-from evalrun.run.stages.grade import grade_into, prepare_items
+from evalrun.pack.loading import Pack, load_pack
+from evalrun.plugins.item_protocol import lean_allowed, run_lean
+from evalrun.run.executors import make_executor
 from evalrun.run.options import (
     OPTIONS,
     RunOptions,
@@ -35,17 +38,11 @@ from evalrun.run.options import (
     resolve,
     run_options,
 )
-from evalrun.pack.loading import Pack, load_pack
+from evalrun.run.pipeline import is_gradable, run_stages
 from evalrun.run.plan import Item, make_items
-from evalrun._util.provenance import collect as collect_provenance
-from evalrun.model.providers import check_model, check_watermark_support, make_provider, model_identity
-from evalrun._util.specs import is_none
+from evalrun.run.stages.grade import grade_into
+from evalrun.store.commit_batch import CommitBatch
 from evalrun.store.database import ATTACK_ERROR, GRADER_ERROR, GradeRecord, Store
-from evalrun.run.stages.transform import run_transforms
-from evalrun.metrics.judgements import with_judgements
-from evalrun.run.stages.judge import run_judges, subjects
-from evalrun.judges import get_judge
-from evalrun.plugins.item_protocol import lean_allowed, run_lean
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -282,8 +279,7 @@ class CaseItem(pytest.Item):
         state = get_state(self.config)
         store = state.store()
         row = state.stored_row(self.item.item_key)
-        if row is None or row["raw_output"] is None or (row["error"] and row["label"] not in (GRADER_ERROR,
-                                                                                            ATTACK_ERROR)):
+        if not is_gradable(row):
             self.user_properties.append((KIND, "generation_error"))
             if row is None:
                 raise GenerationFailure("no stored output for this item: the generation phase did not reach it")
@@ -413,11 +409,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     store.start_run(state.run_id, provenance, state.options.as_json())
     options = state.options
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    progress = None
-    if state.progress and not state.is_worker and reporter is not None:
-        progress = ProgressBar("evalrun: generating", stream=sys.stderr)
+    show = state.progress and not state.is_worker and reporter is not None
 
-    def factory(model: str):
+    def factory(model: str) -> Provider:
         try:
             return make_provider(model, base_url=options.base_url, concurrency=options.concurrency)
         except EvalrunError as exc:
@@ -431,46 +425,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                                workers=options.executor_workers,
                                provider_options={"base_url": options.base_url,
                                                  "concurrency": options.concurrency}) as executor:
-                summary = run_generation(items, store, state.run_id, factory, key=options.resolved_key(),
-                                         commit_ms=options.commit_ms,
-                                         progress=progress, executor=executor)
-                attacking = None
-                if progress is not None and any(not is_none(it.attack) for it in items):
-                    attacking = ProgressBar("evalrun: attacking", stream=sys.stderr)
-                transforms = run_transforms(items, store, state.run_id, options, factory, progress=attacking,
-                                            executor=executor)
-                judged = _run_judges(store, state, factory, progress is not None, executor)
+                summary = run_stages(items, store, state.run_id, options, factory, executor=executor,
+                                     show_progress=show)
         except EvalrunError as exc:  # e.g. a provider refusing the run; stored results stay
             raise pytest.UsageError(str(exc)) from None
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
-    if reporter is not None and not state.is_worker and (summary.generated or summary.errors):
-        reporter.write_line(f"evalrun: {summary.generated} results generated, {summary.cached} cached,"
-                            f" {summary.errors} failed calls -> {state.db} (run {state.run_id})")
-    if reporter is not None and not state.is_worker and (transforms.applied or transforms.errors):
-        reporter.write_line(f"evalrun: {transforms.applied} attacked texts stored, {transforms.cached} cached,"
-                            f" {transforms.errors} failed")
-    for line in judged if reporter is not None and not state.is_worker else ():
-        assert reporter is not None  # no lines are iterated without a reporter
-        reporter.write_line(line)
-    prepare_items(items, store, key=options.resolved_key())  # e.g. batched detection
+    if reporter is not None and not state.is_worker:
+        for line in summary.lines(state.db, state.run_id):
+            reporter.write_line(line)
     state.order = [item.item_key for item in items]
     state.position = {key: i for i, key in enumerate(state.order)}
-
-
-def _run_judges(store: Store, state: EvalrunState, factory: Any, show: bool, executor: Executor) -> list[str]:
-    """The run's judge stage: every --judge over the run's stored results, before grading."""
-    lines = []
-    for method, model in state.options.judges:
-        judge = get_judge(method)
-        progress = ProgressBar(f"evalrun: judging ({method})", stream=sys.stderr) if show else None
-        summary = run_judges(store, judge, model_identity(model), lambda _m, _model=model: factory(_model),  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
-                             run_id=state.run_id, selection=subjects(store, state.run_id), progress=progress,
-                             executor=executor, spec=model)
-        if summary.asked or summary.errors:
-            lines.append(f"evalrun: {summary.asked} {method} answers stored ({model}), {summary.cached} cached, "
-                         f"{summary.errors} failed, {summary.unparsed} unparsed")
-    return lines
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -565,8 +530,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     from tabulate import tabulate
 
-    from evalrun.metrics.aggregates import case_means, compute, graded, metrics_path_beside
-    from evalrun.metrics.aggregates import write_metrics_json
+    from evalrun.metrics.aggregates import case_means, compute, graded, metrics_path_beside, write_metrics_json
 
     groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
     for r in rows:

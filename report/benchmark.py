@@ -22,16 +22,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from evalrun.metrics import stats
-from evalrun.metrics import best_attack, lower_hull
+from evalrun._util.specs import is_none
+from evalrun.metrics import best_attack, lower_hull, stats
 from evalrun.metrics.aggregates import MetricRecord
-from evalrun.metrics.benchmark import (ALL_ATTACKS, FPR_TARGETS, excluded_from_tamper, is_proxy,
-                                       quality_judges, quality_sources, record_index, tamper_inputs)
+from evalrun.metrics.benchmark import (
+    ALL_ATTACKS,
+    FPR_TARGETS,
+    excluded_from_tamper,
+    is_proxy,
+    quality_judges,
+    quality_sources,
+    record_index,
+    tamper_inputs,
+)
 from evalrun.metrics.tamper import DEFAULT_MIN_QUALITY
 from evalrun.report import benchmark_charts as charts
 from evalrun.report.data import Result
 from evalrun.report.document import Block, Figure, Paragraph, Section, Table
-from evalrun._util.specs import is_none
 
 NA = "n/a"
 CHART_NAMES = ("watermark_size.png", "tamper_resistance.png", "attacks.png", "size_quality.png")

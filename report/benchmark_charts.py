@@ -17,10 +17,10 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import ListedColormap, Normalize
 from matplotlib.figure import Figure
 
+from evalrun._util.specs import is_none
 from evalrun.metrics import stats
 from evalrun.metrics.tamper import DEFAULT_MIN_QUALITY, AttackPoint
 from evalrun.report.charts import MODEL_COLOURS, _percent_axis, _save, short, short_names
-from evalrun._util.specs import is_none
 
 Point = tuple[float, float]
 #: series label -> category -> estimate (None: no record)

@@ -8,10 +8,8 @@ from typing import Callable, Sequence
 from evalrun._util.errors import EvalrunError
 from evalrun.metrics.aggregates import MetricRecord, compute, write_metrics_json
 from evalrun.report import benchmark, charts, quality, tables
-from evalrun.report.data import (EXTRACTION, WATERMARK, PackView, ReportData, Result, is_detection_view,
-                                 load, view_for)
-from evalrun.report.document import (Document, Figure, Paragraph, Section, render_html,
-                                     render_markdown)
+from evalrun.report.data import EXTRACTION, WATERMARK, PackView, ReportData, Result, is_detection_view, load, view_for
+from evalrun.report.document import Document, Figure, Paragraph, Section, render_html, render_markdown
 
 CHART_NAMES = ("watermark_stacked_bar.png", "watermark_by_task.png",
                "extraction_by_scheme.png", "extraction_false_positives.png")

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from evalrun.watermark.verdict import DETECTED, NOT_DETECTED
-from evalrun.report.export import open_store, select_rows
-from evalrun.metrics.judgements import with_judgements
 from evalrun.metrics.benchmark import is_detection
+from evalrun.metrics.judgements import with_judgements
 from evalrun.metrics.quality_records import distinguish_analyses, quality_records, sweep_analyses, tune_analyses
+from evalrun.report.export import open_store, select_rows
 from evalrun.store.database import ATTACK_ERROR, GRADER_ERROR
+from evalrun.watermark.verdict import DETECTED, NOT_DETECTED
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ def load(db: str | Path, run_id: str | None) -> ReportData:
     by_pack: dict[str, list[Result]] = defaultdict(list)
     for res in results:
         by_pack[res.pack].append(res)
-    for pack, items in by_pack.items():
+    for items in by_pack.values():
         _assign_systems(items)
     # the seed-003 packs first, in seed order, then the rest alphabetically
     order = [p for p in PACK_VIEWS if p in by_pack] + sorted(p for p in by_pack if p not in PACK_VIEWS)

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from evalrun._util.errors import EvalrunError
-from evalrun.metrics.judgements import with_judgements
 from evalrun.metrics.aggregates import compute, metrics_path_beside, write_metrics_json
-from evalrun.pack.loading import declared_group_field, discover_packs
+from evalrun.metrics.judgements import with_judgements
 from evalrun.metrics.quality_records import quality_records
+from evalrun.pack.loading import declared_group_field, discover_packs
 from evalrun.store.database import Store
 
 #: run columns joined onto each result (``run_id`` is already a results column)

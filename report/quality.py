@@ -65,7 +65,7 @@ def preference_table(records: Sequence[Any]) -> Table | None:
 
 def criteria_table(records: Sequence[Any]) -> Table | None:
     rows = []
-    for (pack, model, watermark, attack, judge), recs in sorted(_group(records).items()):
+    for (pack, model, watermark, _attack, judge), recs in sorted(_group(records).items()):
         criteria = list(dict.fromkeys(k.split(":")[1] for k in recs if k.startswith("score:")))
         for criterion in criteria:
             sides = {k.split(":")[2]: r for k, r in recs.items() if k.startswith(f"score:{criterion}:")}

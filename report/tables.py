@@ -20,11 +20,10 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from evalrun.metrics import stats
-from evalrun.metrics import aggregates
-from evalrun.store.database import run_status
-from evalrun.report.data import PackView, Result, ReportData, systems
+from evalrun.metrics import aggregates, stats
+from evalrun.report.data import PackView, ReportData, Result, systems
 from evalrun.report.document import Example, Table
+from evalrun.store.database import run_status
 
 NA = "n/a"
 OUTPUT_CHARS = 160      # model output shown in per-case tables

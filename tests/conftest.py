@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import pytest
+import scipy.special  # noqa: E402,F401
+import scipy.stats  # noqa: E402,F401
 
 # pytester's in-process runs (runpytest) forget the modules an inner run imported, and the
 # C extensions of numpy and scipy cannot be loaded twice in one process: an inner run's
@@ -15,8 +17,6 @@ import pytest
 # the tests do not depend on which test pytest-randomly happens to run first (evalrun
 # imports scipy's modules only where it calls them, hence the explicit ones)
 import evalrun.metrics  # noqa: E402,F401
-import scipy.special  # noqa: E402,F401
-import scipy.stats  # noqa: E402,F401
 
 pytest_plugins = ["pytester"]
 

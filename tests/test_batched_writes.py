@@ -11,12 +11,12 @@ from typing import Sequence
 
 import pytest
 
-from evalrun.run.executors import Executor
 from evalrun.model.generation import Generation, GenerationRequest
-from evalrun.run.stages.generate import run_generation
-from evalrun.run.options import RunOptions
 from evalrun.pack.loading import load_pack
+from evalrun.run.executors import Executor
+from evalrun.run.options import RunOptions
 from evalrun.run.plan import make_items
+from evalrun.run.stages.generate import run_generation
 from evalrun.store.database import Store
 
 

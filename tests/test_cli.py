@@ -100,6 +100,7 @@ def test_regrade_applies_the_current_grader_without_model_calls(tmp_path: Path, 
     assert after[0][2] != before[0][1]
 
 
+@pytest.mark.slow
 def test_pytest_k_from_the_repo_root_selects_a_pack(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "pytest", "-k", "watermark_robustness", "-q",
                            "--evalrun-db", str(tmp_path / "ci.sqlite")],

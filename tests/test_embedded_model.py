@@ -11,8 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from evalrun.model.embedded import EMBEDDED_NAME, embedded_model_path  # noqa: E402
 from evalrun._util.errors import EvalrunError  # noqa: E402
+from evalrun.model.embedded import EMBEDDED_NAME, embedded_model_path  # noqa: E402
 
 # Written for this test (not from the novels), in the model's register.
 HELD_OUT = [

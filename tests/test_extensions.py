@@ -71,8 +71,8 @@ def test_evalrun_attack_shows_a_seeded_attack_on_stdin(tmp_path: Path) -> None:
 def test_the_emoji_attack_asks_for_emojis_and_removes_them(tmp_path: Path, make_pack) -> None:
     """A prompt attack: its items have their own prompt and generation; the stored text has
     no emoji left."""
-    from evalrun.run.options import RunOptions
     from evalrun.pack.loading import load_pack
+    from evalrun.run.options import RunOptions
     from evalrun.run.plan import make_items
 
     pack = load_pack(make_pack())

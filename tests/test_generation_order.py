@@ -12,13 +12,13 @@ import random
 from pathlib import Path
 from typing import Sequence
 
-from evalrun.run.executors import LocalExecutor
 from evalrun.model.generation import GenerationRequest
-from evalrun.run.stages.generate import run_generation
-from evalrun.run.options import RunOptions
-from evalrun.pack.loading import load_pack
-from evalrun.run.plan import make_items
 from evalrun.model.providers import make_provider
+from evalrun.pack.loading import load_pack
+from evalrun.run.executors import LocalExecutor
+from evalrun.run.options import RunOptions
+from evalrun.run.plan import make_items
+from evalrun.run.stages.generate import run_generation
 from evalrun.store.database import Store
 
 
@@ -59,8 +59,8 @@ def test_keys_and_stored_forms_are_those_of_the_documented_formula(make_pack) ->
     """make_items spells canonical_json([prompt, case]) from the parts it already serialized;
     the keys must be exactly those of the formula (stores of earlier runs are found by them)."""
     from evalrun._util.hashing import canonical_json, sha256_hex
-    from evalrun.run.plan import key_fingerprint, params_for
     from evalrun.model.providers import model_revision
+    from evalrun.run.plan import key_fingerprint, params_for
 
     pack = load_pack(make_pack(cases=[{"id": "c1", "word": "naïve \"quoted\" ünïcode", "kind": "a"}]))
     options = RunOptions(models=("reference",), watermarks=("none", "kgw"), attacks=("none", "emoji"), key="k")

@@ -14,18 +14,18 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 import evalrun.watermark as watermark_pkg  # noqa: E402
-from evalrun.model.embedded import EMBEDDED_NAME, embedded_model_path  # noqa: E402
 from evalrun._util.errors import EvalrunError, SpecError  # noqa: E402
+from evalrun._util.specs import Spec  # noqa: E402
+from evalrun.model.embedded import EMBEDDED_NAME, embedded_model_path  # noqa: E402
 from evalrun.model.generation import GenerationRequest, GenParams, Prompt  # noqa: E402
+from evalrun.model.providers import parse_model  # noqa: E402
 from evalrun.plugins.providers.hf import (  # noqa: E402
     EMBEDDED_KIND,
     HF_KIND,
     HFProvider,
     sample_rows,
 )
-from evalrun.model.providers import parse_model  # noqa: E402
 from evalrun.plugins.providers.local_model import render_plain  # noqa: E402
-from evalrun._util.specs import Spec  # noqa: E402
 from evalrun.watermark.base import Detection, WatermarkScheme  # noqa: E402
 
 SECRET = "s3cret-key-for-tests"

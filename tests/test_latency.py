@@ -24,6 +24,7 @@ def test_shares_follow_generated_tokens_and_sum_to_one() -> None:
     assert batch_shares([]) == []
 
 
+@pytest.mark.slow
 def test_batched_items_carry_their_share_and_the_batch_facts(tmp_path: Path) -> None:
     db = tmp_path / "lat.sqlite"
     proc = subprocess.run([sys.executable, "-m", "evalrun.cli", "run", "--pack", "watermark_robustness",

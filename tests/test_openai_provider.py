@@ -12,8 +12,8 @@ from email.utils import formatdate
 import pytest
 
 from evalrun._util.errors import EvalrunError, SpecError
+from evalrun.model.generation import Generation, GenerationRequest, GenParams, Prompt
 from evalrun.model.providers import make_provider
-from evalrun.model.generation import GenParams, Generation, GenerationRequest, Prompt
 from evalrun.plugins.providers.openai_chat import (
     AdaptiveLimiter,
     OpenAIProvider,

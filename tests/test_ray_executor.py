@@ -77,6 +77,7 @@ def _stages(db: Path) -> dict[str, list[tuple]]:
         conn.close()
 
 
+@pytest.mark.slow
 def test_ray_run_of_a_transformers_model_stores_every_stage_of_an_in_process_run(tmp_path: Path, cluster) -> None:
     """The embedded model generates (two watermarks) on Ray actors, a text attack and a model
     attack (a paraphrase by the same model) transform, the perplexity judge scores: two

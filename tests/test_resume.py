@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from evalrun.testing.chat_server import ChatServer
 
 ANY_ANSWER = '''
@@ -37,6 +39,7 @@ def _stored(db: Path) -> dict[str, str]:
         conn.close()
 
 
+@pytest.mark.slow
 def test_sigkill_then_rerun_completes_without_repeating_finished_calls(tmp_path: Path, make_pack) -> None:
     cases = [{"id": f"c{i:02d}", "word": f"word{i:02d}", "kind": "a"} for i in range(40)]
     pack = make_pack(cases=cases, grader=ANY_ANSWER, reference=None)

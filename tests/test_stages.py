@@ -130,6 +130,7 @@ def test_metrics_json_is_written_by_run_report_and_export(staged, tmp_path: Path
     assert json.loads((tmp_path / "x.metrics.json").read_text()) == records
 
 
+@pytest.mark.slow
 def test_a_run_killed_in_the_transform_stage_resumes_there(tmp_path: Path, make_pack) -> None:
     pack = make_pack(cases=[{"id": f"c{i:02d}", "word": f"word{i:02d}", "kind": "a"} for i in range(12)])
     db = tmp_path / "kill.sqlite"
@@ -164,6 +165,7 @@ def test_a_run_killed_in_the_transform_stage_resumes_there(tmp_path: Path, make_
     assert q(db, "SELECT COUNT(*), COUNT(graded_at) FROM results") == [(12, 12)]
 
 
+@pytest.mark.slow
 def test_grades_carry_evidence_from_every_stage(tmp_path: Path, make_pack) -> None:
     pack = make_pack(grader=EVIDENCE_GRADER, reference=None, cases=[
         {"id": "c1", "word": "alpha", "kind": "a"}, {"id": "c2", "word": "beta", "kind": "b"}])
@@ -209,6 +211,7 @@ def test_grades_carry_evidence_from_every_stage(tmp_path: Path, make_pack) -> No
     assert "rating=0.73" in (tmp_path / "rep" / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_api_outputs_without_a_tokenizer_say_why_there_are_no_ids(tmp_path: Path, make_pack) -> None:
     pack = make_pack(grader=EVIDENCE_GRADER, reference=None, cases=[{"id": "c1", "word": "alpha", "kind": "a"}])
     db = tmp_path / "api.sqlite"

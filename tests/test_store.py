@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from evalrun._util.errors import EvalrunError
-from evalrun.store.database import SCHEMA_VERSION, GENERATION_COLUMNS, GradeRecord, Store
+from evalrun.store.database import GENERATION_COLUMNS, SCHEMA_VERSION, GradeRecord, Store
 
 PUBLIC_RESULTS = ("result_id run_id pack case_id model params_json watermark attack repetition prompt_json "
                   "raw_output output_tokens_json score label reason grader_hash latency_ms tokens_in "

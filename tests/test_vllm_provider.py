@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from evalrun._util.errors import EvalrunError, SpecError
+from evalrun._util.specs import parse_spec
 from evalrun.model.generation import GenerationRequest, GenParams, Prompt
 from evalrun.plugins.providers.vllm import VLLMProvider, make_vllm_provider
-from evalrun._util.specs import parse_spec
 
 
 def request(i: int, *, watermark: str = "none", temperature: float = 1.0) -> GenerationRequest:
@@ -128,8 +128,7 @@ def test_generation_plumbing_with_stand_in_engine(fake_vllm):
 
 
 def test_watermarked_requests_carry_their_processor_arguments(fake_vllm):
-    from evalrun.plugins.providers.vllm_watermark import (EXTRA_ARGS_KEY,
-                                                          EvalrunWatermarkLogitsProcessor)
+    from evalrun.plugins.providers.vllm_watermark import EXTRA_ARGS_KEY, EvalrunWatermarkLogitsProcessor
 
     p = VLLMProvider("org/model", spec="vllm:org/model")
     assert p.supports_watermark is True
@@ -166,8 +165,7 @@ def test_missing_local_path(fake_vllm, tmp_path):
 
 from evalrun.plugins.providers import vllm_errors  # noqa: E402
 from evalrun.plugins.providers.vllm import VLLM_OPTIONS  # noqa: E402
-from evalrun.plugins.providers.vllm_options import (cpu_kv_cache_gib, engine_settings,  # noqa: E402
-                                                    parse_vllm_options)
+from evalrun.plugins.providers.vllm_options import cpu_kv_cache_gib, engine_settings, parse_vllm_options  # noqa: E402
 
 EMBEDDED = Path(__file__).resolve().parents[1] / "evalrun" / "assets" / "embedded" / "austen-5m"
 EMBEDDED_CONFIG = json.loads((EMBEDDED / "config.json").read_text())
@@ -635,10 +633,10 @@ def run(provider, requests):
 
 
 def test_real_engine_starts_with_the_cpu_defaults(engine, real_vllm):
-    from evalrun.plugins.providers.vllm import vllm_platform_is_cpu
-
-    from evalrun.plugins.providers.vllm_watermark import EvalrunWatermarkLogitsProcessor
     from vllm.v1.sample.logits_processor import LogitsProcessor
+
+    from evalrun.plugins.providers.vllm import vllm_platform_is_cpu
+    from evalrun.plugins.providers.vllm_watermark import EvalrunWatermarkLogitsProcessor
 
     assert issubclass(EvalrunWatermarkLogitsProcessor, LogitsProcessor)
     assert engine.served_model == "austen-5m" and engine.vocab_size == 8192

@@ -5,12 +5,11 @@ from __future__ import annotations
 import platform
 import subprocess
 import sys
+from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Sequence
 from urllib.parse import urlsplit, urlunsplit
-
-from datetime import datetime, timezone
 
 from evalrun._util.version import __version__
 

@@ -297,9 +297,9 @@ def run_distinguish(store: Any, rows: Sequence[Mapping[str, Any] | sqlite3.Row],
     import json
     import time
 
-    from evalrun.model.embeddings import embed_texts, embedder_identity
     from evalrun._util.hashing import canonical_json, sha256_hex
     from evalrun._util.provenance import collect
+    from evalrun.model.embeddings import embed_texts, embedder_identity
     from evalrun.store.database import utc_now
 
     found = datasets(store, rows, attack=attack, watermarks=watermarks, packs=packs, models=models)

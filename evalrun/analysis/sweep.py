@@ -41,8 +41,8 @@ from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 from evalrun._util.errors import EvalrunError
-from evalrun.metrics.aggregates import row_metadata
 from evalrun._util.specs import Spec, is_none, parse_spec
+from evalrun.metrics.aggregates import row_metadata
 
 #: delta values swept by default (the outer values come from the scheme's strength grid)
 DEFAULT_INNER = (1.0, 2.0, 4.0)
@@ -145,11 +145,11 @@ def sweep(store: Any, pack: Any, options: Any, *, scheme: str, grid_overrides: S
           progress: Any = None) -> dict[str, Any]:
     """The sweep of the module docstring; stored as an analysis (kind ``sweep``) and returned."""
     from evalrun._util.hashing import canonical_json, sha256_hex, stable_int
+    from evalrun._util.provenance import collect
+    from evalrun.analysis.tune import execute_run
     from evalrun.metrics import watermark_size_ci
     from evalrun.metrics.size import watermark_size
-    from evalrun._util.provenance import collect
     from evalrun.store.database import utc_now
-    from evalrun.analysis.tune import execute_run
 
     if len(options.judges) != 1:
         raise EvalrunError("--judge: sweep needs exactly one quality judge, e.g. perplexity:embedded (offline) or "

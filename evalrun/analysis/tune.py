@@ -47,7 +47,6 @@ from evalrun._util.errors import EvalrunError
 from evalrun._util.registry import Registry
 from evalrun._util.specs import Spec, parse_spec
 from evalrun.metrics.stats import wilson_interval
-from evalrun.store.database import ATTACK_ERROR, GRADER_ERROR
 
 
 @dataclass(frozen=True)
@@ -156,9 +155,8 @@ def fit_inner(trials: Sequence[Trial], target: float) -> float | None:
                 x.append(t.inner)
                 y.append(outcome)
                 w.append(count)
-    from sklearn.linear_model import LogisticRegression
-
     import numpy as np
+    from sklearn.linear_model import LogisticRegression
 
     model = LogisticRegression(C=1e6, max_iter=1000).fit(np.asarray(x)[:, None], y, sample_weight=w)
     slope, intercept = float(model.coef_[0][0]), float(model.intercept_[0])
@@ -240,17 +238,13 @@ def execute_run(store: Any, pack: Any, options: Any, *, argv: Sequence[str] = ()
     """One run of ``pack`` under ``options`` in this process, the stages of ``evalrun run`` in
     order -- generate, transform, judge, grade -- each reading what the store already holds
     (what ``tune`` and ``sweep`` measure a configuration with)."""
-    from evalrun.store.commit_batch import CommitBatch
-    from evalrun.run.stages.generate import run_generation
-    from evalrun.run.stages.grade import grade_into, prepare_items
-    from evalrun.metrics.judgements import with_judgements
-    from evalrun.run.stages.judge import run_judges, subjects
-    from evalrun.judges import get_judge
-    from evalrun.run.plan import make_items
     from evalrun._util.provenance import collect
+    from evalrun.metrics.judgements import with_judgements
     from evalrun.model.providers import make_provider as default_factory
-    from evalrun.model.providers import model_identity
-    from evalrun.run.stages.transform import run_transforms
+    from evalrun.run.pipeline import is_gradable, run_stages
+    from evalrun.run.plan import make_items
+    from evalrun.run.stages.grade import grade_into
+    from evalrun.store.commit_batch import CommitBatch
 
     key = options.resolved_key()
     items = list(make_items(pack, options))
@@ -261,17 +255,11 @@ def execute_run(store: Any, pack: Any, options: Any, *, argv: Sequence[str] = ()
                                                           concurrency=options.concurrency))
     errors = 0
     try:
-        summary = run_generation(items, store, run_id, factory, key=key)
-        run_transforms(items, store, run_id, options, factory)
-        for method, judge_model in options.judges:
-            run_judges(store, get_judge(method), model_identity(judge_model), lambda _m, _j=judge_model: factory(_j),  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
-                       run_id=run_id, selection=subjects(store, run_id))
-        prepare_items(items, store, key=key)  # e.g. batched detection
+        summary = run_stages(items, store, run_id, options, factory).generation
         with CommitBatch(store.record_grades) as grades:
             for item in items:
                 row = store.result_by_key(item.item_key)
-                if row is None or row["raw_output"] is None or (row["error"] and row["label"] not in (GRADER_ERROR,
-                                                                                                    ATTACK_ERROR)):
+                if not is_gradable(row):
                     errors += 1
                     continue
                 graded = grade_into(grades, pack, store, row, key=key, case=item.case.data)

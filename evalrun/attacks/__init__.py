@@ -13,6 +13,8 @@ In-tree text attacks (seed 000, Table II), one module per concept: :mod:`.swap` 
 
 from __future__ import annotations
 
+from evalrun._util.errors import SpecError
+from evalrun._util.specs import check_keys, is_none, parse_spec
 from evalrun.attacks import contraction as _contraction  # noqa: F401  (each import registers its attacks)
 from evalrun.attacks import emoji as _emoji  # noqa: F401
 from evalrun.attacks import misspelling as _misspelling  # noqa: F401
@@ -24,8 +26,6 @@ from evalrun.attacks import typo as _typo  # noqa: F401
 from evalrun.attacks.base import ATTACKS, Attack, AttackDef, text_attack
 from evalrun.attacks.model import ModelAttack, ModelAttackDef, bind
 from evalrun.attacks.suites import load_suite
-from evalrun._util.errors import SpecError
-from evalrun._util.specs import check_keys, is_none, parse_spec
 
 __all__ = ["ATTACKS", "Attack", "AttackDef", "ModelAttack", "ModelAttackDef", "canonical_attack", "load_suite",
            "parse_attack", "text_attack"]

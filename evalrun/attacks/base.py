@@ -13,9 +13,9 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from evalrun.model.generation import Prompt
 from evalrun._util.registry import Registry
 from evalrun._util.specs import Spec
+from evalrun.model.generation import Prompt
 
 TextFn = Callable[[str, Spec, random.Random], str]
 

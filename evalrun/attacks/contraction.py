@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import random
 
+from evalrun._util.specs import Spec
 from evalrun.attacks.base import text_attack
 from evalrun.attacks.words import join_words, match_case, split_words
-from evalrun._util.specs import Spec
 
 #: contraction -> expansion (lower case, straight apostrophe)
 CONTRACTIONS: dict[str, str] = {

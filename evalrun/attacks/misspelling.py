@@ -30,9 +30,9 @@ import random
 from functools import lru_cache
 from importlib import resources
 
+from evalrun._util.specs import Spec, spec_float
 from evalrun.attacks.base import text_attack
 from evalrun.attacks.words import join_words, match_case, split_words
-from evalrun._util.specs import Spec, spec_float
 
 DATA_FILE = "correct_to_misspelling.json"
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from evalrun.attacks.base import ATTACKS
 from evalrun._util.errors import SpecError
+from evalrun.attacks.base import ATTACKS
 from evalrun.model.generation import Prompt
 
 #: ISO 639-1 codes the translate attack knows by name (others are passed as they are)

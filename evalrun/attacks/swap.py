@@ -46,10 +46,10 @@ from __future__ import annotations
 import random
 import re
 
-from evalrun.attacks.base import text_attack
-from evalrun.attacks.words import split_words
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, spec_float
+from evalrun.attacks.base import text_attack
+from evalrun.attacks.words import split_words
 
 DEFAULT_P = 0.05
 _RATES = ("remove", "duplicate", "swap")

@@ -57,9 +57,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
+from evalrun._util.specs import Spec, spec_float
 from evalrun.attacks.base import text_attack
 from evalrun.attacks.words import match_case, split_words
-from evalrun._util.specs import Spec, spec_float
 
 DATA_FILE = "wordnet_synonyms.json.gz"
 TABLE_FORMAT = "evalrun-synonyms/1"

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import random
 
-from evalrun.attacks.base import text_attack
 from evalrun._util.specs import Spec, spec_float
+from evalrun.attacks.base import text_attack
 
 
 @text_attack("lowercase", random=False)

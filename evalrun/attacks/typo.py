@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import random
 
-from evalrun.attacks.base import text_attack
 from evalrun._util.specs import Spec, spec_float
+from evalrun.attacks.base import text_attack
 
 _ROWS = (("qwertyuiop", 0.0), ("asdfghjkl", 0.25), ("zxcvbnm", 0.75))
 

@@ -28,10 +28,9 @@ from typing import Any, Iterable, Iterator, NoReturn, TextIO
 import numpy as np
 
 from evalrun._util.errors import EvalrunError
-from evalrun.watermark.registry import KEY_ENV
 from evalrun._util.token_lines import decode_lines
 from evalrun.watermark.base import WatermarkScheme
-from evalrun.watermark.registry import parse_watermark
+from evalrun.watermark.registry import KEY_ENV, parse_watermark
 
 
 class _Parser(argparse.ArgumentParser):

@@ -14,9 +14,9 @@ import uuid
 from pathlib import Path
 from typing import Sequence
 
+from evalrun._util.errors import EvalrunError
 from evalrun._util.version import __version__
 from evalrun.model.allocator import tune_allocator
-from evalrun._util.errors import EvalrunError
 
 EXIT_USAGE = 2
 #: `evalrun run` only runs pack items, which neither assert nor print nor log: pytest's
@@ -198,9 +198,9 @@ def _add_some_run_options(p: argparse.ArgumentParser, names: Sequence[str]) -> N
 
 
 def _pytest_args(args: argparse.Namespace, values: dict, run_id: str, user_argv: list[str]) -> list[str]:
+    from evalrun.pack.loading import resolve_pack
     from evalrun.run.executors import EXECUTORS
     from evalrun.run.options import pytest_args_for
-    from evalrun.pack.loading import resolve_pack
 
     pack_dirs = [str(resolve_pack(p, values["packs_dirs"] or [])) for p in args.pack]
     # -qq: the closing line is evalrun's summary, not pytest's "N failed" (-v brings it back);
@@ -224,9 +224,9 @@ def _run_values(args: argparse.Namespace, models: list[str] | None) -> dict:
     """The run's option values (command line over ./pyproject.toml over defaults), checked
     before pytest starts on everything the user can fix; nothing is created before the last
     check, of the store's path."""
-    from evalrun.run.options import BY_NAME, resolve, run_options
-    from evalrun.pack.loading import resolve_pack
     from evalrun.model.providers import check_model, check_watermark_support
+    from evalrun.pack.loading import resolve_pack
+    from evalrun.run.options import BY_NAME, resolve, run_options
     from evalrun.store.database import check_store_path
 
     cli = {name: getattr(args, name, None) for name in BY_NAME}
@@ -251,8 +251,8 @@ def _run_values(args: argparse.Namespace, models: list[str] | None) -> dict:
 def cmd_run(args: argparse.Namespace, user_argv: list[str], models: list[str] | None = None) -> int:
     import pytest
 
-    from evalrun.watermark.registry import KEY_ENV
     from evalrun.plugins.pytest_plugin import SummarySink
+    from evalrun.watermark.registry import KEY_ENV
 
     values = _run_values(args, models)
     run_id = uuid.uuid4().hex
@@ -314,7 +314,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from evalrun.pack.loading import discover_packs, load_pack
 
     rows = []
-    for name, path in sorted(discover_packs(args.packs_dir).items()):
+    for _name, path in sorted(discover_packs(args.packs_dir).items()):
         pack = load_pack(path)
         groups = Counter(pack.group_of(c.data) for c in pack.cases) if pack.group_field else Counter()
         rows.append([pack.name, pack.version, len(pack.cases),
@@ -326,8 +326,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_regrade(args: argparse.Namespace) -> int:
-    from evalrun.watermark.registry import KEY_ENV
     from evalrun.run.regrade import regrade
+    from evalrun.watermark.registry import KEY_ENV
 
     summary = regrade(args.db, run_id=args.run, packs_dirs=args.packs_dir,
                       key=args.key or os.environ.get(KEY_ENV))
@@ -364,10 +364,10 @@ def cmd_attack(args: argparse.Namespace) -> int:
 
 
 def cmd_judge(args: argparse.Namespace) -> int:
-    from evalrun.run.stages.generate import ProgressBar
-    from evalrun.run.stages.judge import run_judges, subjects
     from evalrun.judges import get_judge
     from evalrun.model.providers import check_model, make_provider, model_identity
+    from evalrun.run.stages.generate import ProgressBar
+    from evalrun.run.stages.judge import run_judges, subjects
     from evalrun.store.database import Store
 
     judge = get_judge(args.method).configured(baseline=args.baseline, both_orders=args.both_orders)
@@ -437,11 +437,11 @@ def _write_json(path: str | None, value: object) -> None:
 
 
 def cmd_tune(args: argparse.Namespace, user_argv: list[str]) -> int:
-    from evalrun.run.options import BY_NAME, resolve, run_options
-    from evalrun.pack.loading import load_pack, resolve_pack
-    from evalrun.model.providers import check_model, check_watermark_support
-    from evalrun.store.database import Store, check_store_path
     from evalrun.analysis.tune import Trial, plan_search, tune
+    from evalrun.model.providers import check_model, check_watermark_support
+    from evalrun.pack.loading import load_pack, resolve_pack
+    from evalrun.run.options import BY_NAME, resolve, run_options
+    from evalrun.store.database import Store, check_store_path
 
     values = resolve({name: getattr(args, name, None) for name in BY_NAME if name in TUNE_RUN_OPTIONS}, {})
     if len(values["models"] or ()) > 1:
@@ -474,11 +474,11 @@ def cmd_tune(args: argparse.Namespace, user_argv: list[str]) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace, user_argv: list[str]) -> int:
-    from evalrun.run.options import BY_NAME, resolve, run_options
-    from evalrun.pack.loading import load_pack, resolve_pack
-    from evalrun.model.providers import check_model, check_watermark_support
-    from evalrun.store.database import Store, check_store_path
     from evalrun.analysis.sweep import grid_points, sweep
+    from evalrun.model.providers import check_model, check_watermark_support
+    from evalrun.pack.loading import load_pack, resolve_pack
+    from evalrun.run.options import BY_NAME, resolve, run_options
+    from evalrun.store.database import Store, check_store_path
 
     names = (*TUNE_RUN_OPTIONS, "attacks", "attack_suite", "judges")
     values = resolve({name: getattr(args, name, None) for name in BY_NAME if name in names}, {})
@@ -532,7 +532,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from evalrun.cli.detect import detect_main
 
         return detect_main(argv[1:])
-    from evalrun.unlearning.cli import COMMANDS, main as unlearning_main
+    from evalrun.unlearning.cli import COMMANDS
+    from evalrun.unlearning.cli import main as unlearning_main
 
     if argv and argv[0] in COMMANDS:
         from evalrun.report.unlearning import write_report

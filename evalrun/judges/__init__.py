@@ -14,8 +14,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from evalrun.model.generation import GenParams, Prompt
 from evalrun._util.registry import Registry
+from evalrun.model.generation import GenParams, Prompt
 
 #: label of an answer that cannot be parsed: kept as it is, never guessed
 UNPARSED = "UNPARSED"

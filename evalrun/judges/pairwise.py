@@ -42,10 +42,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from evalrun._util.errors import SpecError
-from evalrun.model.generation import GenParams, Prompt
 from evalrun._util.hashing import stable_int
-from evalrun.judges import UNPARSED, Judge, Subject
 from evalrun._util.specs import is_none
+from evalrun.judges import UNPARSED, Judge, Subject
+from evalrun.model.generation import GenParams, Prompt
 
 #: the seed's seven criteria, in the prompt's order (short names used in parses and metrics)
 CRITERIA = ("relevance", "depth", "clarity", "coherence", "originality", "examples", "accuracy")
@@ -134,7 +134,7 @@ def parse_criteria(raw: str | None) -> dict[str, dict[str, float | None]]:
 def parse_verdict_scores(raw: str | None) -> list[float]:
     """The numbers listed after the verdict token (``[[B]]: 3, 3, 5, ...``), as given."""
     match = None
-    for match in _AFTER_VERDICT.finditer(raw or ""):
+    for match in _AFTER_VERDICT.finditer(raw or ""):  # noqa: B007 (the last match is wanted)
         pass
     if match is None:
         return []

@@ -16,8 +16,8 @@ import math
 from typing import Any, Mapping, Sequence
 
 from evalrun._util.errors import EvalrunError
-from evalrun.model.generation import Prompt
 from evalrun.judges import UNPARSED, Judge, Subject
+from evalrun.model.generation import Prompt
 
 
 class PerplexityProxy(Judge):

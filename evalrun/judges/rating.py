@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Sequence
 
-from evalrun.model.generation import GenParams, Prompt
 from evalrun.judges import UNPARSED, Judge, Subject
+from evalrun.model.generation import GenParams, Prompt
 
 SYSTEM = ("You are given a prompt and a response, and you provide a grade out of 100 measuring the "
           "quality of the response, in terms of accuracy, level of details, and typographical, "

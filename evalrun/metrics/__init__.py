@@ -22,18 +22,20 @@ inputs (NaN, out of range) raise ``ValueError`` naming the entry.
 
 from __future__ import annotations
 
-from evalrun.metrics.calibration import ProportionalFit, calibration_r2, proportional_fit
-from evalrun.metrics.detection import (auroc, detection_rate, false_positive_rate,
-                                       fpr_threshold, tpr_at_fpr)
-from evalrun.metrics.intervals import (auroc_ci, calibration_r2_ci, tamper_resistance_ci,
-                                       tpr_at_fpr_ci, watermark_size_ci)
-from evalrun.metrics.quality import quality_degradation
-from evalrun.metrics.size import DEFAULT_P_THRESHOLD, first_detected_prefix, watermark_size
-from evalrun.metrics.tamper import (AttackPoint, best_attack, lower_hull, quality_retention,
-                                    tamper_resistance)
-
 # importing the package registers the watermark benchmark's aggregates (MarkMyWords)
 from evalrun.metrics import benchmark as _benchmark  # noqa: F401, E402
+from evalrun.metrics.calibration import ProportionalFit, calibration_r2, proportional_fit
+from evalrun.metrics.detection import auroc, detection_rate, false_positive_rate, fpr_threshold, tpr_at_fpr
+from evalrun.metrics.intervals import (
+                                       auroc_ci,
+                                       calibration_r2_ci,
+                                       tamper_resistance_ci,
+                                       tpr_at_fpr_ci,
+                                       watermark_size_ci,
+)
+from evalrun.metrics.quality import quality_degradation
+from evalrun.metrics.size import DEFAULT_P_THRESHOLD, first_detected_prefix, watermark_size
+from evalrun.metrics.tamper import AttackPoint, best_attack, lower_hull, quality_retention, tamper_resistance
 
 __all__ = [
     "DEFAULT_P_THRESHOLD",

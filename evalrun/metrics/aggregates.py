@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, List, Mapping, Sequence, Tuple, Union
 
-from evalrun.metrics import stats
 from evalrun._util.hashing import stable_int
 from evalrun._util.registry import Registry
+from evalrun.metrics import stats
 
 #: columns of a metrics.json record, in order
 FIELDS = ("pack", "metric", "value", "n", "ci_low", "ci_high", "model", "watermark", "attack")

@@ -62,16 +62,24 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from evalrun.metrics import stats
-from evalrun.watermark.verdict import DETECTED, NOT_DETECTED
 from evalrun._util.hashing import stable_int
+from evalrun._util.specs import is_none
+from evalrun.metrics import stats
+from evalrun.metrics.aggregates import (
+    AGGREGATES,
+    SELECTION_AGGREGATES,
+    Estimated,
+    MetricRecord,
+    Row,
+    graded,
+    record,
+    row_metadata,
+)
 from evalrun.metrics.detection import detection_rate, false_positive_rate
 from evalrun.metrics.intervals import auroc_ci, tamper_resistance_ci, tpr_at_fpr_ci, watermark_size_ci
 from evalrun.metrics.quality import quality_degradation
 from evalrun.metrics.tamper import best_attack, quality_retention
-from evalrun.metrics.aggregates import (AGGREGATES, SELECTION_AGGREGATES, Estimated,
-                                        MetricRecord, Row, graded, record, row_metadata)
-from evalrun._util.specs import is_none
+from evalrun.watermark.verdict import DETECTED, NOT_DETECTED
 
 __all__ = ["ALL_ATTACKS", "DETECTION_LABELS", "FPR_TARGETS", "RATING", "TamperInputs",
            "excluded_from_tamper", "is_detection", "is_proxy", "quality_by_source",

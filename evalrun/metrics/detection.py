@@ -20,9 +20,8 @@ from typing import Sequence
 
 import numpy as np
 
+from evalrun._util.checks import check_fpr, check_p_threshold, p_value_array, score_array
 from evalrun.metrics import stats
-from evalrun._util.checks import (check_fpr, check_p_threshold, p_value_array,
-                                     score_array)
 from evalrun.metrics.size import DEFAULT_P_THRESHOLD
 
 __all__ = ["auroc", "detection_rate", "false_positive_rate", "fpr_threshold", "tpr_at_fpr"]

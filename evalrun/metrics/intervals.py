@@ -22,8 +22,8 @@ from typing import Mapping, Sequence, Tuple
 
 import numpy as np
 
-from evalrun.metrics import stats
 from evalrun._util.checks import check_fpr, pairs_array, score_array
+from evalrun.metrics import stats
 from evalrun.metrics.calibration import fit_rows
 from evalrun.metrics.detection import auroc_rows, tpr_at_fpr_rows
 from evalrun.metrics.size import lower_median_rows, size_array

@@ -24,8 +24,8 @@ from typing import Any, Mapping, Sequence
 from evalrun.metrics.aggregates import MetricRecord
 from evalrun.metrics.analyses import sweep_records, tune_records
 from evalrun.metrics.pairwise import _record, pair_answers, preference_records
-from evalrun.metrics.waterbench import waterbench_records
 from evalrun.metrics.stats import Estimate, wilson_interval
+from evalrun.metrics.waterbench import waterbench_records
 
 
 def distinguish_analyses(store: Any, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

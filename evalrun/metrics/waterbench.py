@@ -24,10 +24,11 @@ import math
 from collections import defaultdict
 from typing import Any, Iterable, Mapping, Sequence
 
-from evalrun.metrics import stats
 from evalrun._util.hashing import stable_int
-from evalrun.metrics.aggregates import MetricRecord, row_metadata
 from evalrun._util.specs import is_none
+from evalrun.metrics import stats
+from evalrun.metrics.aggregates import MetricRecord, row_metadata
+
 
 def _levels(row: Mapping[str, Any]) -> list[str]:
     try:

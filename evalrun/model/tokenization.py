@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evalrun._util.errors import EvalrunError
-from evalrun.model.generation import Prompt
 from evalrun._util.hashing import canonical_json
+from evalrun.model.generation import Prompt
 
 
 def render_plain(prompt: Prompt) -> str:

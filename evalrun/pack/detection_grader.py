@@ -32,11 +32,17 @@ import hashlib
 import math
 from typing import Any, Mapping, Sequence
 
+from evalrun._util.specs import is_none
 from evalrun.pack.grade import Grade, GradeContext
 from evalrun.pack.overlap import OVERLAP_METRICS
-from evalrun.watermark.verdict import (DEFAULT_THRESHOLD, DETECTED, NOT_DETECTED, first_detected_prefix,
-                                      is_detected, z_tail)
-from evalrun._util.specs import is_none
+from evalrun.watermark.verdict import (
+    DEFAULT_THRESHOLD,
+    DETECTED,
+    NOT_DETECTED,
+    first_detected_prefix,
+    is_detected,
+    z_tail,
+)
 
 #: detections computed in bulk by :func:`prepare_detection` for the items about to be graded:
 #: (spec, vocab size, key fingerprint, p-value threshold, token ids) -> (Detection, size).

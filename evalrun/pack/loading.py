@@ -23,10 +23,10 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import jsonschema
 
 from evalrun._util.errors import CaseError, PackError
-from evalrun.model.generation import Prompt
-from evalrun.pack.grade import Grade, GradeContext
 from evalrun._util.hashing import sha256_hex
 from evalrun._util.jsonl import MAX_RECORD_BYTES, read_lines
+from evalrun.model.generation import Prompt
+from evalrun.pack.grade import Grade, GradeContext
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -19,8 +19,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, Callable, ClassVar, Sequence
 
-from evalrun.model.generation import Generation, GenerationRequest
 from evalrun._util.registry import Registry
+from evalrun.model.generation import Generation, GenerationRequest
 
 Sink = Callable[[GenerationRequest, Generation], None]
 ProviderFactory = Callable[[str], Any]

@@ -24,7 +24,6 @@ from evalrun.run.executors import EXECUTORS
 from evalrun.watermark.registry import KEY_ENV, parse_watermark
 
 
-
 @dataclass(frozen=True)
 class Option:
     """One run option. ``name`` is its RunOptions field and, dashed, its flag."""

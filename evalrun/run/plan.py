@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterator, Mapping, Sequence
 
-from evalrun.model.generation import GenParams, GenerationRequest, Prompt
 from evalrun._util.hashing import canonical_json, sha256_hex, stable_int
-from evalrun.run.options import KEY_ENV, RunOptions, check_options
-from evalrun.pack.loading import Case, Pack
-from evalrun.model.providers import model_revision, parse_model
 from evalrun._util.specs import is_none
+from evalrun.model.generation import GenerationRequest, GenParams, Prompt
+from evalrun.model.providers import model_revision, parse_model
+from evalrun.pack.loading import Case, Pack
+from evalrun.run.options import KEY_ENV, RunOptions, check_options
 
 __all__ = ["KEY_ENV", "Item", "RunOptions", "check_options", "make_items", "params_for", "unique_generations"]
 

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Sequence
 
 from evalrun._util.errors import EvalrunError, PackError
-from evalrun.store.commit_batch import CommitBatch
-from evalrun.run.stages.grade import grade_into, prepare_stored
 from evalrun.pack.loading import Pack, load_pack, resolve_pack
-from evalrun.store.database import ATTACK_ERROR, GRADER_ERROR, Store
+from evalrun.run.pipeline import is_gradable
+from evalrun.run.stages.grade import grade_into, prepare_stored
+from evalrun.store.commit_batch import CommitBatch
+from evalrun.store.database import Store
 
 
 @dataclass
@@ -40,8 +41,7 @@ def regrade(db: str | Path, *, run_id: str | None = None, packs_dirs: Sequence[s
     try:
         rows = []
         for row in store.results(run_id=run_id):
-            if row["raw_output"] is None or (row["error"] is not None and row["label"] not in (GRADER_ERROR,
-                                                                                              ATTACK_ERROR)):
+            if not is_gradable(row):
                 summary.skipped_errors += 1
                 continue
             name = row["pack"]

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from evalrun.store.checkpointer import WRITER_PAGES, Checkpointer
 from evalrun._util.errors import EvalrunError
 from evalrun._util.provenance import utc_now
+from evalrun.store.checkpointer import WRITER_PAGES, Checkpointer
 
 #: the schema this evalrun writes; stores from earlier releases are upgraded by MIGRATIONS
 SCHEMA_VERSION = 4

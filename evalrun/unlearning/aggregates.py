@@ -21,8 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from evalrun.metrics import stats
-from evalrun.metrics import auroc, auroc_ci, calibration_r2, calibration_r2_ci, proportional_fit
+from evalrun.metrics import auroc, auroc_ci, calibration_r2, calibration_r2_ci, proportional_fit, stats
 
 CI_SEED = 0
 FORGET = "forget"

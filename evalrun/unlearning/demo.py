@@ -35,8 +35,7 @@ from typing import Any, Callable
 
 from evalrun._util.errors import EvalrunError
 from evalrun.unlearning.aggregates import Role, point_scores, summarize
-from evalrun.unlearning.data import (FORGET, case_of, load_owners, shipped_owners_path,
-                                     watermark_data)
+from evalrun.unlearning.data import FORGET, case_of, load_owners, shipped_owners_path, watermark_data
 from evalrun.unlearning.finetune import TrainConfig, train, unlearn
 
 WATERMARK = "waterfall:kappa=2"

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from evalrun._util.specs import Spec
 from evalrun.kernels.backend import Ops
 from evalrun.kernels.token_stats import bit_stat, bit_uniforms, first_occurrence, node_words
-from evalrun._util.specs import Spec
 from evalrun.watermark.engine import NativeScheme, Sampler, build_native
 from evalrun.watermark.processing import sampling_probs
 

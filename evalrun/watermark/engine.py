@@ -11,15 +11,14 @@ Kernels run on numpy or torch (see :mod:`evalrun.kernels.backend`); ``detect`` a
 
 from __future__ import annotations
 
-
 from evalrun._util.hashing import stable_int
 from evalrun._util.specs import Spec, check_keys
 from evalrun.watermark import randomness as rnd
 from evalrun.watermark import scores as sc
 from evalrun.watermark.base import WatermarkScheme
 from evalrun.watermark.detection import NativeDetection
-from evalrun.watermark.sampler import Sampler
 from evalrun.watermark.processing import WatermarkProcessor
+from evalrun.watermark.sampler import Sampler
 
 
 def build_native(spec: Spec, sampler: Sampler, what: str = "--watermark") -> "NativeScheme":
@@ -32,7 +31,7 @@ def build_native(spec: Spec, sampler: Sampler, what: str = "--watermark") -> "Na
     return NativeScheme(canonical, sampler, randomness, scoring)
 
 
-class NativeScheme(NativeDetection, WatermarkScheme):
+class NativeScheme(NativeDetection, WatermarkScheme):  # type: ignore[misc]  # *_many take a keyword backend, not **kwargs
     """One native scheme; holds no key."""
 
     def __init__(self, spec: Spec, sampler: Sampler, randomness: rnd.Randomness,

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from evalrun._util.specs import Spec
 from evalrun.kernels.backend import NUMPY, Ops
 from evalrun.kernels.keyed_hash import feistel_rank
 from evalrun.kernels.token_stats import its_null_mean, its_stat, its_uniform
-from evalrun._util.specs import Spec
 from evalrun.watermark.engine import NativeScheme, Sampler, build_native
 from evalrun.watermark.processing import MEMO_LIMIT, host_view, sampling_probs
 

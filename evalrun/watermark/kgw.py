@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalrun._util.specs import Spec, spec_float
 from evalrun.kernels.backend import Ops
 from evalrun.kernels.green import green_mask, is_green
 from evalrun.kernels.keyed_hash import below
-from evalrun._util.specs import Spec, spec_float
 from evalrun.watermark.base import WatermarkScheme
 from evalrun.watermark.engine import Sampler, build_native
 from evalrun.watermark.processing import add_rows

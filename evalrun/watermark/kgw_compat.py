@@ -69,17 +69,21 @@ import numpy as np
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_float, spec_int
 from evalrun.kernels.backend import get_ops
-from evalrun.kernels.fisher_yates import (RANDPERM_SMALL_N, compiled_available,
-                                          packed_prefix_masks, randperm_prefixes,
-                                          traced_members)
+from evalrun.kernels.fisher_yates import (
+    RANDPERM_SMALL_N,
+    compiled_available,
+    packed_prefix_masks,
+    randperm_prefixes,
+    traced_members,
+)
 from evalrun.kernels.token_stats import first_occurrence
 from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_array
 from evalrun.watermark.base import token_id_arrays as checked_arrays
 from evalrun.watermark.counting import cumulative_counts
-from evalrun.watermark.processing import add_rows, host_view
 from evalrun.watermark.mask_tables import add_packed, previous_tokens
 from evalrun.watermark.membership_memo import membership_memo
+from evalrun.watermark.processing import add_rows, host_view
 from evalrun.watermark.scores import REPEATS
 from evalrun.watermark.seed_tables import seed_tables
 
@@ -272,7 +276,7 @@ class GreenLists:
 
         return seed_tables().rows(space, seeds, build)
 
-    def membership(self, seeds: Sequence[int], targets: np.ndarray, *,
+    def membership(self, seeds: Sequence[int] | np.ndarray, targets: np.ndarray, *,
                    cache: bool = False, seed_of: np.ndarray | None = None) -> np.ndarray:
         """``targets[i] in greenlist(seeds[i])`` for all i (``seeds[seed_of[i]]`` when
         ``seed_of`` is given), each distinct green list drawn once and each distinct pair
@@ -517,9 +521,10 @@ class KGWCompat(WatermarkScheme):
                                                  "prediction": False})
         totals, counts = self._counts(green, first)
         total, count = int(totals[-1]), int(counts[-1])
-        z = float(nulls.z_scores(count, total, self.gamma))
-        p = float(nulls.normal_p(z))
-        p_binom = float(nulls.binomial_p(count, total,
+        # the nulls are elementwise numpy functions: scalars in, scalars out
+        z = float(nulls.z_scores(count, total, self.gamma))  # type: ignore[arg-type]
+        p = float(nulls.normal_p(z))  # type: ignore[arg-type]
+        p_binom = float(nulls.binomial_p(count, total,  # type: ignore[arg-type]
                                          greenlist_size(vocab_size, self.gamma) / vocab_size))
         return self._detection_of(total, count, z, p, p_binom)
 
@@ -536,7 +541,7 @@ class KGWCompat(WatermarkScheme):
         green, first = self._ngram_flags([ids], parse_hash_key(key), vocab_size)[0]
         return self._detection(green, first, vocab_size)
 
-    def detect_many(self, sequences: Sequence[Sequence[int]], key: str, vocab_size: int,
+    def detect_many(self, sequences: Sequence[Sequence[int]], key: str, vocab_size: int,  # type: ignore[override]  # takes no backend options
                      ) -> list[Detection]:
         """:meth:`detect` for many sequences, bit for bit: each distinct green list drawn
         once, counts and statistics computed for all sequences in array passes."""
@@ -572,7 +577,7 @@ class KGWCompat(WatermarkScheme):
         the reference cannot score get 1."""
         return self.prefix_p_values_many([token_ids], key, vocab_size)[0]
 
-    def prefix_p_values_many(self, token_id_arrays: Sequence[Sequence[int]], key: str,
+    def prefix_p_values_many(self, token_id_arrays: Sequence[Sequence[int]], key: str,  # type: ignore[override]  # takes no backend options
                              vocab_size: int) -> list[np.ndarray]:
         """:meth:`prefix_p_values` of many sequences, each distinct green list drawn once."""
         seqs = checked_arrays(token_id_arrays, vocab_size)

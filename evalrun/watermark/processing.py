@@ -15,8 +15,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from evalrun._util.errors import SpecError
-from evalrun.kernels.backend import NUMPY, Ops, TorchOps, get_ops, is_torch
 from evalrun._util.specs import Spec
+from evalrun.kernels.backend import NUMPY, Ops, TorchOps, get_ops, is_torch
 from evalrun.watermark.buffers import Workspace
 from evalrun.watermark.mask_tables import add_packed, previous_tokens
 from evalrun.watermark.randomness import Randomness

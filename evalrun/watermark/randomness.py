@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 
 from evalrun._util.errors import SpecError
+from evalrun._util.specs import Spec, spec_float, spec_int
 from evalrun.kernels import seed_words as kr
 from evalrun.kernels.backend import Ops
-from evalrun._util.specs import Spec, spec_float, spec_int
 
 RANDOMNESS = ("window", "minhash", "fixed")
 DEFAULT_CONTEXT = {"window": 1, "minhash": 3}

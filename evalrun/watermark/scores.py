@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalrun._util.errors import SpecError
+from evalrun._util.specs import Spec, spec_float, spec_int
 from evalrun.kernels.align import align_prefix, edit_prefix
 from evalrun.kernels.backend import Ops
-from evalrun._util.specs import Spec, spec_float, spec_int
 from evalrun.watermark.randomness import Randomness
 
 SCORES = ("sum", "align", "edit")

@@ -1,3 +1,5 @@
-from evalrun.pack.detection_grader import grade_detection, prepare_detection as prepare
+from evalrun.pack.detection_grader import grade_detection
+from evalrun.pack.detection_grader import prepare_detection as prepare
+
 
 def grade(case, output, context): return grade_detection(case, output, context)

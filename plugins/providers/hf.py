@@ -20,23 +20,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from evalrun.plugins.providers.local_model import (
-    encode_prompt,
-    generate_in_batches,
-    prompt_text,
-    resolve_model_path,
-    tokenizer_fingerprint,
-)
-
-from evalrun.model.allocator import tune_allocator
 from evalrun._util.errors import EvalrunError, SpecError
 from evalrun._util.specs import is_none
+from evalrun.model.allocator import tune_allocator
 from evalrun.model.generation import Generation, GenerationRequest, Prompt, ResultSink
 from evalrun.model.providers import (
     ModelSpec,
     ProviderKind,
     ProviderOption,
     local_model_digest,
+)
+from evalrun.plugins.providers.local_model import (
+    encode_prompt,
+    generate_in_batches,
+    prompt_text,
+    resolve_model_path,
+    tokenizer_fingerprint,
 )
 
 
@@ -365,7 +364,7 @@ class HFProvider:
                                     position_ids=positions.to(self.device)).logits.float()
             logp = torch.log_softmax(logits[:, :-1], dim=-1)
             nll = -logp.gather(-1, input_ids[:, 1:].to(self.device).unsqueeze(-1)).squeeze(-1)
-            for i, (p, t) in enumerate(seqs):
+            for i, (_p, t) in enumerate(seqs):
                 if not t:
                     out.append((float("nan"), 0))
                     continue

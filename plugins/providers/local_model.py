@@ -10,8 +10,7 @@ from typing import Any, Callable, Sequence
 
 from evalrun._util.errors import EvalrunError
 from evalrun.model.generation import Generation, GenerationRequest, ResultSink
-from evalrun.model.tokenization import (encode_prompt, prompt_text, render_plain,  # noqa: F401  (re-exported for providers)
-                                  tokenizer_fingerprint)
+from evalrun.model.tokenization import encode_prompt, prompt_text, render_plain, tokenizer_fingerprint  # noqa: F401  (re-exported for providers)
 
 
 def resolve_model_path(model_path: str, *, provider: str) -> str:

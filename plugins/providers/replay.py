@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from evalrun._util.errors import EvalrunError
-from evalrun.model.generation import Generation, GenerationRequest, ResultSink
 from evalrun._util.jsonl import MAX_RECORD_BYTES, read_lines
+from evalrun.model.generation import Generation, GenerationRequest, ResultSink
 from evalrun.model.providers import ModelSpec, ProviderKind, file_digest
 
 

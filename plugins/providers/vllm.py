@@ -29,18 +29,26 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from evalrun.model.embedded import EMBEDDED_NAME
 from evalrun._util.errors import EvalrunError, SpecError
-from evalrun.model.generation import Generation, GenerationRequest, ResultSink
-from evalrun.plugins.providers.local_model import (encode_prompt, generate_in_batches, resolve_model_path,
-                                                   tokenizer_fingerprint)
-from evalrun.plugins.providers.vllm_errors import (StderrCapture, import_failure, save_log,
-                                                   start_failure)
-from evalrun.plugins.providers.vllm_options import (VLLM_OPTIONS, EngineSettings, check_max_model_len,
-                                                    engine_settings, parse_vllm_options,
-                                                    read_model_config)
-from evalrun.model.providers import ModelSpec, ProviderKind, ProviderOption, local_model_digest
 from evalrun._util.specs import is_none
+from evalrun.model.embedded import EMBEDDED_NAME
+from evalrun.model.generation import Generation, GenerationRequest, ResultSink
+from evalrun.model.providers import ModelSpec, ProviderKind, ProviderOption, local_model_digest
+from evalrun.plugins.providers.local_model import (
+    encode_prompt,
+    generate_in_batches,
+    resolve_model_path,
+    tokenizer_fingerprint,
+)
+from evalrun.plugins.providers.vllm_errors import StderrCapture, import_failure, save_log, start_failure
+from evalrun.plugins.providers.vllm_options import (
+    VLLM_OPTIONS,
+    EngineSettings,
+    check_max_model_len,
+    engine_settings,
+    parse_vllm_options,
+    read_model_config,
+)
 
 __all__ = ["KIND", "VLLM_OPTIONS", "VLLMProvider", "make_vllm_provider", "vllm_platform_is_cpu"]
 
@@ -65,7 +73,7 @@ def _import_vllm(spec: str = "vllm") -> Any:
         try:
             import vllm
 
-            vllm.LLM, vllm.SamplingParams  # lazy attributes: they import the engine
+            vllm.LLM, vllm.SamplingParams  # noqa: B018 (lazy attributes: reading them imports the engine)
             if hasattr(vllm, "__path__"):  # the real package (tests use a stand-in module)
                 importlib.import_module("vllm.v1.sample.logits_processor")
         except Exception as exc:

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from evalrun._util.errors import SpecError
+from evalrun._util.specs import parse_spec
 from evalrun.attacks import parse_attack
 from evalrun.attacks.misspelling import misspelling as MISSPELLING
 from evalrun.attacks.misspelling import misspellings
 from evalrun.attacks.words import match_case
-from evalrun._util.errors import SpecError
-from evalrun._util.specs import parse_spec
 from evalrun.testing.rng import ScriptedRandom
 
 misspell = MISSPELLING.fn

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalrun.attacks import AttackDef, ATTACKS, parse_attack
+from evalrun.attacks import ATTACKS, AttackDef, parse_attack
 
 PARAGRAPH = (
     "Researchers have developed several watermarking schemes that embed hidden signals in "

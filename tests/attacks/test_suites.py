@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from evalrun._util.errors import SpecError
 from evalrun.attacks import ATTACKS, load_suite, parse_attack
 from evalrun.attacks.suites import read_suite, shipped_suites
-from evalrun._util.errors import SpecError
 
 MMW = [
     "misspelling:p=0.25", "misspelling:p=0.5", "typo:p=0.05", "typo:p=0.1", "contraction",

@@ -9,15 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalrun.attacks import parse_attack
-from evalrun.attacks.swap import swap_rates
-from evalrun.attacks.swap import swap as SWAP
-
-swap = SWAP.fn
-from evalrun.attacks.words import split_words
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import parse_spec
+from evalrun.attacks import parse_attack
+from evalrun.attacks.swap import swap as SWAP
+from evalrun.attacks.swap import swap_rates
+from evalrun.attacks.words import split_words
 from evalrun.testing.rng import ScriptedRandom
+
+swap = SWAP.fn
 
 FAST = settings(max_examples=120, deadline=None)
 

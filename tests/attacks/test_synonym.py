@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalrun.attacks import parse_attack
-from evalrun.attacks.synonym import CLOSED_CLASS, _PARTICIPLE_AUX, candidates, synonym_table
-from evalrun.attacks.synonym import synonym as SYNONYM
-from evalrun.attacks.words import match_case, split_words
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import parse_spec
+from evalrun.attacks import parse_attack
+from evalrun.attacks.synonym import _PARTICIPLE_AUX, CLOSED_CLASS, candidates, synonym_table
+from evalrun.attacks.synonym import synonym as SYNONYM
+from evalrun.attacks.words import match_case, split_words
 from evalrun.testing.rng import ScriptedRandom
 
 replace = SYNONYM.fn

@@ -8,14 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from evalrun._util.errors import SpecError
+from evalrun._util.specs import parse_spec
 from evalrun.attacks import parse_attack
 from evalrun.attacks.typo import QWERTY_NEIGHBOURS
 from evalrun.attacks.typo import typo as TYPO
+from evalrun.testing.rng import ScriptedRandom
 
 typo = TYPO.fn
-from evalrun._util.errors import SpecError
-from evalrun._util.specs import parse_spec
-from evalrun.testing.rng import ScriptedRandom
 
 FAST = settings(max_examples=150, deadline=None)
 

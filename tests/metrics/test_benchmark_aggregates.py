@@ -10,11 +10,10 @@ from typing import Any
 import pytest
 
 from evalrun import metrics
-
 from evalrun.metrics import stats
-from evalrun.pack.grade import Judgement
 from evalrun.metrics.aggregates import compute, write_metrics_json
 from evalrun.metrics.benchmark import ALL_ATTACKS, excluded_from_tamper
+from evalrun.pack.grade import Judgement
 
 PACK = "mmw_news"
 MODEL = "hf:tiny"

@@ -10,9 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from evalrun.metrics import stats
-from evalrun.metrics import (auroc, detection_rate, false_positive_rate, fpr_threshold,
-                             tpr_at_fpr)
+from evalrun.metrics import auroc, detection_rate, false_positive_rate, fpr_threshold, stats, tpr_at_fpr
 
 
 def test_detection_rate_counts_p_at_or_under_threshold() -> None:

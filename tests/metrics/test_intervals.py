@@ -7,10 +7,20 @@ import math
 import numpy as np
 import pytest
 
-from evalrun.metrics import stats
-from evalrun.metrics import (auroc, auroc_ci, calibration_r2, calibration_r2_ci,
-                             quality_retention, tamper_resistance, tamper_resistance_ci,
-                             tpr_at_fpr, tpr_at_fpr_ci, watermark_size, watermark_size_ci)
+from evalrun.metrics import (
+    auroc,
+    auroc_ci,
+    calibration_r2,
+    calibration_r2_ci,
+    quality_retention,
+    stats,
+    tamper_resistance,
+    tamper_resistance_ci,
+    tpr_at_fpr,
+    tpr_at_fpr_ci,
+    watermark_size,
+    watermark_size_ci,
+)
 
 RNG = np.random.default_rng(7)
 SIZES = [int(v) for v in RNG.integers(20, 200, 60)] + [None] * 20  # a quarter undetected

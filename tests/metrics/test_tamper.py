@@ -9,8 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.spatial import ConvexHull
 
-from evalrun.metrics import (AttackPoint, best_attack, lower_hull, quality_retention,
-                             tamper_resistance)
+from evalrun.metrics import AttackPoint, best_attack, lower_hull, quality_retention, tamper_resistance
 
 # four attacks as (quality retention, detection rate)
 POINTS = [(0.5, 0.25), (0.8, 0.9), (0.3, 0.6), (0.9, 0.3)]

@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import tomllib
 from collections import Counter
 from pathlib import Path
 from types import ModuleType
@@ -19,6 +18,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+import tomllib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

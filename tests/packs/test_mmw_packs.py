@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import re
 import string
-import tomllib
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+import tomllib
 
 REPO = Path(__file__).resolve().parents[2]
 PACKS = REPO / "packs"

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from collections import Counter
 from pathlib import Path
 from types import ModuleType
 
 import jsonschema
 import pytest
+import tomllib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

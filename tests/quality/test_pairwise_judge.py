@@ -13,8 +13,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evalrun.judges import UNPARSED, Subject, get_judge
-from evalrun.judges.pairwise import (CRITERIA, CRITERION_TITLES, PAIRWISE_INSTRUCTIONS, SIMPLE_INSTRUCTIONS, coin,
-                                     pair_subjects, parse_criteria, parse_verdict)
+from evalrun.judges.pairwise import (
+    CRITERIA,
+    CRITERION_TITLES,
+    PAIRWISE_INSTRUCTIONS,
+    SIMPLE_INSTRUCTIONS,
+    coin,
+    pair_subjects,
+    parse_criteria,
+    parse_verdict,
+)
 from evalrun.testing.chat_server import ChatServer
 
 #: seed 001, appendix A, Table 2: the judge's answer as printed (the seed elides criteria 3-6)

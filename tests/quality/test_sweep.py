@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from evalrun._util.errors import EvalrunError
+from evalrun.analysis.sweep import choose, grid_points, median_absolute_deviation, remeasure_key, summarise
 from evalrun.judges import get_judge
 from evalrun.pack.grade import Judgement
-from evalrun.analysis.sweep import choose, grid_points, median_absolute_deviation, remeasure_key, summarise
 
 W = "kgw:delta=2"
 
@@ -67,6 +67,7 @@ def test_grid_points_and_helpers() -> None:
     assert remeasure_key("k", 0) != remeasure_key("k", 1) != "k"
 
 
+@pytest.mark.slow
 def test_sweep_end_to_end_on_the_embedded_model(tmp_path: Path, capsys, monkeypatch,
                                                  make_detection_pack) -> None:
     from evalrun.cli.main import main

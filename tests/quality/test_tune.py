@@ -108,6 +108,7 @@ def _pack(make_detection_pack, root: Path, cases: int = 10) -> Path:
                           z_threshold=2.0, topic="the garden")
 
 
+@pytest.mark.slow
 def test_tune_end_to_end_on_the_embedded_model(tmp_path: Path, capsys, monkeypatch, make_detection_pack) -> None:
     from evalrun.cli.main import main
 

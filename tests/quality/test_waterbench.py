@@ -143,8 +143,8 @@ def test_main_benchmark_aggregates_count_a_z_threshold_pack_by_the_graders_rule(
     ``p <= 1 - Phi(4)`` (binomial p) would count other texts."""
     import json
 
-    from evalrun.pack.detection_grader import z_tail
     from evalrun.metrics.aggregates import compute
+    from evalrun.pack.detection_grader import z_tail
 
     W = "kgw:delta=2"
     t = z_tail(4.0)

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 import pytest
+
 from evalrun.metrics import lower_hull, tamper_resistance
 from evalrun.metrics.aggregates import compute
 from evalrun.report import build_report

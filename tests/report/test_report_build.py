@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 
 from evalrun._util.errors import EvalrunError
-from evalrun.report import build_report
+from evalrun.report import build_report, tables
 from evalrun.report.build import CHART_NAMES
 from evalrun.report.data import EXTRACTION, WATERMARK, load
-from evalrun.report import tables
 from evalrun.store.database import Store
 
 WR = "watermark_robustness"

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from evalrun._util.errors import EvalrunError
-from evalrun.unlearning.data import (case_of, load_owners, prompt_of, shipped_owners_path,
-                                     similarity, watermark_data)
+from evalrun.unlearning.data import case_of, load_owners, prompt_of, shipped_owners_path, similarity, watermark_data
 from evalrun.watermark.waterfall import Waterfall
 
 pytest.importorskip("torch")
@@ -143,7 +142,7 @@ def test_waterdrum_pack_runs_on_the_fine_tuned_hf_model(tiny_models: dict) -> No
     rows = sqlite3.connect(db).execute(
         "SELECT model, case_id, label, metadata_json FROM results WHERE pack = 'waterdrum'").fetchall()
     assert len(rows) == 2 * len(tiny_models["points"])
-    for model, case_id, label, meta in rows:
+    for _model, case_id, label, meta in rows:
         m = json.loads(meta)
         assert label in ("VERIFIED", "NOT_VERIFIED") and m["num_tokens_scored"] > 0
         assert m["set"] == ("forget" if case_id.startswith("o00") else "retain")

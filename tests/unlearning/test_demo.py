@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from evalrun.report.unlearning import write_report
-from evalrun.unlearning.demo import DemoConfig, FRACTIONS, run_demo
+from evalrun.unlearning.demo import FRACTIONS, DemoConfig, run_demo
 from evalrun.unlearning.finetune import TrainConfig
 
 pytest.importorskip("torch")
@@ -20,6 +20,7 @@ TINY = DemoConfig(owners=2, points=4, continuation_tokens=12, repetitions=1,
                   unlearn=TrainConfig(epochs=1, lr=1e-4, batch_size=8))
 
 
+@pytest.mark.slow
 def test_tiny_demo_writes_models_report_and_metrics(tmp_path: Path) -> None:
     headline = run_demo(tmp_path, config=TINY, threads=1, d4=True, secret="tiny-secret-42",
                         log=lambda s: None, write_report=write_report)

@@ -8,10 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from evalrun.pack.grade import GradeContext
 from evalrun.metrics import auroc, calibration_r2
-from evalrun.unlearning.aggregates import (Role, point_scores, summarize,
-                                           waterdrum_aggregate)
+from evalrun.pack.grade import GradeContext
+from evalrun.unlearning.aggregates import Role, point_scores, summarize, waterdrum_aggregate
 from evalrun.unlearning.grading import NOT_VERIFIED, VERIFIED, grade_verification
 from evalrun.unlearning.keys import FROM_OWNER, FROM_SECRET, owner_waterfall_id
 from evalrun.watermark.waterfall import Waterfall, permutation

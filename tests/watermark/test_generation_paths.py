@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from evalrun.kernels.backend import NUMPY
-from evalrun.kernels.keyed_hash import code, feistel_rank, pair, uniform
 from evalrun.kernels.green import is_green
+from evalrun.kernels.keyed_hash import code, feistel_rank, pair, uniform
 from evalrun.kernels.token_stats import bit_uniforms, its_uniform
 from evalrun.watermark.binary import huffman_tree
 from evalrun.watermark.randomness import derive_key

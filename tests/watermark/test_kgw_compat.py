@@ -41,9 +41,9 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 
 from evalrun._util.errors import SpecError  # noqa: E402
+from evalrun._util.specs import parse_spec  # noqa: E402
 from evalrun.kernels import fisher_yates  # noqa: E402
 from evalrun.watermark import kgw_compat  # noqa: E402
-from evalrun._util.specs import parse_spec  # noqa: E402
 from evalrun.watermark import membership_memo as membership_memo_module  # noqa: E402
 from evalrun.watermark import seed_tables as seed_tables_module  # noqa: E402
 from evalrun.watermark.kgw_compat import (  # noqa: E402

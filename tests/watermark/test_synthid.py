@@ -375,7 +375,9 @@ def test_vllm_adapter_runs_one_processor_per_request() -> None:
     scores, equal to a transformers processor fed that request alone, across a swap, a
     repeated apply (partial prefill) and a preemption that re-adds a request."""
     from evalrun.plugins.providers.vllm_watermark import (
-        EvalrunWatermarkLogitsProcessor, vllm_temperature, watermark_extra_args,
+        EvalrunWatermarkLogitsProcessor,
+        vllm_temperature,
+        watermark_extra_args,
     )
 
     vocab, spec = 12, "synthid:ngram_len=2,context_history_size=6"

@@ -23,7 +23,13 @@ from evalrun._util.specs import parse_spec
 from evalrun.watermark.registry import parse_watermark
 from evalrun.watermark.seed_tables import seed_tables
 from evalrun.watermark.waterfall import (
-    Waterfall, build, max_freq, parse_owner_id, permutation, perturbation, unit_phi,
+    Waterfall,
+    build,
+    max_freq,
+    parse_owner_id,
+    permutation,
+    perturbation,
+    unit_phi,
     verify_owners,
 )
 

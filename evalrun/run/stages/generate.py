@@ -17,10 +17,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from evalrun.store.commit_batch import CommitBatch
-from evalrun.run.executors import Executor, LocalExecutor
 from evalrun.model.generation import Generation, GenerationRequest, Provider
+from evalrun.run.executors import Executor, LocalExecutor
 from evalrun.run.plan import Item, unique_generations
+from evalrun.store.commit_batch import CommitBatch
 from evalrun.store.database import HAS_OUTPUT, Store, utc_now
 
 ProviderFactory = Callable[[str], Provider]

@@ -15,13 +15,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from evalrun.store.commit_batch import CommitBatch
-from evalrun.pack.grade import Grade, GradeContext
-from evalrun.metrics.judgements import read_judgements
-from evalrun.pack.loading import Pack
 from evalrun._util.specs import is_none
+from evalrun.metrics.judgements import read_judgements
+from evalrun.pack.grade import Grade, GradeContext
+from evalrun.pack.loading import Pack
+from evalrun.store.commit_batch import CommitBatch
 from evalrun.store.database import ATTACK_ERROR, GRADER_ERROR, GradeRecord, Store
-
 
 #: A stored result row: a :class:`sqlite3.Row` from the store, or a mapping with its columns.
 StoredRow = Mapping[str, Any] | sqlite3.Row

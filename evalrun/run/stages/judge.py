@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Sequence
 
-from evalrun.run.executors import Emit, Executor, LocalExecutor
-from evalrun.model.generation import Generation, GenerationRequest, Provider
 from evalrun._util.hashing import canonical_json, sha256_hex
-from evalrun.judges import UNPARSED, Judge, Subject
 from evalrun._util.specs import is_none
+from evalrun.judges import UNPARSED, Judge, Subject
+from evalrun.model.generation import Generation, GenerationRequest, Provider
+from evalrun.run.executors import Emit, Executor, LocalExecutor
 from evalrun.store.database import Store, utc_now
 
 ProviderFactory = Callable[[str], Provider]

@@ -20,17 +20,23 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Mapping, Sequence
 
-from evalrun.attacks import ModelAttack, parse_attack
 from evalrun._util.errors import EvalrunError
-from evalrun.run.executors import Executor, LocalExecutor
+from evalrun._util.specs import is_none
+from evalrun.attacks import ModelAttack, parse_attack
 from evalrun.model.generation import Generation, Provider
+from evalrun.model.providers import model_revision, parse_model, provider_kind
+from evalrun.model.tokenization import TextTokenizer, load_tokenizer
+from evalrun.run.executors import Executor, LocalExecutor
 from evalrun.run.options import RunOptions
 from evalrun.run.plan import Item
-from evalrun.model.providers import model_revision, parse_model, provider_kind
-from evalrun._util.specs import is_none
+from evalrun.run.stages.transform_tasks import (
+    AttackInput,
+    AttackOutcome,
+    attack_seed,
+    model_attack_task,
+    text_attack_task,
+)
 from evalrun.store.database import HAS_OUTPUT, Store, transform_key, utc_now
-from evalrun.model.tokenization import TextTokenizer, load_tokenizer
-from evalrun.run.stages.transform_tasks import AttackInput, AttackOutcome, attack_seed, model_attack_task, text_attack_task
 
 __all__ = ["TOKENS_ONLY", "TransformSummary", "attack_seed", "run_transforms"]
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from evalrun.attacks import Attack, ModelAttack, parse_attack
 from evalrun.attacks.model import clean_answer
-from evalrun.run.executors import Emit
 from evalrun.model.generation import Generation, GenerationRequest, GenParams, Prompt
+from evalrun.run.executors import Emit
 from evalrun.run.plan import attack_seed
 
 
@@ -90,7 +90,7 @@ def model_attack_task(spec: str, provider: Any, inputs: list[AttackInput], emit:
         failed: set[str] = set()
 
         def sink(request: GenerationRequest, gen: Generation, _by_key=by_key, _number=number,
-                 _final=number == len(steps) - 1) -> None:
+                 _final=number == len(steps) - 1) -> None:  # noqa: B008 (binds this step's values)
             item = _by_key[request.gen_key]
             if gen.error or gen.text is None:
                 failed.add(item.key)
