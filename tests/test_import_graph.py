@@ -136,7 +136,10 @@ def test_outer_folders_are_imported_only_from_above() -> None:
 
 
 def test_packs_import_only_the_pack_api() -> None:
-    allowed = {"evalrun", "evalrun.pack.grade", "evalrun.pack.detection_grader", "evalrun.unlearning.grading"}
+    """The shipped graders keep the import names packs have always used (their text is their
+    stored fingerprint); new packs may use the folder names."""
+    allowed = {"evalrun", "evalrun.grading", "evalrun.detection_grading", "evalrun.pack.grade",
+               "evalrun.pack.detection_grader", "evalrun.unlearning.grading"}
     for path in (REPO / "packs").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("evalrun"):

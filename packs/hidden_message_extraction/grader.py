@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from evalrun.pack.grade import Grade
+from evalrun.grading import Grade
 
 CORRECT = "CORRECT"
 PARTIAL = "PARTIAL"

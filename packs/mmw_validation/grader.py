@@ -1,5 +1,3 @@
-from evalrun.pack.detection_grader import grade_detection
-from evalrun.pack.detection_grader import prepare_detection as prepare
-
+from evalrun.detection_grading import grade_detection, prepare_detection as prepare
 
 def grade(case, output, context): return grade_detection(case, output, context)

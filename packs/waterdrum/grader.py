@@ -1,4 +1,3 @@
 from evalrun.unlearning.grading import grade_verification
 
-
 def grade(case, output, context): return grade_verification(case, output, context)

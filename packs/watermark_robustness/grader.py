@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from evalrun.pack.grade import Grade
+from evalrun.grading import Grade
 
 PASS = "PASS"
 MUTATED = "MUTATED"

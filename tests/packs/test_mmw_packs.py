@@ -94,7 +94,7 @@ def test_pack_toml(name: str) -> None:
 @pytest.mark.parametrize("name", GENERATION_PACKS)
 def test_grader_is_the_shared_detection_grader(name: str) -> None:
     source = (PACKS / name / "grader.py").read_text(encoding="utf-8")
-    assert "from evalrun.pack.detection_grader import grade_detection" in source
+    assert "from evalrun.detection_grading import grade_detection" in source
     assert "return grade_detection(case, output, context)" in source
     assert "prepare_detection as prepare" in source  # batched detection before grading
 
