@@ -58,13 +58,28 @@ class Registry(Generic[T]):
     def _load_plugins(self) -> None:
         if self._plugins_loaded:
             return
-        self._plugins_loaded = True
         from importlib import metadata  # ~20 ms of imports; only when a name is not in-tree
 
+        found: dict[str, tuple[str, str]] = {}  # name -> (target, where it comes from)
         for ep in metadata.entry_points(group=self.group):
-            if ep.name in self._objects or ep.name in self._lazy:
-                continue  # in-tree names win; a plugin cannot silently replace them
-            self._lazy[ep.name] = ep.value
+            source = _entry_point_source(ep)
+            taken = found[ep.name][1] if ep.name in found else self._source(ep.name)
+            if taken is not None:
+                # neither may silently win: the user would run something else than they named
+                raise SpecError(f"{self.kind} {ep.name!r} is registered twice: by {taken} and by {source}; "
+                                f"uninstall one or rename its entry point in the {self.group!r} group")
+            found[ep.name] = (ep.value, source)
+        self._lazy.update({name: target for name, (target, _) in found.items()})
+        self._plugins_loaded = True
+
+    def _source(self, name: str) -> str | None:
+        """Where an in-tree entry comes from, for error messages (None: not registered)."""
+        if name in self._lazy:
+            return f"evalrun ({self._lazy[name]})"
+        if name in self._objects:
+            module = getattr(self._objects[name], "__module__", None) or type(self._objects[name]).__module__
+            return f"evalrun ({module})"
+        return None
 
     def get(self, name: str) -> T:
         """The entry named ``name``; a :class:`SpecError` listing the known names otherwise."""
@@ -96,3 +111,10 @@ class Registry(Generic[T]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
+
+
+def _entry_point_source(ep: object) -> str:
+    """``the entry point 'name = module:attr' of package dist version``, as far as known."""
+    dist = getattr(ep, "dist", None)
+    package = f" of package {dist.name} {dist.version}" if dist is not None else ""
+    return f"the entry point '{getattr(ep, 'name', '?')} = {getattr(ep, 'value', '?')}'{package}"

@@ -36,13 +36,15 @@ import itertools
 import math
 import sqlite3
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Sequence, TypedDict
+from typing import Any, Callable, Mapping, Sequence, TypedDict
 
 import numpy as np
 
 from evalrun._util.errors import EvalrunError
+from evalrun._util.registry import Registry
 
-CLASSIFIERS = ("logreg", "mlp")
+#: what ``evalrun distinguish`` trains when no ``--classifier`` is given
+DEFAULT_CLASSIFIERS = ("logreg", "mlp")
 #: seed 001, appendix B, Table 4
 class _MLPGrid(TypedDict):
     lr: tuple[float, ...]
@@ -70,7 +72,7 @@ class MLPSettings:
 class CVSettings:
     folds: int = 5
     seed: int = 0
-    classifiers: tuple[str, ...] = CLASSIFIERS
+    classifiers: tuple[str, ...] = DEFAULT_CLASSIFIERS
     mlp: MLPSettings = field(default_factory=MLPSettings)
     mlp_search: bool = False
 
@@ -170,6 +172,32 @@ def _search_mlp(x: np.ndarray, y: np.ndarray, *, seed: int, base: MLPSettings) -
     return best
 
 
+@dataclass(frozen=True)
+class Fitted:
+    """A classifier's P(watermarked) for the test rows, and the settings it chose (if it
+    searched any), stored with the fold."""
+
+    scores: np.ndarray
+    chosen: dict[str, Any] | None = None
+
+
+#: ``(x_train, y_train, x_test, seed, settings) -> Fitted``; third-party classifiers register
+#: through the ``evalrun.classifiers`` entry-point group
+Classifier = Callable[[np.ndarray, np.ndarray, np.ndarray, int, CVSettings], Fitted]
+CLASSIFIERS: Registry[Classifier] = Registry("classifier", "evalrun.classifiers", option="--classifier")
+
+
+@CLASSIFIERS.register("logreg")
+def _logreg(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, seed: int, settings: CVSettings) -> Fitted:
+    return Fitted(logreg_scores(x_train, y_train, x_test, seed=seed))
+
+
+@CLASSIFIERS.register("mlp")
+def _mlp(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, seed: int, settings: CVSettings) -> Fitted:
+    mlp = _search_mlp(x_train, y_train, seed=seed, base=settings.mlp) if settings.mlp_search else settings.mlp
+    return Fitted(mlp_scores(x_train, y_train, x_test, seed=seed, settings=mlp), asdict(mlp))
+
+
 def _summary(values: Sequence[float]) -> dict[str, Any]:
     v = np.asarray(values, dtype=float)
     return {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if v.size > 1 else 0.0,
@@ -189,9 +217,9 @@ def cross_validate(x: np.ndarray, y: np.ndarray, groups: Sequence[Any] | None = 
     y = np.asarray(y, dtype=int)
     if x.ndim != 2 or x.shape[0] != y.shape[0]:
         raise ValueError(f"need one embedding row per label, got {x.shape} and {y.shape}")
-    unknown = sorted(set(settings.classifiers) - set(CLASSIFIERS))
+    unknown = sorted(set(settings.classifiers) - set(CLASSIFIERS.names()))
     if unknown:
-        raise EvalrunError(f"--classifier {unknown[0]}: unknown; known: {', '.join(CLASSIFIERS)}")
+        raise EvalrunError(f"--classifier {unknown[0]}: unknown; known: {', '.join(CLASSIFIERS.names())}")
     counts = np.bincount(y, minlength=2)
     if counts.min() < settings.folds:
         raise EvalrunError(f"{settings.folds}-fold cross-validation needs at least {settings.folds} texts of each "
@@ -212,12 +240,10 @@ def cross_validate(x: np.ndarray, y: np.ndarray, groups: Sequence[Any] | None = 
                                    f"{settings.folds}-fold cross-validation")
             a, b = _standardise(x[tr], x[te])
             seed = settings.seed * 1000 + k
-            if name == "logreg":
-                p = logreg_scores(a, y[tr], b, seed=seed)
-            else:
-                mlp = _search_mlp(a, y[tr], seed=seed, base=settings.mlp) if settings.mlp_search else settings.mlp
-                chosen.append(asdict(mlp))
-                p = mlp_scores(a, y[tr], b, seed=seed, settings=mlp)
+            fitted = CLASSIFIERS.get(name)(a, y[tr], b, seed, settings)
+            if fitted.chosen is not None:
+                chosen.append(fitted.chosen)
+            p = fitted.scores
             pred = (p >= 0.5).astype(int)
             acc.append(accuracy_score(y[te], pred))
             auc.append(roc_auc_score(y[te], p))

@@ -10,7 +10,7 @@ bias." The seed's constraints are quality degradation <= 1% or <= 10% and tamper
 **Per configuration** of the scheme's grid (every combination of the ``--grid`` values; by
 default the registered strength grid's gamma values x delta in 1, 2, 4) one run generates the
 pack's cases unwatermarked and under the configuration, applies the attacks, asks the quality
-judge about every text, and grades (:func:`evalrun.analysis.tune.execute_run`; all cached in the store).
+judge about every text, and grades (:func:`evalrun.run.pipeline.execute_run`; all cached in the store).
 From the stored results (:func:`summarise`, pure):
 
 * size: :func:`evalrun.metrics.watermark_size` of the unattacked watermarked texts (the grade's
@@ -41,8 +41,17 @@ from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 from evalrun._util.errors import EvalrunError
+from evalrun._util.hashing import canonical_json, sha256_hex, stable_int
+from evalrun._util.provenance import collect
 from evalrun._util.specs import Spec, is_none, parse_spec
+from evalrun.analysis.tune import _number, candidate_spec
+from evalrun.metrics import quality_retention, tamper_resistance, watermark_size_ci
 from evalrun.metrics.aggregates import row_metadata
+from evalrun.metrics.quality import quality_degradation
+from evalrun.metrics.size import watermark_size
+from evalrun.run.pipeline import execute_run
+from evalrun.store.database import utc_now
+from evalrun.watermark.strength import STRENGTH_GRIDS
 
 #: delta values swept by default (the outer values come from the scheme's strength grid)
 DEFAULT_INNER = (1.0, 2.0, 4.0)
@@ -51,7 +60,6 @@ DEFAULT_INNER = (1.0, 2.0, 4.0)
 def grid_points(scheme: str, overrides: Sequence[str]) -> tuple[Spec, list[str]]:
     """The base spec and the canonical spec of every grid point: ``--grid name=v1,v2,...``
     lists replace the registered grid's values for that parameter."""
-    from evalrun.analysis.tune import STRENGTH_GRIDS, _number, candidate_spec
 
     base = parse_spec(scheme, what="--scheme")
     grid = STRENGTH_GRIDS.get(base.name)
@@ -87,8 +95,6 @@ def _graded(row: Mapping[str, Any]) -> bool:
 def summarise(rows: Sequence[Mapping[str, Any]], spec: str, method: str, *, seed: int) -> dict[str, Any]:
     """Size, quality degradation and tamper resistance of ``spec`` from stored results (see
     the module docstring). Pure."""
-    from evalrun.metrics import quality_retention, tamper_resistance, watermark_size_ci
-    from evalrun.metrics.quality import quality_degradation
 
     plain = [r for r in rows if r["watermark"] == spec and is_none(r["attack"]) and _graded(r)]
     base = [r for r in rows if is_none(r["watermark"]) and is_none(r["attack"]) and _graded(r)]
@@ -125,7 +131,6 @@ def choose(configs: Sequence[Mapping[str, Any]], *, max_degradation: float, min_
 
 def remeasure_key(key: str, i: int) -> str:
     """The i-th re-measurement key, derived from the run's key (used, never stored)."""
-    from evalrun._util.hashing import sha256_hex
 
     return sha256_hex("sweep-remeasure", key, i)
 
@@ -144,12 +149,6 @@ def sweep(store: Any, pack: Any, options: Any, *, scheme: str, grid_overrides: S
           max_degradation: float, min_tamper: float, remeasure: int = 2, argv: Sequence[str] = (),
           progress: Any = None) -> dict[str, Any]:
     """The sweep of the module docstring; stored as an analysis (kind ``sweep``) and returned."""
-    from evalrun._util.hashing import canonical_json, sha256_hex, stable_int
-    from evalrun._util.provenance import collect
-    from evalrun.analysis.tune import execute_run
-    from evalrun.metrics import watermark_size_ci
-    from evalrun.metrics.size import watermark_size
-    from evalrun.store.database import utc_now
 
     if len(options.judges) != 1:
         raise EvalrunError("--judge: sweep needs exactly one quality judge, e.g. perplexity:embedded (offline) or "

@@ -5,8 +5,8 @@ true-positive rate (TPR), the share of watermarked outputs detected at z >= 4, a
 scheme's hyper-parameters are searched until its TPR is as close as possible to a target (0.7
 or 0.95 in the seed) before quality is compared.
 
-**Search.** A scheme's strength grid is registered in :data:`STRENGTH_GRIDS` (a scheme without
-one cannot be tuned): an *outer* parameter tried at each listed value and an *inner* one whose
+**Search.** A scheme's strength grid lives beside the scheme and is registered in
+:data:`evalrun.watermark.strength.STRENGTH_GRIDS` (a scheme without one cannot be tuned): an *outer* parameter tried at each listed value and an *inner* one whose
 TPR grows with it, searched by bisection. For ``kgw`` and ``unigram`` these are gamma (seed
 002 Fig. 3: 0.1, 0.25, 0.5, 0.75, 0.9) and delta (0 to 15). Per gamma, the top of the delta
 range is measured first (if even that misses the target, the gamma cannot reach it and the
@@ -39,36 +39,20 @@ from __future__ import annotations
 import json
 import math
 import time
-import uuid
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from evalrun._util.errors import EvalrunError
-from evalrun._util.registry import Registry
+from evalrun._util.hashing import canonical_json, sha256_hex
+from evalrun._util.provenance import collect
 from evalrun._util.specs import Spec, parse_spec
 from evalrun.metrics.stats import wilson_interval
-
-
-@dataclass(frozen=True)
-class StrengthGrid:
-    """How a scheme's strength is searched: ``outer`` at each of ``outer_values``, ``inner``
-    bisected over ``inner_range`` (the TPR must grow with it)."""
-
-    outer: str
-    outer_values: tuple[float, ...]
-    inner: str
-    inner_range: tuple[float, float]
-    #: the scheme's default outer value (ties go to the nearest)
-    outer_default: float
-    #: decimals the inner value is rounded to: short specs, exact cache hits
-    decimals: int = 2
-
-
-STRENGTH_GRIDS: Registry[StrengthGrid] = Registry("strength grid", "evalrun.strength_grids", option="--scheme")
-#: seed 002 Fig. 3: gamma in {0.1, 0.25, 0.5, 0.75, 0.9}, delta from 0 to 15
-_GREEN_LIST = StrengthGrid("gamma", (0.1, 0.25, 0.5, 0.75, 0.9), "delta", (0.0, 15.0), outer_default=0.25)
-STRENGTH_GRIDS.register("kgw", _GREEN_LIST)
-STRENGTH_GRIDS.register("unigram", replace(_GREEN_LIST, outer_default=0.5))
+from evalrun.run.pipeline import execute_run
+from evalrun.run.plan import params_for
+from evalrun.store.database import utc_now
+from evalrun.watermark import parse_watermark
+from evalrun.watermark.strength import STRENGTH_GRIDS, StrengthGrid
+from evalrun.watermark.verdict import is_detected, z_tail
 
 
 def _number(text: str, where: str) -> float:
@@ -133,7 +117,6 @@ Measure = Callable[[str], Trial]
 
 def candidate_spec(base: Spec, grid: StrengthGrid, outer: float, inner: float) -> str:
     """The canonical spec of one grid point (``base``'s other parameters kept)."""
-    from evalrun.watermark import parse_watermark
 
     params = {**base.params, grid.outer: f"{outer:g}", grid.inner: f"{round(inner, grid.decimals):g}"}
     scheme = parse_watermark(Spec(name=base.name, params=params).canonical())
@@ -219,58 +202,6 @@ def search(measure: Measure, base: Spec, grid: StrengthGrid, *, target: float, s
     return chosen, tried
 
 
-# -- running in a store ---------------------------------------------------------------------
-@dataclass
-class StoredRun:
-    """What :func:`execute_run` did: the run's id and its results, graded, with judgements."""
-
-    run_id: str
-    rows: list[dict[str, Any]]
-    generated: int
-    cached: int
-    #: items without a grade (failed calls, attacks or graders)
-    errors: int
-    seconds: float
-
-
-def execute_run(store: Any, pack: Any, options: Any, *, argv: Sequence[str] = (),
-                make_provider: Callable[[str], Any] | None = None) -> StoredRun:
-    """One run of ``pack`` under ``options`` in this process, the stages of ``evalrun run`` in
-    order -- generate, transform, judge, grade -- each reading what the store already holds
-    (what ``tune`` and ``sweep`` measure a configuration with)."""
-    from evalrun._util.provenance import collect
-    from evalrun.metrics.judgements import with_judgements
-    from evalrun.model.providers import make_provider as default_factory
-    from evalrun.run.pipeline import is_gradable, run_stages
-    from evalrun.run.plan import make_items
-    from evalrun.run.stages.grade import grade_into
-    from evalrun.store.commit_batch import CommitBatch
-
-    key = options.resolved_key()
-    items = list(make_items(pack, options))
-    run_id = uuid.uuid4().hex
-    start = time.perf_counter()
-    store.start_run(run_id, collect(list(argv)), options.as_json())
-    factory = make_provider or (lambda m: default_factory(m, base_url=options.base_url,
-                                                          concurrency=options.concurrency))
-    errors = 0
-    try:
-        summary = run_stages(items, store, run_id, options, factory).generation
-        with CommitBatch(store.record_grades) as grades:
-            for item in items:
-                row = store.result_by_key(item.item_key)
-                if not is_gradable(row):
-                    errors += 1
-                    continue
-                graded = grade_into(grades, pack, store, row, key=key, case=item.case.data)
-                errors += graded.grade is None
-        rows = with_judgements(store, [r for r in (store.result_by_key(it.item_key) for it in items) if r is not None])
-    finally:
-        store.finish_run(run_id)
-    return StoredRun(run_id=run_id, rows=rows, generated=summary.generated, cached=summary.cached, errors=errors,
-                     seconds=round(time.perf_counter() - start, 3))
-
-
 @dataclass
 class StoreMeasure:
     """Measures a configuration's TPR on ``pack`` x ``options.models[0]`` in ``store``."""
@@ -298,7 +229,6 @@ class StoreMeasure:
 
 def detected_at(evidence: Mapping[str, Any], z_threshold: float) -> bool:
     """Whether a watermarked result's stored evidence is a detection at ``z_threshold``."""
-    from evalrun.watermark.verdict import is_detected, z_tail
 
     return is_detected(evidence.get("z_score"), float(evidence["p_value"]), threshold=z_tail(z_threshold),
                        z_threshold=z_threshold)
@@ -330,9 +260,6 @@ def tune(store: Any, pack: Any, options: Any, *, scheme: str, target: float, z_t
          progress: Callable[[Trial], None] | None = None) -> dict[str, Any]:
     """Run the search on ``pack`` with the one model of ``options``; store it as an analysis
     and return what ``--json`` writes: ``{"watermark", "tpr", "tried", ...}``."""
-    from evalrun._util.hashing import canonical_json, sha256_hex
-    from evalrun._util.provenance import collect
-    from evalrun.store.database import utc_now
 
     base, grid = plan_search(scheme, grid_overrides, target=target, z_threshold=z_threshold, steps=steps,
                              tolerance=tolerance)
@@ -361,6 +288,5 @@ def tune(store: Any, pack: Any, options: Any, *, scheme: str, target: float, z_t
 
 
 def _max_tokens(pack: Any, options: Any) -> int:
-    from evalrun.run.plan import params_for
 
     return params_for(options, pack).max_tokens

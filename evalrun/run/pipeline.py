@@ -1,5 +1,8 @@
 """The pipeline: generate -> transform -> judge over a plan's items, then grading.
 
+:func:`execute_run` is the whole of it in one process (``tune`` and ``sweep`` measure with it);
+the pytest plugin runs :func:`run_stages` and grades each item as a test.
+
 ``evalrun run`` (through the pytest plugin), ``evalrun tune`` and ``evalrun sweep`` all run a
 plan through :func:`run_stages`, and decide which stored rows to grade with
 :func:`is_gradable` (as ``evalrun regrade`` does), so a configuration measured by ``tune`` is
@@ -10,26 +13,33 @@ them; a stage that finds its work stored reuses it.
 from __future__ import annotations
 
 import sys
+import time
+import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence, TypeGuard
 
+from evalrun._util.provenance import collect
 from evalrun._util.specs import is_none
 from evalrun.judges import get_judge
+from evalrun.metrics.judgements import with_judgements
 from evalrun.model.generation import Provider
+from evalrun.model.providers import make_provider as default_factory
 from evalrun.model.providers import model_identity
+from evalrun.pack.loading import Pack
 from evalrun.run.executors import Executor
 from evalrun.run.options import RunOptions
-from evalrun.run.plan import Item
+from evalrun.run.plan import Item, make_items
 from evalrun.run.stages.generate import PhaseSummary, ProgressBar, run_generation
-from evalrun.run.stages.grade import prepare_items
+from evalrun.run.stages.grade import StoredRow, grade_into, prepare_items
 from evalrun.run.stages.judge import JudgeSummary, run_judges, subjects
 from evalrun.run.stages.transform import TransformSummary, run_transforms
+from evalrun.store.commit_batch import CommitBatch
 from evalrun.store.database import ATTACK_ERROR, GRADER_ERROR, Store
 
-__all__ = ["StagesSummary", "is_gradable", "run_stages"]
+__all__ = ["StagesSummary", "StoredRun", "execute_run", "is_gradable", "run_stages"]
 
 
-def is_gradable(row: Mapping[str, Any] | None) -> bool:
+def is_gradable(row: StoredRow | None) -> TypeGuard[StoredRow]:
     """Whether a stored result can be graded: it has an output, and any error on it is one
     grading itself recorded (a failed grader or attack), not a failed model call."""
     if row is None or row["raw_output"] is None:
@@ -86,3 +96,48 @@ def run_stages(items: Sequence[Item], store: Store, run_id: str, options: RunOpt
         summary.judges.append((method, model, judged))
     prepare_items(items, store, key=key)
     return summary
+
+
+@dataclass
+class StoredRun:
+    """What :func:`execute_run` did: the run's id and its results, graded, with judgements."""
+
+    run_id: str
+    rows: list[dict[str, Any]]
+    generated: int
+    cached: int
+    #: items without a grade (failed calls, attacks or graders)
+    errors: int
+    seconds: float
+
+
+def execute_run(store: Store, pack: Pack, options: RunOptions, *, argv: Sequence[str] = (),
+                make_provider: Callable[[str], Provider] | None = None) -> StoredRun:
+    """One run of ``pack`` under ``options`` in this process, the stages of ``evalrun run`` in
+    order -- generate, transform, judge, grade -- each reading what the store already holds
+    (what ``tune`` and ``sweep`` measure a configuration with): the same stages as
+    ``evalrun run``, then every gradable item graded."""
+
+    key = options.resolved_key()
+    items = list(make_items(pack, options))
+    run_id = uuid.uuid4().hex
+    start = time.perf_counter()
+    store.start_run(run_id, collect(list(argv)), options.as_json())
+    factory = make_provider or (lambda m: default_factory(m, base_url=options.base_url,
+                                                          concurrency=options.concurrency))
+    errors = 0
+    try:
+        summary = run_stages(items, store, run_id, options, factory).generation
+        with CommitBatch(store.record_grades) as grades:
+            for item in items:
+                row = store.result_by_key(item.item_key)
+                if not is_gradable(row):
+                    errors += 1
+                    continue
+                graded = grade_into(grades, pack, store, row, key=key, case=item.case.data)
+                errors += graded.grade is None
+        rows = with_judgements(store, [r for r in (store.result_by_key(it.item_key) for it in items) if r is not None])
+    finally:
+        store.finish_run(run_id)
+    return StoredRun(run_id=run_id, rows=rows, generated=summary.generated, cached=summary.cached, errors=errors,
+                     seconds=round(time.perf_counter() - start, 3))

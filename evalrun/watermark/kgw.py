@@ -24,8 +24,11 @@ from evalrun.kernels.keyed_hash import below
 from evalrun.watermark.base import WatermarkScheme
 from evalrun.watermark.engine import Sampler, build_native
 from evalrun.watermark.processing import add_rows
+from evalrun.watermark.strength import GREEN_LIST_GRID
 
 WHAT = "--watermark"
+#: ``evalrun tune``'s search: WaterBench's green-list grid around kgw's default gamma 0.25
+STRENGTH_GRID = GREEN_LIST_GRID
 
 
 class DistributionShift(Sampler):

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from dataclasses import replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -39,8 +40,11 @@ from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_array
 from evalrun.watermark.counting import cumulative_counts, first_occurrences
 from evalrun.watermark.scores import REPEATS
+from evalrun.watermark.strength import GREEN_LIST_GRID
 
 WHAT = "--watermark"
+#: ``evalrun tune``'s search: WaterBench's green-list grid around Unigram's default gamma 0.5
+STRENGTH_GRID = replace(GREEN_LIST_GRID, outer_default=0.5)
 ALLOWED_KEYS = frozenset({"gamma", "delta", "repeats"})
 _INT_RE = re.compile(r"[+-]?[0-9]+")
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evalrun.analysis.distinguish import CVSettings, MLPSettings, cross_validate
+from evalrun._util.errors import EvalrunError
+from evalrun.analysis.distinguish import CLASSIFIERS, CVSettings, Fitted, MLPSettings, cross_validate
 from evalrun.testing.chat_server import ChatServer
 
 FAST_MLP = MLPSettings(epochs=40)
@@ -31,6 +32,24 @@ def test_separable_classes_come_out_near_auc_1() -> None:
     for name in ("logreg", "mlp"):
         assert out[name]["roc_auc"]["mean"] > 0.97 and out[name]["accuracy"]["mean"] > 0.9
         assert len(out[name]["roc_auc"]["folds"]) == 5 and sum(out[name]["fold_sizes"]) == 80
+
+
+def test_a_registered_classifier_is_cross_validated_by_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Classifiers are a registry: a new one needs no change to the cross-validation."""
+    seen: list[int] = []
+
+    def first_coordinate(x_train, y_train, x_test, seed, settings) -> Fitted:
+        seen.append(seed)
+        return Fitted(1 / (1 + np.exp(-x_test[:, 0])), {"feature": 0})
+
+    monkeypatch.setitem(CLASSIFIERS._objects, "first_coordinate", first_coordinate)
+    x, y = _blobs(80, shift=6.0)
+    out = cross_validate(x, y, settings=CVSettings(classifiers=("first_coordinate",), seed=2))
+    assert list(out) == ["first_coordinate"] and seen == [2000, 2001, 2002, 2003, 2004]
+    assert out["first_coordinate"]["roc_auc"]["mean"] > 0.97
+    assert out["first_coordinate"]["mlp_settings"] == [{"feature": 0}] * 5
+    with pytest.raises(EvalrunError, match="--classifier svm: unknown; known: first_coordinate, logreg, mlp"):
+        cross_validate(x, y, settings=CVSettings(classifiers=("svm",)))
 
 
 def test_indistinguishable_classes_come_out_near_auc_half() -> None:
