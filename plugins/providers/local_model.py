@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from evalrun._util.errors import EvalrunError
 from evalrun.model.generation import Generation, GenerationRequest, ResultSink
@@ -24,16 +24,6 @@ def resolve_model_path(model_path: str, *, provider: str) -> str:
     if model_path.startswith(("/", ".", "~")) or model_path.count("/") > 1:
         raise EvalrunError(f"--model {provider}:{model_path}: no such model directory")
     return model_path  # a hub id: only its local cache is consulted
-
-
-def check_local_model(spec: Any) -> None:
-    """Resolve an ``hf:``/``vllm:`` path or the embedded model without loading anything."""
-    if spec.name == "embedded":
-        from evalrun.model.embedded import embedded_model_path
-
-        embedded_model_path()
-    else:
-        resolve_model_path(spec.arg, provider=spec.name)
 
 
 def generate_in_batches(requests: Sequence[GenerationRequest], batch_size: int,
