@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
 from evalrun._util.registry import Registry
 from evalrun._util.specs import Spec
@@ -36,11 +36,25 @@ class AttackDef:
     prompt: Callable[[Prompt], Prompt] | None = None
 
 
-ATTACKS: Registry[AttackDef] = Registry("attack", "evalrun.attacks", option="--attack")
+#: text attacks, and the model attacks :mod:`evalrun.attacks.model` registers (readers tell
+#: them apart with isinstance)
+@dataclass(frozen=True)
+class ModelAttackDef:
+    """A registered model attack: the leading arguments it takes before the model spec and
+    the prompts of its calls, in order (each call rewrites the previous call's answer)."""
+
+    name: str
+    leading: tuple[str, ...]
+    steps: Callable[[Mapping[str, str]], tuple[Prompt, ...]]
+    description: str = ""
+    example: str = ""
+
+
+ATTACKS: Registry[AttackDef | ModelAttackDef] = Registry("attack", "evalrun.attacks", option="--attack")
 
 
 def text_attack(name: str, *, keys: tuple[str, ...] | frozenset[str] = (), random: bool = True,
-                registry: Registry[AttackDef] | None = ATTACKS,
+                registry: Registry[AttackDef] | Registry[AttackDef | ModelAttackDef] | None = ATTACKS,
                 prompt: Callable[[Prompt], Prompt] | None = None) -> Callable[[TextFn], AttackDef]:
     """Register ``fn(text, spec, rng) -> text`` as the attack ``name`` (its docstring's first
     line becomes the description). ``registry=None`` only builds the definition, for a

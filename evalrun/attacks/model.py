@@ -13,27 +13,16 @@ translation model; seed 000 prints neither prompt).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Mapping
 
 from evalrun._util.errors import SpecError
-from evalrun.attacks.base import ATTACKS
+from evalrun.attacks.base import ATTACKS, ModelAttackDef
 from evalrun.model.generation import Prompt
+from evalrun.model.providers import parse_model
 
 #: ISO 639-1 codes the translate attack knows by name (others are passed as they are)
 LANGUAGES = {"fr": "French", "ru": "Russian", "de": "German", "es": "Spanish", "it": "Italian",
              "zh": "Chinese", "ja": "Japanese", "pt": "Portuguese", "nl": "Dutch", "ar": "Arabic"}
-
-
-@dataclass(frozen=True)
-class ModelAttackDef:
-    """A registered model attack: the leading arguments it takes before the model spec and
-    the prompts of its calls, in order (each call rewrites the previous call's answer)."""
-
-    name: str
-    leading: tuple[str, ...]
-    steps: Callable[[Mapping[str, str]], tuple[Prompt, ...]]
-    description: str = ""
-    example: str = ""
 
 
 @dataclass(frozen=True)
@@ -84,9 +73,9 @@ def _translate(params: Mapping[str, str]) -> tuple[Prompt, ...]:
 
 
 # ATTACKS also holds model attacks: readers tell them apart with isinstance(..., ModelAttackDef)
-PARAPHRASE = ATTACKS.register("paraphrase", ModelAttackDef(  # type: ignore[arg-type]
+PARAPHRASE = ATTACKS.register("paraphrase", ModelAttackDef(
     "paraphrase", (), _paraphrase, "Paraphrase by a model", "paraphrase:openai:gpt-4o-mini"))
-TRANSLATE = ATTACKS.register("translate", ModelAttackDef(  # type: ignore[arg-type]
+TRANSLATE = ATTACKS.register("translate", ModelAttackDef(
     "translate", ("lang",), _translate, "Round trip through another language by a model",
     "translate:fr:openai:gpt-4o-mini"))
 
@@ -94,7 +83,6 @@ TRANSLATE = ATTACKS.register("translate", ModelAttackDef(  # type: ignore[arg-ty
 def bind(definition: ModelAttackDef, text: str) -> ModelAttack:
     """``<name>:<leading args>:<model-spec>`` -> a bound attack whose name is canonical (the
     model's identity, without options that only change how it runs)."""
-    from evalrun.model.providers import parse_model
 
     name, _, rest = text.strip().partition(":")
     parts = rest.split(":", len(definition.leading))

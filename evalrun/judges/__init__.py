@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from evalrun._util.errors import SpecError
 from evalrun._util.registry import Registry
 from evalrun.model.generation import GenParams, Prompt
 
@@ -61,7 +62,6 @@ class Judge(ABC):
         options left at None are not given. A judge that takes none refuses any."""
         given = sorted(k for k, v in options.items() if v not in (None, False))
         if given:
-            from evalrun._util.errors import SpecError
 
             raise SpecError(f"--method {self.method} takes no option {', '.join('--' + g.replace('_', '-') for g in given)}")
         return self
@@ -89,7 +89,6 @@ JUDGES.register_lazy("simple", "evalrun.judges.pairwise:SIMPLE")
 def get_judge(method: str) -> Judge:
     judge = JUDGES.get(method)
     if not isinstance(judge, Judge):
-        from evalrun._util.errors import SpecError
 
         raise SpecError(f"--method {method}: registered as {type(judge).__name__}, not a Judge")
     return judge

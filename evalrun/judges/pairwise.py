@@ -46,6 +46,7 @@ from evalrun._util.hashing import stable_int
 from evalrun._util.specs import is_none
 from evalrun.judges import UNPARSED, Judge, Subject
 from evalrun.model.generation import GenParams, Prompt
+from evalrun.watermark import parse_watermark
 
 #: the seed's seven criteria, in the prompt's order (short names used in parses and metrics)
 CRITERIA = ("relevance", "depth", "clarity", "coherence", "originality", "examples", "accuracy")
@@ -187,7 +188,6 @@ class PairwiseJudge(Judge):
             raise SpecError(f"--method {self.method}: unknown option(s) {', '.join(unknown)}")
         baseline = options.get("baseline") or "none"
         if not is_none(baseline):
-            from evalrun.watermark import parse_watermark
 
             parse_watermark(baseline)  # a bad spec fails here, before anything is asked
         else:

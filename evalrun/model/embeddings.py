@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from evalrun._util.errors import EvalrunError
+from evalrun.model.providers import check_model, make_provider, parse_model, provider_kind
 
 #: the offline default embedder
 DEFAULT_EMBEDDER = "embedded"
@@ -33,7 +34,6 @@ def text_digest(text: str) -> str:
 
 def embedder_identity(spec: str, *, base_url: str | None = None) -> str:
     """What the cache is keyed by besides the text: ``<model identity>|<revision>``."""
-    from evalrun.model.providers import parse_model, provider_kind
 
     parsed = parse_model(spec)
     revision = provider_kind(parsed.name).revision(parsed, None, SimpleNamespace(base_url=base_url))
@@ -44,7 +44,6 @@ def embed_texts(store: Any, spec: str, texts: Sequence[str], *, base_url: str | 
                 make: Callable[..., Any] | None = None) -> tuple[np.ndarray, int]:
     """``(vectors [len(texts), dim], number of texts newly embedded)``: cached vectors are read,
     the others computed by the embedder's provider in one call and stored."""
-    from evalrun.model.providers import check_model, make_provider
 
     check_model(spec)
     identity = embedder_identity(spec, base_url=base_url)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
+from evalrun._util.hashing import stable_int
+
 
 @dataclass(frozen=True)
 class Prompt:
@@ -66,7 +68,6 @@ class GenerationRequest:
     @property
     def sample_seed(self) -> int:
         """Per-repetition seed so repetitions are distinct yet reproducible generations."""
-        from evalrun._util.hashing import stable_int
 
         return stable_int(self.params.seed, self.repetition, self.pack, self.case_id)
 

@@ -124,9 +124,10 @@ class ProviderKind(ABC):
         """Whatever can be known without loading the model (files exist and parse), so a bad
         spec is reported before the store or the progress bar exist."""
 
-    def revision(self, spec: ModelSpec, pack: PackFiles, options: RunSettings) -> str:
+    def revision(self, spec: ModelSpec, pack: PackFiles | None, options: RunSettings) -> str:
         """What besides the spec decides the model's outputs (weights, a file, an endpoint),
-        folded into cache keys: changing it regenerates instead of reusing."""
+        folded into cache keys: changing it regenerates instead of reusing. ``pack`` is None
+        outside a pack (an embedder's identity)."""
         return ""
 
     def tokenizer_dir(self, spec: ModelSpec) -> str | None:

@@ -35,6 +35,7 @@ from typing import Any, Mapping, Sequence
 from evalrun._util.specs import is_none
 from evalrun.pack.grade import Grade, GradeContext
 from evalrun.pack.overlap import OVERLAP_METRICS
+from evalrun.watermark import parse_watermark
 from evalrun.watermark.verdict import (
     DEFAULT_THRESHOLD,
     DETECTED,
@@ -67,7 +68,6 @@ def _detect(spec: str, token_ids: tuple[int, ...], key: str, vocab_size: int, th
     if found is not None:
         detection, size = found
     else:
-        from evalrun.watermark import parse_watermark
 
         scheme = parse_watermark(spec)
         assert scheme is not None
@@ -114,7 +114,6 @@ def prepare_detection(batch: Sequence[tuple[Mapping[str, Any], str, GradeContext
     ``prefix_p_values_many``, equal text by text to the single-text methods), everything the
     coming :func:`grade_detection` calls will ask for. Items the grader would refuse are
     left to it; a group whose batched call fails is left to the item-by-item path."""
-    from evalrun.watermark import parse_watermark
 
     groups: dict[tuple[str, int, str, float], dict[tuple[int, ...], None]] = {}
     for _case, _output, context in batch:

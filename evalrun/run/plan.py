@@ -16,6 +16,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from evalrun._util.hashing import canonical_json, sha256_hex, stable_int
 from evalrun._util.specs import is_none
+from evalrun.attacks import Attack, parse_attack
 from evalrun.model.generation import GenerationRequest, GenParams, Prompt
 from evalrun.model.providers import model_revision, parse_model
 from evalrun.pack.loading import Case, Pack
@@ -135,7 +136,6 @@ def make_items(pack: Pack, options: RunOptions, *, models: Sequence[str] | None 
 
 def prompt_rewrite(attack: str) -> Any:
     """The prompt rewrite of a prompt attack (``emoji``), else None."""
-    from evalrun.attacks import Attack, parse_attack
 
     parsed = parse_attack(attack)
     return parsed.definition.prompt if isinstance(parsed, Attack) else None

@@ -24,6 +24,7 @@ import os
 from typing import Any, Mapping, Sequence
 
 from evalrun._util.errors import EvalrunError
+from evalrun.model.providers import make_provider
 from evalrun.run.executors import Emit, Executor, ProviderFactory, Task
 
 #: chunks per actor: small enough to stream results, large enough to batch on each actor
@@ -43,7 +44,6 @@ class _Worker:
     """One provider (or none), built once in the actor's process; runs tasks on chunks."""
 
     def __init__(self, model: str | None, provider_options: Mapping[str, Any]) -> None:
-        from evalrun.model.providers import make_provider
 
         self.provider = make_provider(model, **provider_options) if model is not None else None
 

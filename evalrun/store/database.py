@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from evalrun._util.errors import EvalrunError
+from evalrun._util.hashing import sha256_hex, stable_int
 from evalrun._util.provenance import utc_now
 from evalrun.store.checkpointer import WRITER_PAGES, Checkpointer
 
@@ -194,7 +195,6 @@ def _v2_to_v3(conn: sqlite3.Connection) -> None:
     ``random_letters`` and old rows are renamed (their item keys follow), so a new run's
     ``swap`` (seed 000's) never reuses an old result.
     """
-    from evalrun._util.hashing import sha256_hex, stable_int
 
     for stmt in filter(str.strip, _STAGE_TABLES.split(";")):
         conn.execute(stmt)
@@ -225,7 +225,6 @@ def _v3_to_v4(conn: sqlite3.Connection) -> None:
 def transform_key(gen_key: str, attack: str, revision: str = "") -> str:
     """Key of one attack applied to one generation: everything that decides its output
     (``revision``: the attack model's, for model attacks)."""
-    from evalrun._util.hashing import sha256_hex
 
     return sha256_hex("transform", gen_key, attack, revision)
 

@@ -32,9 +32,13 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, cast
 
 from evalrun._util.errors import EvalrunError
+from evalrun.model.generation import GenerationRequest, GenParams, Prompt
+from evalrun.model.providers import check_model, make_provider, model_identity
+from evalrun.unlearning.keys import key_source, owner_waterfall_id
+from evalrun.watermark import parse_watermark
 
 PROMPT_WORDS = 12
 FORGET, RETAIN = "forget", "retain"
@@ -158,10 +162,6 @@ def watermark_data(records: Sequence[Mapping[str, Any]], *, model: str, watermar
     """Watermark each record under its owner's Waterfall id with ``model``; append one JSON
     line per record to ``out`` as soon as its batch ends; return all lines (old and new)
     in the order of ``records``."""
-    from evalrun.model.generation import GenerationRequest, GenParams, Prompt
-    from evalrun.model.providers import check_model, make_provider, model_identity
-    from evalrun.unlearning.keys import key_source, owner_waterfall_id
-    from evalrun.watermark import parse_watermark
 
     if mode not in MODES:
         raise EvalrunError(f"--mode {mode}: unknown; known: {', '.join(sorted(MODES))}")
@@ -181,7 +181,8 @@ def watermark_data(records: Sequence[Mapping[str, Any]], *, model: str, watermar
     how = MODES[mode]
     if todo:
         provider = make_provider(model)
-        vocab = int(provider.vocab_size)
+        # duck-typed: Waterfall needs a logits provider, which exposes its vocab size (hf)
+        vocab = int(cast(Any, provider).vocab_size)
         by_id = {str(r["id"]): r for r in todo}
         requests = []
         for r in todo:

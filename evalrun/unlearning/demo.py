@@ -34,6 +34,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evalrun._util.errors import EvalrunError
+from evalrun.metrics import auroc
+from evalrun.model.embedded import embedded_model_path
+from evalrun.model.providers import model_identity
+from evalrun.pack.loading import shipped_packs_dir
+from evalrun.store.database import Store
 from evalrun.unlearning.aggregates import Role, point_scores, summarize
 from evalrun.unlearning.data import FORGET, case_of, load_owners, shipped_owners_path, watermark_data
 from evalrun.unlearning.finetune import TrainConfig, train, unlearn
@@ -116,7 +121,6 @@ def duplicates(points: list[dict[str, Any]], config: DemoConfig) -> list[dict[st
 
 def write_pack(out: Path, cases: list[dict[str, Any]]) -> Path:
     """The shipped ``waterdrum`` pack with this experiment's cases (same grader and settings)."""
-    from evalrun.pack.loading import shipped_packs_dir
 
     shipped = shipped_packs_dir() / "waterdrum"
     out.mkdir(parents=True, exist_ok=True)
@@ -150,7 +154,6 @@ def run_pack(pack: Path, models: list[Path], db: Path, config: DemoConfig,
 
 def store_scores(db: Path) -> dict[str, dict[str, dict[str, float]]]:
     """Per model identity, :func:`point_scores` of its waterdrum results."""
-    from evalrun.store.database import Store
 
     with Store(str(db), readonly=True, what="--db") as store:
         cur = store.conn.execute("SELECT * FROM results WHERE pack = 'waterdrum'")
@@ -180,8 +183,6 @@ def run_demo(out: Path, *, quick: bool = False, secret: str | None = None, d4: b
     import the report package (the CLI renders reports)."""
     import torch
 
-    from evalrun.model.embedded import embedded_model_path
-    from evalrun.model.providers import model_identity
 
     n_threads = choose_threads(threads)
     torch.set_num_threads(n_threads)
@@ -248,7 +249,6 @@ def run_demo(out: Path, *, quick: bool = False, secret: str | None = None, d4: b
     summary = summarize(main_scores, {ident[p]: r for p, r in roles.items()})
     d4_auroc = None
     if d4:
-        from evalrun.metrics import auroc
         s = scores[ident[d4_path]]
         d4_auroc = auroc(list(s["retain"].values()), list(s[FORGET].values()))
     timings = {"steps": clock.steps, "total_seconds": round(clock.total(), 1),

@@ -28,6 +28,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from evalrun.model.generation import Prompt
+from evalrun.model.tokenization import encode_prompt
+
 UNLEARNING = ("gradient_difference", "kl")
 DONE_FILE = "training.json"
 
@@ -56,8 +59,6 @@ def load(model_dir: str | Path) -> tuple[Any, Any]:
 
 def sequences(tokenizer: Any, points: Sequence[Mapping[str, Any]]) -> list[tuple[list[int], int]]:
     """``(token ids, prompt length)`` per data point: rendered query + completion + EOS."""
-    from evalrun.model.generation import Prompt
-    from evalrun.model.tokenization import encode_prompt
 
     out = []
     for p in points:

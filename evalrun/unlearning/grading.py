@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 from evalrun.pack.grade import Grade, GradeContext
 from evalrun.unlearning.keys import key_source, owner_waterfall_id
+from evalrun.watermark.waterfall import DEFAULT_K_P, DEFAULT_N_GRAM, Waterfall
 
 VERIFIED = "VERIFIED"
 NOT_VERIFIED = "NOT_VERIFIED"
@@ -28,7 +29,6 @@ DEFAULT_THRESHOLD = 0.05
 
 def verifier(settings: Mapping[str, Any]) -> Any:
     """The Waterfall scheme the pack verifies with (``k_p``, ``n_gram`` of pack.toml)."""
-    from evalrun.watermark.waterfall import DEFAULT_K_P, DEFAULT_N_GRAM, Waterfall
 
     return Waterfall(k_p=int(settings.get("k_p", DEFAULT_K_P)),
                      n_gram=int(settings.get("n_gram", DEFAULT_N_GRAM)))

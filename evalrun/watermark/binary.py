@@ -207,7 +207,7 @@ class Binary(Sampler):
     def _leaf_order(self, ops: Ops, tree: HuffmanTree) -> Any:
         key = ("leaf_order", ops.name, str(getattr(ops, "device", "")), str(len(tree.leaf_order)))
         if key not in self._cache:
-            self._cache[key] = ops.i64(tree.leaf_order)[None, :]  # type: ignore[assignment]
+            self._cache[key] = ops.i64(tree.leaf_order)[None, :]
         return self._cache[key]
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 from evalrun._util.errors import EvalrunError, SpecError
 from evalrun._util.specs import is_none
@@ -151,7 +151,7 @@ class HFEncoder:
         raise EvalrunError(f"{self.spec}: loaded for embeddings only")
 
     def close(self) -> None:
-        self.model = None  # type: ignore[assignment]
+        self.model = None
 
 
 class HFProvider:
@@ -190,7 +190,9 @@ class HFProvider:
                 f"--model {spec}: cannot load {model_path!r} from local files "
                 f"(evalrun never downloads): {exc}"
             ) from exc
-        self.model.to(device)
+        # transformers wraps PreTrainedModel.to with functools.wraps; mypy types the result as
+        # functools._Wrapped, whose __call__ does not bind self, so it takes device for self
+        self.model.to(device)  # type: ignore[arg-type]
         self.model.eval()
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
@@ -329,7 +331,7 @@ class HFProvider:
         results = []
         for i, ids in enumerate(outputs):
             results.append(Generation(
-                text=self.tokenizer.decode(ids, skip_special_tokens=True),
+                text=cast(str, self.tokenizer.decode(ids, skip_special_tokens=True)),  # one sequence: a str
                 token_ids=ids, tokens_in=len(prompts[i]), tokens_out=len(ids),
                 served_model=self.served_model, tokenizer_hash=self.tokenizer_hash,
                 extra={"vocab_size": self.vocab_size, "finish_reason": finish[i]},

@@ -304,7 +304,8 @@ class OpenAIProvider:
         try:  # openai 3.x builds on httpx2; 1.x and 2.x on httpx
             import httpx2 as http
         except ImportError:
-            import httpx as http
+            # no-redef only where httpx2 is installed (else mypy sees its import as Any)
+            import httpx as http  # type: ignore[no-redef,unused-ignore]
 
         limits = http.Limits(max_connections=max(self.concurrency, 1),
                                max_keepalive_connections=max(self.concurrency, 1))

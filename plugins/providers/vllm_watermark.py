@@ -36,7 +36,8 @@ from typing import Any
 try:  # vllm is optional: without it the class still imports (for tests of the bookkeeping)
     from vllm.v1.sample.logits_processor import LogitsProcessor as _Base
 except Exception:  # pragma: no cover - not installed, or broken (checked by the provider)
-    _Base = object  # type: ignore[assignment,misc]
+    # the ignore is used only where vllm is installed (without it mypy sees _Base as Any)
+    _Base = object  # type: ignore[assignment,misc,unused-ignore]
 
 EXTRA_ARGS_KEY = "evalrun_watermark"
 _PROCESSOR = "_processor"
@@ -73,7 +74,7 @@ class _Row:
         return self.prompt + list(self.output)
 
 
-class EvalrunWatermarkLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
+class EvalrunWatermarkLogitsProcessor(_Base):
     """vLLM V1 logits processor that applies evalrun watermark processors per request."""
 
     def __init__(self, vllm_config: Any, device: Any, is_pin_memory: bool) -> None:
@@ -176,6 +177,8 @@ class EvalrunWatermarkLogitsProcessor(_Base):  # type: ignore[misc,valid-type]
                 from evalrun.watermark import parse_watermark
 
                 scheme = self._schemes[wm["spec"]] = parse_watermark(wm["spec"])
+            # only watermarked requests carry extra_args (vllm.py sends none for "none")
+            assert scheme is not None
             processor = scheme.logits_processor(str(wm["key"]), self._vocab(),
                                                 temperature=float(wm["temperature"]),
                                                 seed=int(wm["seed"]))
