@@ -24,6 +24,7 @@ import pytest
 
 from evalrun._util.errors import CaseError, EvalrunError, PackError
 from evalrun._util.provenance import collect as collect_provenance
+from evalrun.metrics.aggregates import case_means, compute, graded, metrics_path_beside, write_metrics_json
 from evalrun.metrics.judgements import with_judgements
 from evalrun.model.generation import Provider
 from evalrun.model.providers import check_model, check_watermark_support, make_provider
@@ -530,7 +531,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     from tabulate import tabulate
 
-    from evalrun.metrics.aggregates import case_means, compute, graded, metrics_path_beside, write_metrics_json
 
     groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
     for r in rows:

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-import evalrun.watermark as watermark_pkg  # noqa: E402
+import evalrun.plugins.providers.hf as hf_module  # noqa: E402
 from evalrun._util.errors import EvalrunError, SpecError  # noqa: E402
 from evalrun._util.specs import Spec  # noqa: E402
 from evalrun.model.embedded import EMBEDDED_NAME, embedded_model_path  # noqa: E402
@@ -168,7 +168,7 @@ def test_watermark_plumbing_with_toy_scheme(provider, monkeypatch):
     # pick the key so the bias favours the parity the unwatermarked greedy output avoids
     plain = run(provider, [request(0, temperature=0.0, max_tokens=15)])["g0-0"]
     key = SECRET if len(SECRET) % 2 != plain.token_ids[0] % 2 else SECRET + "x"
-    monkeypatch.setattr(watermark_pkg, "parse_watermark", fake_parse)
+    monkeypatch.setattr(hf_module, "parse_watermark", fake_parse)
     spec = "parity:delta=50"
     reqs = [request(i, watermark=spec, key=key, temperature=t, max_tokens=15)
             for i, t in enumerate((0.0, 0.7, 1.0))]

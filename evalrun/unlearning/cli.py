@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from evalrun._util.errors import EvalrunError
+from evalrun.unlearning.data import load_owners, watermark_data
+from evalrun.unlearning.demo import run_demo
+from evalrun.watermark.registry import KEY_ENV
 
 COMMANDS = ("watermark-data", "unlearning")
 
 
 def _secret(args: argparse.Namespace) -> str | None:
-    from evalrun.watermark.registry import KEY_ENV
 
     return args.key or os.environ.get(KEY_ENV) or None
 
@@ -59,7 +61,6 @@ def unlearning_parser() -> argparse.ArgumentParser:
 
 
 def cmd_watermark_data(argv: Sequence[str]) -> int:
-    from evalrun.unlearning.data import load_owners, watermark_data
 
     args = watermark_data_parser().parse_args(argv)
     if args.max_tokens < 1:
@@ -82,7 +83,6 @@ def cmd_watermark_data(argv: Sequence[str]) -> int:
 
 
 def cmd_unlearning(argv: Sequence[str], write_report: Callable[..., dict[str, Any]]) -> int:
-    from evalrun.unlearning.demo import run_demo
 
     args = unlearning_parser().parse_args(argv)
     headline = run_demo(Path(args.out), quick=args.quick, secret=_secret(args), d4=args.d4,

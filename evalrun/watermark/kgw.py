@@ -78,6 +78,8 @@ def build(spec: Spec) -> WatermarkScheme:
     """Native kgw; with ``seeding=lefthash|selfhash`` the reference-compatible scheme of
     :mod:`evalrun.watermark.kgw_compat` (also registered by itself as ``kgw_compat``)."""
     if "seeding" in spec.params:
+        # kgw_compat loads scipy and the compiled kernels: `evalrun detect` with native kgw
+        # starts without them
         from evalrun.watermark.kgw_compat import build as build_compat
 
         return build_compat(spec)

@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence, cast
 from evalrun._util.errors import EvalrunError, SpecError
 from evalrun._util.specs import is_none
 from evalrun.model.allocator import tune_allocator
+from evalrun.model.embedded import EMBEDDED_NAME, embedded_model_path
 from evalrun.model.generation import Generation, GenerationRequest, Prompt, ResultSink
 from evalrun.model.providers import (
     ModelSpec,
@@ -37,6 +38,7 @@ from evalrun.plugins.providers.local_model import (
     resolve_model_path,
     tokenizer_fingerprint,
 )
+from evalrun.watermark import parse_watermark
 
 
 @dataclass
@@ -230,7 +232,6 @@ class HFProvider:
             raise EvalrunError(f"--watermark {request.watermark}: no watermark key given")
         scheme = self._schemes.get(request.watermark)
         if scheme is None:
-            from evalrun.watermark import parse_watermark
 
             scheme = self._schemes[request.watermark] = parse_watermark(request.watermark)
         return scheme
@@ -486,7 +487,6 @@ class EmbeddedKind(HFKind):
     needs_arg = False
 
     def _path(self, spec: ModelSpec) -> str:
-        from evalrun.model.embedded import EMBEDDED_NAME, embedded_model_path
 
         if spec.arg is not None and spec.arg != EMBEDDED_NAME:
             raise SpecError(f"--model {spec}: the embedded model is {EMBEDDED_NAME!r} "
@@ -494,7 +494,6 @@ class EmbeddedKind(HFKind):
         return str(embedded_model_path())
 
     def make(self, spec: ModelSpec, *, task: str | None = None, **_: Any) -> Any:
-        from evalrun.model.embedded import EMBEDDED_NAME
 
         if task == "embed":
             return HFEncoder(self._path(spec), spec=spec.identity(), **spec.typed_options())

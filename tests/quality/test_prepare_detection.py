@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import evalrun.watermark as watermark_pkg
 from evalrun.pack import detection_grader as detection_grading
 from evalrun.pack.detection_grader import grade_detection, prepare_detection
 from evalrun.pack.grade import GradeContext
@@ -89,7 +88,7 @@ def test_prepared_grades_do_not_detect_again(monkeypatch: pytest.MonkeyPatch) ->
     def refuse(spec: str):  # the per-item path would parse the scheme to detect
         raise AssertionError(f"{spec} detected item by item after prepare")
 
-    monkeypatch.setattr(watermark_pkg, "parse_watermark", refuse)
+    monkeypatch.setattr(detection_grading, "parse_watermark", refuse)
     assert _grades(batch) == want
 
 
