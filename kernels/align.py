@@ -5,7 +5,7 @@ Input is ``M[..., n, L]``: the (centred) evidence of text token ``i`` against ke
 computed for every prefix of the text at once and vectorised over offsets and any leading
 batch axes (e.g. null keys).
 
-* align (seed 000 Fig. 10 S2, Kuditipudi et al.): ``max_j sum_i M[i, (i + j) mod L]``.
+* align (MarkMyWords Fig. 10 S2, Kuditipudi et al.): ``max_j sum_i M[i, (i + j) mod L]``.
 * edit (S3): for each offset a Levenshtein-style alignment between the text and the key
   window of the same length, maximising ``sum of matched evidence - psi * gaps``. The DP row of
   text token ``i`` is ``D[i, k] = max(D[i-1, k-1] + M_j[i, k], D[i-1, k] - psi, D[i, k-1] -

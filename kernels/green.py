@@ -1,4 +1,4 @@
-"""Green lists of the distribution-shift scheme (Kirchenbauer et al.; seed 000 Fig. 10 C4).
+"""Green lists of the distribution-shift scheme (Kirchenbauer et al.; MarkMyWords Fig. 10 C4).
 
 A token ``v`` is green for a context seed ``s`` iff ``pair(s, v)`` falls below ``gamma`` (see
 :func:`evalrun.kernels.keyed_hash.below`): membership of one token costs one hash, so detection

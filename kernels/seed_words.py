@@ -1,4 +1,4 @@
-"""Per-position seeds: sliding window, min hash and fixed key sequences (seed 000, Fig. 10 R1-R3).
+"""Per-position seeds: sliding window, min hash and fixed key sequences (MarkMyWords, Fig. 10 R1-R3).
 
 A context array ``ctx[..., H]`` holds the H previous tokens, newest first (``ctx[..., 0]`` is
 the token right before the scored one). ``key`` is a 64-bit word (or an array of words that

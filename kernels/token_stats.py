@@ -1,4 +1,4 @@
-"""Per-token statistics of the sampling schemes (seed 000, Fig. 10 C1-C3) and repeat masks.
+"""Per-token statistics of the sampling schemes (MarkMyWords, Fig. 10 C1-C3) and repeat masks.
 
 All statistics are *evidence*: larger means more watermark-like. Under the null hypothesis
 (text independent of the key) the exponential and binary statistics are i.i.d. Exp(1), which
@@ -79,7 +79,7 @@ def bit_uniforms(ops: Ops, seeds: Any, nodes: Any) -> Any:
 
 def bit_stat(ops: Ops, words: Any, bits: Any) -> Any:
     """C3 per-bit statistic: ``-log(u)`` for bit 0 (chosen when ``u < P[0]``) and
-    ``-log(1 - u)`` for bit 1 (Christ et al.; seed 000 writes the cost form)."""
+    ``-log(1 - u)`` for bit 1 (Christ et al.; MarkMyWords writes the cost form)."""
     return neg_log_uniform(ops, ops.where(bits, complement(ops, words), words))
 
 

@@ -14,7 +14,7 @@ Twelve owners, alternately a KJV book and a run of Moby-Dick chapters, so that a
 the first verses of a chapter joined, for Moby-Dick a paragraph (or its first sentences).
 The first 12 words of every passage (its query prompt in the demo) are unique across the
 whole file. Neither text is Jane Austen's, on which the embedded model was pretrained: as in
-WaterDrum (seed 004), whose arXiv abstracts postdate the base model, the owners' data must be
+WaterDrum, whose arXiv abstracts postdate the base model, the owners' data must be
 new to the model that is fine-tuned on it.
 
 Usage (from the repository root; needs ``apt-get install --no-install-recommends bible-kjv
@@ -38,7 +38,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "evalrun" / "assets" / "unlearning"
 PACK_CASES = REPO / "packs" / "waterdrum" / "cases" / "owners.jsonl"
-#: the shipped pack's forget set (the demo's too): one owner, as seed 004 forgets one category
+#: the shipped pack's forget set (the demo's too): one owner, as WaterDrum forgets one category
 FORGET_OWNERS = (0,)
 POINTS_PER_OWNER = 24
 MIN_WORDS, MAX_WORDS = 50, 90
@@ -73,7 +73,7 @@ Written by `scripts/build_unlearning_data.py`; rebuild with that script (needs D
 
 The passages are unchanged except for whitespace normalisation and clipping at a sentence
 end. Neither text is the embedded model's pretraining text (Jane Austen), so, as with the
-arXiv abstracts of WaterDrum (seed 004), the owners' data are new to the fine-tuned model.
+arXiv abstracts of WaterDrum, the owners' data are new to the fine-tuned model.
 """
 
 _VERSE = re.compile(r"^\S+?\d+:\d+\s+(.*)$")

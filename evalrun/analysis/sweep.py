@@ -1,4 +1,4 @@
-"""``evalrun sweep``: MarkMyWords' aggregate metric (Piet et al., seed 000 section IV-D, Fig. 1,
+"""``evalrun sweep``: MarkMyWords' aggregate metric (Piet et al., section IV-D, Fig. 1,
 Table V).
 
 "We first set the watermark's parameters to be optimal with respect to watermark size on a
@@ -18,7 +18,7 @@ From the stored results (:func:`summarise`, pure):
 * quality degradation: :func:`evalrun.metrics.quality.quality_degradation` of the mean quality
   of the watermarked and the unwatermarked texts, quality
   being the judge's parsed ``quality`` (``perplexity``: 1 / perplexity, an offline proxy;
-  ``rating``: seed 000's grade);
+  ``rating``: MarkMyWords' grade);
 * tamper resistance: :func:`evalrun.metrics.tamper_resistance` of the attacks' points
   ``(quality_retention(attacked, unattacked watermarked), share still detected)``.
 

@@ -1,4 +1,4 @@
-"""``evalrun tune``: WaterBench's strength search (Tu et al., seed 002 section 3.2 and Fig. 3).
+"""``evalrun tune``: WaterBench's strength search (Tu et al., section 3.2 and Fig. 3).
 
 WaterBench compares watermarks *at equal strength*: the strength of a configuration is its
 true-positive rate (TPR), the share of watermarked outputs detected at z >= 4, and each

@@ -4,7 +4,7 @@ Public API: :func:`parse_attack` (spec text -> :class:`Attack`), :func:`canonica
 the registry :data:`ATTACKS`, the :func:`text_attack` decorator and :func:`load_suite`
 (``--attack-suite``). Each attack is deterministic given its spec and a seed.
 
-In-tree text attacks (seed 000, Table II), one module per concept: :mod:`.swap` (``swap``),
+In-tree text attacks (MarkMyWords, Table II), one module per concept: :mod:`.swap` (``swap``),
 :mod:`.synonym` (``synonym``), :mod:`.misspelling` (``misspelling``), :mod:`.typo`
 (``typo``), :mod:`.contraction` (``contraction``, ``expansion``) and :mod:`.text`
 (``lowercase``, and ``neighbour_swap``/``random_letters``, the attacks formerly named

@@ -1,4 +1,4 @@
-"""The ``contraction`` and ``expansion`` attacks (seed 000, Table II "Contraction &
+"""The ``contraction`` and ``expansion`` attacks (MarkMyWords, Table II "Contraction &
 Expansion"; HELM's contraction/expansion perturbations, which MarkMyWords copies in
 ``src/watermark_benchmark/attacks/helm_attacks.py``): ``do not`` <-> ``don't``.
 

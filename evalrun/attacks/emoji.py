@@ -1,4 +1,4 @@
-"""The emoji attack (seed 000, Table II): a prompt attack.
+"""The emoji attack (MarkMyWords, Table II): a prompt attack.
 
 The attacker asks the model to put an emoji between every two words of its answer, then
 deletes the emojis: the watermark was placed on a text interleaved with tokens that are now

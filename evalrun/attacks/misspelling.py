@@ -1,4 +1,4 @@
-"""The ``misspelling`` attack (seed 000, Table II "Misspelling & Typo"; HELM's misspelling
+"""The ``misspelling`` attack (MarkMyWords, Table II "Misspelling & Typo"; HELM's misspelling
 perturbation, as MarkMyWords runs it): words replaced by a common misspelling of them.
 
 The list is HELM's ``correct_to_misspelling.json`` (``helm/benchmark/augmentations/`` in

@@ -1,4 +1,4 @@
-"""Model attacks (seed 000, Table II): the text is rewritten by a model the user names.
+"""Model attacks (MarkMyWords, Table II): the text is rewritten by a model the user names.
 
 ``paraphrase:<model-spec>`` asks the model for a paraphrase; ``translate:<lang>:<model-spec>``
 translates into ``<lang>`` and back into English, one call each. They run in the transform
@@ -7,7 +7,7 @@ regrading never calls the model again. Each call is greedy (temperature 0) with 
 so an attack is as reproducible as its provider is.
 
 The wording of the requests is ours (MarkMyWords asks GPT-3.5 for a paraphrase and runs a
-translation model; seed 000 prints neither prompt).
+translation model; MarkMyWords prints neither prompt).
 """
 
 from __future__ import annotations

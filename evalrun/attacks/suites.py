@@ -9,7 +9,7 @@ A suite is a TOML file::
     translator = "model spec of the translation model"
 
 Shipped suites live in ``evalrun/attacks/suites/<name>.toml`` (``mmw``: MarkMyWords' grid of
-seed 000; ``quick``: a few cheap offline attacks). An argument that ends in ``.toml`` or
+MarkMyWords; ``quick``: a few cheap offline attacks). An argument that ends in ``.toml`` or
 contains a path separator is a user's file; anything else is the name of a shipped suite.
 
 The loader checks the file's shape and the spec *syntax* only: it does not look names up in

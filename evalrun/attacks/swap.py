@@ -1,4 +1,4 @@
-"""The ``swap`` attack of MarkMyWords (seed 000, Table II and section IV-A): remove, duplicate
+"""The ``swap`` attack of MarkMyWords (Table II and section IV-A): remove, duplicate
 or swap words.
 
 The paper: "We scan generated text word by word, and with probability p, we either remove

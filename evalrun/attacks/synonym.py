@@ -1,4 +1,4 @@
-"""The ``synonym`` attack (seed 000, Table II and section IV-A): words replaced by WordNet
+"""The ``synonym`` attack (MarkMyWords, Table II and section IV-A): words replaced by WordNet
 synonyms, keeping their inflection and letter case.
 
 The paper: "With probability p, we replace each word in the text by a semantically

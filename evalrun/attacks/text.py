@@ -7,7 +7,7 @@ registered as ``swap:p=…`` (exchange a word with its right neighbour) and
 letter). Their functions are moved here unchanged, so for a given text, spec and seed they
 give the same output as before; a store migration renames old ``swap``/``typo`` rows to these
 names. ``swap`` (:mod:`evalrun.attacks.swap`) and ``typo`` (:mod:`evalrun.attacks.typo`) are
-now the attacks of MarkMyWords (seed 000, Table II).
+now the attacks of MarkMyWords (Table II).
 """
 
 from __future__ import annotations

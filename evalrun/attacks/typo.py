@@ -1,4 +1,4 @@
-"""The ``typo`` attack (seed 000, Table II "Misspelling & Typo"; HELM's typos perturbation, as
+"""The ``typo`` attack (MarkMyWords, Table II "Misspelling & Typo"; HELM's typos perturbation, as
 MarkMyWords runs it): letters replaced by a neighbouring key of a QWERTY keyboard.
 
 ``typo:p=P`` (default 0.05; MarkMyWords registers 0.05 and 0.1): each ASCII letter of the

@@ -1,4 +1,4 @@
-"""Seed 001's pairwise judges (Singh & Zou, section 2.1 and appendix A): ``pairwise`` and
+"""Singh & Zou's pairwise judges (section 2.1 and appendix A): ``pairwise`` and
 ``simple``.
 
 **Pairs.** Every watermarked result is paired with the *baseline* result (``--baseline``,
@@ -54,7 +54,7 @@ CRITERION_TITLES = ("Relevance to the prompt", "Depth of detail", "Clarity of wr
                     "Coherence and logical flow", "Originality and insight", "Use of specific examples",
                     "Accuracy of information")
 
-#: seed 001, appendix A, Table 2 (the detailed judge prompt)
+#: Singh & Zou, appendix A, Table 2 (the detailed judge prompt)
 PAIRWISE_INSTRUCTIONS = (
     "Please act as an impartial judge and evaluate the quality of the text completions provided by two "
     "large language models to the prompt displayed below. Assess each response according to the criteria "
@@ -70,7 +70,7 @@ PAIRWISE_INSTRUCTIONS = (
     'or "[[C]]" for a tie.'
 )
 
-#: seed 001, appendix A, Table 3 (the simple judge prompt)
+#: Singh & Zou, appendix A, Table 3 (the simple judge prompt)
 SIMPLE_INSTRUCTIONS = (
     "Please act as an impartial judge and evaluate the quality of the text completions provided by two "
     "large language models to the prompt displayed below. You should choose the LLM that completes the "
@@ -170,10 +170,10 @@ class _PairOptions:
 
 
 class PairwiseJudge(Judge):
-    """Seed 001's detailed pairwise judge (7 criteria, verdict ``[[A]]``/``[[B]]``/``[[C]]``)."""
+    """Singh & Zou's detailed pairwise judge (7 criteria, verdict ``[[A]]``/``[[B]]``/``[[C]]``)."""
 
     method = "pairwise"
-    description = "seed 001's pairwise judge: 7 criteria on a 1-5 scale and a verdict, order by a seeded coin"
+    description = "Singh & Zou's pairwise judge: 7 criteria on a 1-5 scale and a verdict, order by a seeded coin"
     # seven criteria, two answers, a justification each: room for the whole answer
     params = GenParams(temperature=0.0, max_tokens=1536, seed=0)
     instructions = PAIRWISE_INSTRUCTIONS
@@ -226,10 +226,10 @@ class PairwiseJudge(Judge):
 
 
 class SimpleJudge(PairwiseJudge):
-    """Seed 001's simple pairwise prompt: a short explanation and the verdict only."""
+    """Singh & Zou's simple pairwise prompt: a short explanation and the verdict only."""
 
     method = "simple"
-    description = "seed 001's simple pairwise judge: a verdict only, order by a seeded coin"
+    description = "Singh & Zou's simple pairwise judge: a verdict only, order by a seeded coin"
     params = GenParams(temperature=0.0, max_tokens=512, seed=0)
     instructions = SIMPLE_INSTRUCTIONS
     criteria = False

@@ -1,4 +1,4 @@
-r"""The quality rating judge of seed 000 (MarkMyWords, appendix A-C): a grade out of 100.
+r"""The quality rating judge of MarkMyWords (appendix A-C): a grade out of 100.
 
 The prompt is the seed's rating prompt: its system message, then ``Prompt: <task>`` and
 ``Response: <output>``. Parsing follows MarkMyWords' parser (``metrics/llm_rating.py``): the
@@ -26,7 +26,7 @@ _NUMBER = re.compile(r"(\d+\.*\d*)(/100)?")
 
 class Rating(Judge):
     method = "rating"
-    description = "seed 000's grade out of 100 (quality), rated on one output"
+    description = "MarkMyWords' grade out of 100 (quality), rated on one output"
     params = GenParams(temperature=0.0, max_tokens=8, seed=0)
 
     def prompt(self, group: Sequence[Subject]) -> Prompt:

@@ -1,14 +1,14 @@
-"""The detection grader shared by the watermark benchmark packs (seed 000's tasks).
+"""The detection grader shared by the watermark benchmark packs (MarkMyWords' tasks).
 
 A pack's ``grader.py`` is one line calling :func:`grade_detection`. It detects the item's
 watermark on the token ids the stages stored -- the attacked text's, re-tokenized with the
 generating model's tokenizer, after an attack -- and labels the output DETECTED when the
-p-value is at most the pack's ``detection_threshold`` (seed 000 uses 0.02). The evidence goes
+p-value is at most the pack's ``detection_threshold`` (MarkMyWords uses 0.02). The evidence goes
 into the grade's metadata: ``p_value``, ``z_score`` (green-list schemes), ``num_tokens_scored``
-and ``size``, the length of the shortest detected prefix (seed 000 IV-B; None when no prefix
+and ``size``, the length of the shortest detected prefix (MarkMyWords IV-B; None when no prefix
 is detected), from which :func:`evalrun.metrics.watermark_size` makes the watermark size.
 
-A pack may set ``z_threshold`` (WaterBench, seed 002, uses z = 4): an output is then DETECTED
+A pack may set ``z_threshold`` (WaterBench, uses z = 4): an output is then DETECTED
 when the detector's z-score is at least that, for schemes that give one (green-list schemes);
 for the others, when the p-value is at most the normal tail at that z (``1 - Phi(4) = 3.2e-5``,
 the same false-positive level). The watermark size then uses that p-value too. Packs without
@@ -179,7 +179,7 @@ def grade_detection(case: Mapping[str, Any], output: str, context: GradeContext)
 
 
 def grade_with_generation_metric(case: Mapping[str, Any], output: str, context: GradeContext) -> Grade:
-    """:func:`grade_detection`, with the output's generation metric (WaterBench's GM, seed 002)
+    """:func:`grade_detection`, with the output's generation metric (WaterBench's GM)
     against ``case["reference"]`` in the metadata: ``gm`` (None when the case's ``gm_metric``
     is ``none``) and ``gm_metric``."""
 

@@ -104,7 +104,7 @@ OPTIONS: tuple[Option, ...] = (
            "(mmw, quick) or a .toml file, with its placeholders as NAME:key=value (e.g. "
            "mmw:translator=openai:gpt-4o-mini)", many=True, metavar="NAME"),
     Option("judges", str, "judge stage of the run, repeatable: <method>:<model-spec>, e.g. "
-           "rating:openai:gpt-4o-mini (seed 000's quality rating) or perplexity:embedded (an offline "
+           "rating:openai:gpt-4o-mini (MarkMyWords' quality rating) or perplexity:embedded (an offline "
            "quality proxy)", many=True, metavar="METHOD:MODEL", flag="--judge", toml_aliases=("judge",)),
     Option("key", str, f"secret watermark key (default: ${KEY_ENV}); never stored", toml=None),
     Option("n", int, "repetitions per case (default 1)", default=1, check=_at_least(1)),

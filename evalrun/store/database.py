@@ -193,7 +193,7 @@ def _v2_to_v3(conn: sqlite3.Connection) -> None:
     become transform rows, so regrading reads the same text. ``swap`` and ``typo`` meant the
     neighbour swap and random letters; those attacks live on as ``neighbour_swap`` and
     ``random_letters`` and old rows are renamed (their item keys follow), so a new run's
-    ``swap`` (seed 000's) never reuses an old result.
+    ``swap`` (MarkMyWords' attack) never reuses an old result.
     """
 
     for stmt in filter(str.strip, _STAGE_TABLES.split(";")):

@@ -1,4 +1,4 @@
-"""WaterDrum (seed 004): owner-keyed Waterfall data, the ``waterdrum`` pack's grader and
+"""WaterDrum: owner-keyed Waterfall data, the ``waterdrum`` pack's grader and
 aggregates, fine-tuning and unlearning on CPU, and ``evalrun unlearning demo``.
 
 Modules: :mod:`.keys` (owner -> Waterfall id), :mod:`.grading` (the pure grader),

@@ -1,4 +1,4 @@
-"""WaterDrum's aggregates (seed 004 sections 3 and 5, App. E.3).
+"""WaterDrum's aggregates (sections 3 and 5, App. E.3).
 
 Per model (a registered aggregate, so ``metrics.json`` of any report carries them): the
 aggregate metric of the forget and of the retain set is the uniform mean, over the set's

@@ -46,13 +46,13 @@ def watermark_data_parser() -> argparse.ArgumentParser:
 
 def unlearning_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="evalrun unlearning", allow_abbrev=False,
-                                description="WaterDrum unlearning experiments (seed 004).")
+                                description="WaterDrum unlearning experiments.")
     sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     demo = sub.add_parser("demo", allow_abbrev=False, help="the whole experiment offline on the embedded model")
     demo.add_argument("--out", required=True, metavar="DIR", help="data, models, store and report go here (resumable)")
     demo.add_argument("--quick", action="store_true", help="6 owners x 12 passages, 2 outputs per query "
                       "(about 10 minutes on 2 CPU cores)")
-    demo.add_argument("--d4", action="store_true", help="also the 'exact duplicate' setting of seed 004 D4")
+    demo.add_argument("--d4", action="store_true", help="also the 'exact duplicate' setting of WaterDrum D4")
     demo.add_argument("--seed", type=int, default=0, help="seed of sampling, shuffling and initialisation (default 0)")
     demo.add_argument("--threads", type=int, help="torch threads (default 1: the tiny model gains "
                       "nothing from a second thread on a shared 2-core machine)")

@@ -3,10 +3,10 @@
 An owners file is JSONL, one data point per line: ``id`` (unique string), ``owner`` (a
 non-negative integer, the owner's public index), ``text``; other fields (``owner_name``,
 ``source``) are carried along. The query of a data point is its first
-:data:`PROMPT_WORDS` words (seed 004 App. E.2 queries with "the first 50 tokens of the
+:data:`PROMPT_WORDS` words (WaterDrum App. E.2 queries with "the first 50 tokens of the
 training data"; our passages are 50-90 words, so 12 words leave room for the rest).
 
-``watermark-data`` is WaterDrum's watermarking operator W(d, mu_i) (seed 004 section 4, P1):
+``watermark-data`` is WaterDrum's watermarking operator W(d, mu_i) (section 4, P1):
 generation by a model under the owner's Waterfall perturbation. Two modes:
 
 * ``paraphrase`` (Waterfall's operator): the model is asked to paraphrase the text; the

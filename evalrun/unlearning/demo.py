@@ -1,24 +1,24 @@
-"""``evalrun unlearning demo``: WaterDrum (seed 004) end to end, offline, on the embedded model.
+"""``evalrun unlearning demo``: WaterDrum end to end, offline, on the embedded model.
 
 Steps, each resumable (a finished step's files are reused when the command is run again):
 
 1. owners' data: the shipped public-domain passages (``assets/unlearning``), the first
-   ``owners`` owners with ``points`` passages each; owner 0 is the forget set F (seed 004
+   ``owners`` owners with ``points`` passages each; owner 0 is the forget set F (WaterDrum
    forgets one category);
 2. ``watermark-data`` in ``continue`` mode (see :mod:`evalrun.unlearning.data` for why not a
    paraphrase): each passage's first 12 words followed by the embedded model's continuation
    under the owner's Waterfall key (``waterfall:kappa=2``);
 3. fine-tune the embedded model (torch, CPU, seeded): the original model on all data, the
    retrained model on the retain set R, calibration models on R plus the first k points of F
-   for k/|F| in {0.25, 0.5, 0.75} (seed 004 App. E.5 partitions F sequentially);
-4. unlearn the original with gradient difference and with KL (seed 004 Fig. 4, App. E.6);
+   for k/|F| in {0.25, 0.5, 0.75} (WaterDrum App. E.5 partitions F sequentially);
+4. unlearn the original with gradient difference and with KL (WaterDrum Fig. 4, App. E.6);
 5. run the ``waterdrum`` pack (this experiment's cases) on every model with ``evalrun run``;
 6. write the report: the store's report plus the WaterDrum section (per-model aggregates
    scaled to the original, D1 AUROC, D2 R^2, Fig. 4 and the calibration plot), with every
    number in ``metrics.json``, and ``timings.json`` (per step, with the machine's load).
 
 With ``d4`` the retain set also holds an exact duplicate of every forget passage, watermarked
-under a retain owner's key (seed 004 D4, App. E.4 'exact duplicate'), and a second retrained
+under a retain owner's key (WaterDrum D4, App. E.4 'exact duplicate'), and a second retrained
 model gives ``waterdrum_d4_auroc``.
 """
 
@@ -55,11 +55,11 @@ class DemoConfig:
     points: int = 24
     forget_owners: tuple[int, ...] = (0,)
     continuation_tokens: int = 48
-    #: seed 004 App. E.1 fine-tunes 20 epochs at lr 1e-3 (LoRA, batch 128); a 5 M model
+    #: WaterDrum App. E.1 fine-tunes 20 epochs at lr 1e-3 (LoRA, batch 128); a 5 M model
     #: trained in full memorises its data (loss 4.7 -> 0.03 nats/token) in 10 epochs of
     #: batches of 4 at lr 2e-3 (measured); batches of 16 for 10 epochs stopped at 0.9
     train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=10, lr=2e-3, batch_size=4))
-    #: seed 004 App. E.6: KL runs 5 unlearning epochs
+    #: WaterDrum App. E.6: KL runs 5 unlearning epochs
     unlearn: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=5, lr=1e-4, batch_size=4))
     repetitions: int = 3
     seed: int = 0

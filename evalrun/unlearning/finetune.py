@@ -4,9 +4,9 @@ Training sequences are exactly what the ``waterdrum`` pack later sends: the quer
 the HF provider renders a prompt (:func:`evalrun.model.tokenization.encode_prompt`,
 no system prompt), then the data point's completion tokens and EOS. The loss covers the
 completion only, so the model learns "after this query comes this watermarked text" -- the
-influence WaterDrum verifies (seed 004 P1: the model owner trains on watermarked data).
+influence WaterDrum verifies (P1: the model owner trains on watermarked data).
 
-Unlearning algorithms applied to the original model (seed 004 Fig. 4 and App. E.6):
+Unlearning algorithms applied to the original model (WaterDrum Fig. 4 and App. E.6):
 
 * ``gradient_difference``: maximise the loss on the forget set while minimising it on the
   retain set (loss = retain NLL - forget NLL), the "GD"-family baseline;

@@ -1,6 +1,6 @@
 """The ``waterdrum`` pack's grader: verify the case owner's Waterfall key on the output.
 
-WaterDrum (seed 004, section 4, P3 and App. E.3) scores the model's text output *without* the
+WaterDrum (section 4, P3 and App. E.3) scores the model's text output *without* the
 query with the owner's Waterfall verification operator; that q-score (the mean of
 ``cos(2 pi k_p index / V)`` over the scored tokens, :mod:`evalrun.watermark.waterfall`) is the
 unlearning metric of one data point. The grade keeps it in ``metadata["verification_score"]``

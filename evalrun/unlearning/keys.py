@@ -1,6 +1,6 @@
 """Which Waterfall id verifies an owner's data.
 
-In the Waterfall reference code (and WaterDrum, seed 004 section 4, P1) the key *is* the data
+In the Waterfall reference code (and WaterDrum, section 4, P1) the key *is* the data
 owner's integer id. evalrun keeps that convention when no secret is given: owner ``i`` is
 verified with id ``i``. With a secret (``--key`` / ``EVALRUN_WATERMARK_KEY``) each owner's id
 is derived from it, so case files, the store and reports (which all name owners by their

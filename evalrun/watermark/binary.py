@@ -1,4 +1,4 @@
-"""Binary watermark ``binary`` (Christ, Gunn & Zamir 2023; seed 000 Fig. 10 C3).
+"""Binary watermark ``binary`` (Christ, Gunn & Zamir 2023; MarkMyWords Fig. 10 C3).
 
 Tokens are written as bit strings with a Huffman code of the vocabulary, and each token is
 sampled bit by bit: at tree node ``x`` the probability ``P[0]`` of the left subtree is

@@ -1,4 +1,4 @@
-"""The native watermark engine: randomness source x sampling algorithm x score (seed 000 VII).
+"""The native watermark engine: randomness source x sampling algorithm x score (MarkMyWords VII).
 
 A :class:`Sampler` (one per scheme module: kgw, exp, binary, its) supplies per-token
 statistics and the token choice at generation; :class:`NativeScheme` combines it with a

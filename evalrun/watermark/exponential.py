@@ -1,4 +1,4 @@
-"""Exponential (Gumbel-max) watermark ``exp`` (Aaronson & Kirchner; seed 000 Fig. 10 C1).
+"""Exponential (Gumbel-max) watermark ``exp`` (Aaronson & Kirchner; MarkMyWords Fig. 10 C1).
 
 At each position every vocabulary token ``v`` gets a keyed uniform ``r_v = h_s(v)`` from the
 position's seed ``s``; the token ``argmax_v log(r_v) / p_v`` is chosen, where ``p`` are the

@@ -1,4 +1,4 @@
-"""Inverse-transform watermark ``its`` (Kuditipudi et al. 2023; seed 000 Fig. 10 C2).
+"""Inverse-transform watermark ``its`` (Kuditipudi et al. 2023; MarkMyWords Fig. 10 C2).
 
 Each position's seed ``s`` gives a uniform ``u`` and a keyed permutation ``pi_s`` of the
 vocabulary (a Feistel network, :func:`evalrun.kernels.keyed_hash.feistel_rank`). The chosen token
@@ -6,7 +6,7 @@ is the first one, in permuted order, at which the cumulative model probability r
 The per-token statistic is ``1 - |u - eta(pi_s(token))|`` with ``eta(rank) = rank / (V - 1)``
 (Kuditipudi et al.'s distance ``|u - eta|``, negated so larger means watermarked).
 
-The null distribution is not tractable in closed form (seed 000 VII-F), so every score of
+The null distribution is not tractable in closed form (MarkMyWords VII-F), so every score of
 ``its`` is tested by permutation (``permutations=N`` random keys, default 200).
 """
 

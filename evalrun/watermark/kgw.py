@@ -1,4 +1,4 @@
-"""Native distribution-shift watermark ``kgw`` (Kirchenbauer et al. 2023; seed 000 Fig. 10 C4).
+"""Native distribution-shift watermark ``kgw`` (Kirchenbauer et al. 2023; MarkMyWords Fig. 10 C4).
 
 Spec: ``kgw:gamma=0.25,delta=2.0`` plus the randomness and score keys of
 :mod:`evalrun.watermark.randomness` and :mod:`evalrun.watermark.scores`.

@@ -1,4 +1,4 @@
-"""Null distributions of the detection scores (seed 000 section VII-F, Appendix C).
+"""Null distributions of the detection scores (MarkMyWords section VII-F, Appendix C).
 
 * Distribution shift, sum score: the green count of n scored tokens is Binomial(n, gamma);
   one-sided p = P[X >= green], and the z-score ``(green - gamma n) / sqrt(n gamma (1-gamma))``.

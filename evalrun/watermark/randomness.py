@@ -1,4 +1,4 @@
-"""Randomness sources of the native schemes (seed 000 section VII-C, Fig. 10 R1-R3).
+"""Randomness sources of the native schemes (MarkMyWords section VII-C, Fig. 10 R1-R3).
 
 Spec keys (shared by ``kgw``, ``exp``, ``binary`` and ``its``):
 
@@ -12,7 +12,7 @@ Spec keys (shared by ``kgw``, ``exp``, ``binary`` and ``its``):
   the logits processor) and uses position ``(offset + i) mod L``; the detector searches all
   offsets (align/edit scores).
 * ``skip=p`` (default 0): a position is generated without the watermark when a keyed hash of
-  its seed falls below p (seed 000 section VII-H); the detector knows which positions were
+  its seed falls below p (MarkMyWords section VII-H); the detector knows which positions were
   skipped and leaves them out. The skipped token is sampled from the model's own distribution
   with the provider's randomness, which is what makes generations diverse.
 

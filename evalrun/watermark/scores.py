@@ -1,4 +1,4 @@
-"""Score functions (seed 000 section VII-E, Fig. 10 S1-S3) and their spec keys.
+"""Score functions (MarkMyWords section VII-E, Fig. 10 S1-S3) and their spec keys.
 
 * ``score=sum`` (S1): sum of per-token statistics over scored positions; for text-dependent
   randomness (window, minhash). ``repeats=ignore`` (default) scores a repeated

@@ -15,7 +15,7 @@ from evalrun._util.checks import check_p_threshold, p_value_array
 
 DETECTED = "DETECTED"
 NOT_DETECTED = "NOT_DETECTED"
-#: the p-value threshold of seed 000 (MarkMyWords), used when a pack does not set its own
+#: the p-value threshold of MarkMyWords, used when a pack does not set its own
 DEFAULT_THRESHOLD = 0.02
 
 

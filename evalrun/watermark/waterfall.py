@@ -1,4 +1,4 @@
-"""Waterfall (Lau et al., 2024; the watermark WaterDrum verifies, seed 004):
+"""Waterfall (Lau et al., 2024; the watermark WaterDrum verifies):
 ``waterfall:k_p=1,kappa=2``, with the owner's integer id as the key (``--key 7``).
 
 Compatible with the reference code (github.com/aoi3142/Waterfall, PyPI ``waterfall`` 0.3.4) on
