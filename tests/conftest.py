@@ -80,3 +80,17 @@ def make_pack(tmp_path: Path) -> Callable[..., Path]:
         return write_pack(root or tmp_path / "packs", name, cases, **kwargs)
 
     return factory
+
+
+@pytest.fixture(scope="session")
+def embedded_model_loaded() -> None:
+    """The embedded model loaded once in this process, for tests whose in-process pytest run
+    (pytester's runpytest) loads it: the modules torch and transformers import on first load
+    are then in sys.modules before the inner run, so the run's clean-up cannot drop them, and a
+    later test loading the model does not register torch's operators twice."""
+    from evalrun.model.providers import make_provider
+
+    provider = make_provider("embedded")
+    close = getattr(provider, "close", None)
+    if close is not None:
+        close()

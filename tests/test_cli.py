@@ -147,3 +147,46 @@ def test_exit_time_noise_of_known_native_modules_is_silenced(noisy: bool) -> Non
     lines = proc.stderr.splitlines()
     assert "no-such-pack-dir" in lines[0]
     assert lines[1:] == ([] if noisy else ["late native noise"])
+
+
+LOADED_CHILD = """
+import sys
+from evalrun.cli.main import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    print("exit", exc.code, file=sys.stderr)
+heavy = ("torch", "transformers", "sqlite3", "pytest", "evalrun.store", "evalrun.plugins", "evalrun.report")
+print(sorted(m for m in sys.modules if m.startswith("evalrun.cli.") or m.startswith(heavy)))
+"""
+
+
+@pytest.mark.parametrize("args, loaded", [
+    (["-h"], ["evalrun.cli.main"]),
+    (["nosuch"], ["evalrun.cli.main"]),
+    (["detect", "-h"], ["evalrun.cli.detect", "evalrun.cli.main"]),
+])
+def test_only_the_chosen_command_module_is_imported(args: list[str], loaded: list[str]) -> None:
+    """`evalrun -h` lists the commands without importing their modules, an unknown command is
+    argparse's "invalid choice" (exit 2), and `evalrun detect` starts without torch,
+    transformers, the store or pytest."""
+    proc = subprocess.run([sys.executable, "-c", LOADED_CHILD, *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == repr(loaded)
+    if args == ["nosuch"]:
+        assert "argument COMMAND: invalid choice: 'nosuch'" in proc.stderr and "exit 2" in proc.stderr
+
+
+def test_every_command_module_has_the_interface_main_calls(capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib
+
+    from evalrun.cli.main import COMMANDS, SELF_PARSING, main
+
+    for name, (module, _) in COMMANDS.items():
+        mod = importlib.import_module(module)
+        wanted = ("main",) if name in SELF_PARSING else ("add_arguments", "run")
+        assert all(callable(getattr(mod, f, None)) for f in wanted), (name, module)
+        with pytest.raises(SystemExit) as exit_info:
+            main([name, "-h"])
+        assert exit_info.value.code == 0, name
+        assert capsys.readouterr().out.startswith(f"usage: evalrun {name} "), name

@@ -35,7 +35,7 @@ def recording():
 
 
 def test_generations_attacks_and_judges_all_go_through_the_executor(pytester: pytest.Pytester, make_pack,
-                                                                    recording) -> None:
+                                                                    recording, embedded_model_loaded) -> None:
     make_pack(root=pytester.path / "packs")  # 4 cases, reference solver
     result = pytester.runpytest("packs", "--evalrun-executor", "recording", "--evalrun-attack", "none",
                                 "--evalrun-attack", "swap:p=0.5", "--evalrun-attack", "paraphrase:embedded",
@@ -58,7 +58,8 @@ def test_workers_sizes_the_executors_own_workers_or_else_xdist(tmp_path: Path, m
                                                                executor_workers: str) -> None:
     """``evalrun run --workers N``: N pytest-xdist grading processes with the local executor,
     N Ray actors per model with ``--executor ray`` (and then no xdist: one process writes)."""
-    from evalrun.cli.main import _pytest_args, _run_values, build_parser
+    from evalrun.cli.main import build_parser
+    from evalrun.cli.run import _pytest_args, _run_values
 
     monkeypatch.chdir(tmp_path)
     args = build_parser().parse_args(["run", "--pack", "watermark_robustness", "--model", "reference",

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from evalrun.cli.main import LEAN_PYTEST
+from evalrun.cli.run import LEAN_PYTEST
 
 GRADER = '''
 from evalrun.pack.grade import Grade

@@ -23,7 +23,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Iterator, NoReturn, TextIO
+from typing import Any, Iterable, Iterator, NoReturn, Sequence, TextIO
 
 import numpy as np
 
@@ -64,6 +64,8 @@ def load_tokenizer(path: str) -> tuple[Any, int]:
     if not p.exists():
         raise EvalrunError(f"--tokenizer {path}: not found")
     try:
+        # here, not at the top: only --text loads a tokenizer (transformers takes seconds to
+        # import; `evalrun detect --tokens` starts without it)
         if p.is_file():
             from tokenizers import Tokenizer
 
@@ -180,6 +182,12 @@ def _detect_chunk(scheme: Any, records: list[tuple[Any, Any, list[int]]], key: s
             continue
         out.append((item_id, det))
     return out
+
+
+def main(argv: Sequence[str]) -> int:
+    """``evalrun detect ...`` as :mod:`evalrun.cli.main` hands it over: the arguments after
+    ``evalrun``, the command name first."""
+    return detect_main(list(argv[1:]))
 
 
 def detect_main(argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:

@@ -1,0 +1,117 @@
+"""``evalrun run``: a thin wrapper over pytest with the evalrun plugin, which runs the packs'
+items and stores every result. ``evalrun grade`` (:mod:`evalrun.cli.grade`) is the same run
+with a replay file as the model."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from evalrun._util.errors import EvalrunError
+from evalrun.cli.common import add_run_options, project_config
+from evalrun.cli.main import EXIT_USAGE
+from evalrun.model.providers import check_model, check_watermark_support
+from evalrun.pack.loading import resolve_pack
+from evalrun.plugins.pytest_plugin import SummarySink
+from evalrun.run.executors import EXECUTORS
+from evalrun.run.options import BY_NAME, pytest_args_for, resolve, run_options
+from evalrun.store.database import check_store_path
+from evalrun.watermark.registry import KEY_ENV
+
+#: `evalrun run` only runs pack items, which neither assert nor print nor log: pytest's
+#: assertion rewriting (of the whole evalrun distribution), output capture and unrelated
+#: plugins cost ~1 ms per item and several seconds of start-up (benchmarks/bench_harness.py).
+#: Items are pure graders in a fixed order: pytest-randomly's shuffle and per-item reseeding
+#: (~0.1 ms per item) change nothing they compute, and with warnings off, the unraisable- and
+#: thread-exception hooks around every phase of every item (~0.03 ms) have nowhere to report.
+LEAN_PYTEST = ["--assert=plain", "--capture=no", "-p", "no:cacheprovider", "-p", "no:logging",
+               "-p", "no:warnings", "-p", "no:faulthandler", "-p", "no:hypothesispytest",
+               "-p", "no:benchmark", "-p", "no:anyio", "-p", "no:randomly",
+               "-p", "no:unraisableexception", "-p", "no:threadexception"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_run_options(parser)
+
+
+def run(args: argparse.Namespace, user_argv: list[str]) -> int:
+    return run_packs(args, user_argv)
+
+
+def _pytest_args(args: argparse.Namespace, values: dict, run_id: str, user_argv: list[str]) -> list[str]:
+    pack_dirs = [str(resolve_pack(p, values["packs_dirs"] or [])) for p in args.pack]
+    # -qq: the closing line is evalrun's summary, not pytest's "N failed" (-v brings it back);
+    # --tb=no: low scores are results, not errors (`-- --tb=short -rf` brings the blocks back)
+    out = [*dict.fromkeys(pack_dirs), "-qq", "--tb=no", "-rN", *LEAN_PYTEST]
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        out += ["-p", "evalrun.plugins.pytest_plugin"]
+    handed = {**values, "db": str(Path(values["db"]).resolve()), "run_id": run_id, "argv": json.dumps(user_argv)}
+    workers = values["workers"]
+    if workers and EXECUTORS.get(values["executor"]).runs_workers:
+        handed["executor_workers"], workers = workers, 0
+    out += pytest_args_for(handed)
+    if values["select"]:
+        out += ["-k", values["select"]]
+    if workers:
+        out += ["-n", str(workers)]
+    return out + list(args.pytest_args)
+
+
+def _run_values(args: argparse.Namespace, models: list[str] | None) -> dict:
+    """The run's option values (command line over ./pyproject.toml over defaults), checked
+    before pytest starts on everything the user can fix; nothing is created before the last
+    check, of the store's path."""
+    cli = {name: getattr(args, name, None) for name in BY_NAME}
+    if models is not None:  # `grade`: the replay file is the model
+        cli["models"] = models
+    values = resolve(cli, project_config())
+    for p in args.pack:
+        resolve_pack(p, values["packs_dirs"] or [])
+    options = run_options(values, default_models=("embedded",))
+    values["models"] = list(options.models)
+    values["model_args"] = None  # merged into each model's spec
+    for m in options.models:
+        check_model(m)
+        check_watermark_support(m, options.watermarks)
+    report = values["report"]
+    if report and Path(report).exists() and not Path(report).is_dir():
+        raise EvalrunError(f"--report {report}: exists and is not a directory")
+    check_store_path(values["db"], what="--out", write=True)
+    return values
+
+
+def run_packs(args: argparse.Namespace, user_argv: list[str], models: list[str] | None = None) -> int:
+    """Run the packs of ``args`` under pytest (``models``: instead of the command line's)."""
+    values = _run_values(args, models)
+    run_id = uuid.uuid4().hex
+    if values["key"]:  # handed over in-process, never on a command line that `ps` could show
+        os.environ[KEY_ENV] = values["key"]
+    sink = SummarySink()
+    code = int(pytest.main(_pytest_args(args, values, run_id, user_argv), plugins=[sink]))
+    for line in sink.lines:  # after everything pytest printed
+        print(line)
+    if values["report"] and code in (0, 1):
+        # evalrun.report loads matplotlib (~1 s): only for a run that asks for a report
+        from evalrun.report import build_report
+
+        path = build_report(values["db"], values["report"], run_id=run_id)
+        print(f"evalrun: report: {path} (and report.html, metrics.json, charts in {Path(values['report'])})")
+    # 0: all passed, 1: some items below the pass score -- both are a completed run.
+    if code not in (0, 1):
+        if code == 4:  # pytest usage error: the plugin already printed the one-line reason
+            return EXIT_USAGE
+        if code == 5:
+            print("evalrun: error: no items selected (check --pack and --select)", file=sys.stderr)
+        return code
+    fail_under = values["fail_under"]
+    if fail_under is not None and (sink.mean is None or sink.mean < fail_under):
+        shown = "n/a" if sink.mean is None else f"{sink.mean:.4f}"
+        print(f"evalrun: mean score {shown} is below --fail-under {fail_under}", file=sys.stderr)
+        return 1
+    return 0
