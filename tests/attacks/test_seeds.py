@@ -89,7 +89,7 @@ PINNED = {
 
 def in_tree_attacks() -> list[str]:
     """In-tree text attacks (model attacks are pinned by the transform stage's tests, the
-    emoji prompt attack by tests/test_extensions.py: there is no emoji in the paragraph)."""
+    emoji prompt attack by tests/attacks/test_extensions.py: there is no emoji in the paragraph)."""
     return sorted(name for name in ATTACKS.names() if isinstance(ATTACKS.get(name), AttackDef)
                   and ATTACKS.get(name).prompt is None
                   and ATTACKS.get(name).fn.__module__.startswith("evalrun.attacks."))

@@ -167,7 +167,7 @@ from evalrun.plugins.providers import vllm_errors  # noqa: E402
 from evalrun.plugins.providers.vllm import VLLM_OPTIONS  # noqa: E402
 from evalrun.plugins.providers.vllm_options import cpu_kv_cache_gib, engine_settings, parse_vllm_options  # noqa: E402
 
-EMBEDDED = Path(__file__).resolve().parents[1] / "evalrun" / "assets" / "embedded" / "austen-5m"
+EMBEDDED = Path(__file__).resolve().parents[2] / "evalrun" / "assets" / "embedded" / "austen-5m"
 EMBEDDED_CONFIG = json.loads((EMBEDDED / "config.json").read_text())
 
 

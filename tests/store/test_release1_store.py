@@ -14,7 +14,7 @@ import pytest
 
 from evalrun.store.database import SCHEMA_VERSION
 
-RELEASE1 = Path(__file__).resolve().parent / "data" / "release1.sqlite"
+RELEASE1 = Path(__file__).resolve().parents[1] / "data" / "release1.sqlite"
 
 
 def evalrun(*args: str, cwd: Path) -> subprocess.CompletedProcess:

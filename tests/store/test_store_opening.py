@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RELEASE1 = REPO / "tests" / "data" / "release1.sqlite"
 RUN = ["run", "--pack", "watermark_robustness", "--model", "reference", "--select", "rewrite_001"]
 
