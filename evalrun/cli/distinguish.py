@@ -9,7 +9,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from evalrun._util.errors import EvalrunError
-from evalrun.analysis.distinguish import CVSettings, MLPSettings, run_distinguish
+from evalrun.analysis.distinguish import CLASSIFIERS, DEFAULT_CLASSIFIERS, CVSettings, MLPSettings, run_distinguish
 from evalrun.cli.common import write_json
 from evalrun.model.providers import check_model
 from evalrun.store.database import Store
@@ -30,8 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only these watermarks (repeatable; default every one in the selection)")
     parser.add_argument("--attack", default="none", metavar="SPEC",
                         help="classify the texts after this attack (default none: the generated texts)")
-    parser.add_argument("--classifier", action="append", choices=("logreg", "mlp"), metavar="NAME",
-                        help="logreg and/or mlp (default both)")
+    parser.add_argument("--classifier", action="append", choices=CLASSIFIERS.names(), metavar="NAME",
+                        help=f"repeatable, one of {', '.join(CLASSIFIERS.names())} "
+                             f"(default {' and '.join(DEFAULT_CLASSIFIERS)})")
     parser.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the folds and the MLP (default 0)")
     parser.add_argument("--epochs", type=int, default=150, help="MLP epochs (default 150, as in Singh & Zou)")
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace, user_argv: list[str]) -> int:
             raise EvalrunError(f"{name} {value}: must be at least 1")
     if not Path(args.db).exists():
         raise EvalrunError(f"--db {args.db}: no such database")
-    settings = CVSettings(folds=args.folds, seed=args.seed, classifiers=tuple(args.classifier or ("logreg", "mlp")),
+    settings = CVSettings(folds=args.folds, seed=args.seed, classifiers=tuple(args.classifier or DEFAULT_CLASSIFIERS),
                           mlp=MLPSettings(lr=args.lr, weight_decay=args.weight_decay, batch_size=args.batch_size,
                                           epochs=args.epochs), mlp_search=args.mlp_search)
     table = []
