@@ -1,14 +1,14 @@
-"""The watermark benchmark's report sections (MarkMyWords, seed 000 section IV; Figs. 1, 3, 6
-and 8; Table V), for every detection pack of the selection (labels DETECTED/NOT_DETECTED).
+"""The watermark benchmark's report sections (MarkMyWords, Piet et al., section IV; Figs. 1,
+3, 6 and 8; Table V), for every detection pack of the selection (labels DETECTED/NOT_DETECTED).
 
 Every number shown is a record of metrics.json, looked up by (pack, metric, model, watermark,
-attack) in the records :func:`evalrun.metrics.aggregates.compute` made for this report: the
+attack, params) in the records :func:`evalrun.metrics.aggregates.compute` made for this report: the
 tables format them and nothing else (:func:`fmt`, :func:`fmt_ci`). The tamper-resistance plot
 draws the attacks' points from :func:`evalrun.metrics.benchmark.tamper_inputs`, the texts the
 ``tamper_resistance`` record itself was computed from, and the hull with
 :func:`evalrun.metrics.lower_hull`.
 
-Quality is seed 000's judge rating where a pack has one; otherwise a quality proxy (a judge
+Quality is MarkMyWords' judge rating where a pack has one; otherwise a quality proxy (a judge
 method whose answer parses to ``quality``, e.g. ``perplexity``), which the section names with
 its scorer; with neither, the section says that quality, retention and tamper resistance are
 not available, and why, instead of showing numbers.
@@ -20,11 +20,11 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from evalrun._util.specs import is_none
 from evalrun.metrics import best_attack, lower_hull, stats
-from evalrun.metrics.aggregates import MetricRecord
+from evalrun.metrics.aggregates import MetricRecord, params_key
 from evalrun.metrics.benchmark import (
     ALL_ATTACKS,
     FPR_TARGETS,
@@ -42,17 +42,17 @@ from evalrun.report.document import Block, Figure, Paragraph, Section, Table
 
 NA = "n/a"
 CHART_NAMES = ("watermark_size.png", "tamper_resistance.png", "attacks.png", "size_quality.png")
-_SIZE_PREFIX = "watermark_size:temperature="
 
 Key = tuple[str, str, str]
+#: a record's params (``{"quality": "rating"}``); None or {} for a record without
+Params = Mapping[str, "str | float"]
 
 
 # -- formatting: the one way a record's number becomes a cell ------------------------------
 
 def _kind(metric: str) -> str:
-    base = metric.split(":", 1)[0]
     return {"watermark_size": "size", "quality": "num", "roc_auc": "num", "tamper_resistance": "num",
-            "mean_tokens_scored": "tokens"}.get(base, "pct")
+            "mean_tokens_scored": "tokens"}.get(metric, "pct")
 
 
 def fmt(metric: str, value: float | None) -> str:
@@ -90,18 +90,21 @@ def _estimate(rec: MetricRecord | None) -> stats.Estimate | None:
 
 
 class Records:
-    """The report's records, by (pack, metric, model, watermark, attack)."""
+    """The report's records, by (pack, metric, model, watermark, attack, params)."""
 
     def __init__(self, records: Iterable[MetricRecord]) -> None:
         self.all = list(records)
         self.index = record_index(self.all)
 
-    def get(self, pack: str, metric: str, model: str, watermark: str, attack: str) -> MetricRecord | None:
-        return self.index.get((pack, metric, model, watermark, attack))
+    def get(self, pack: str, metric: str, model: str, watermark: str, attack: str,
+            params: Params | None = None) -> MetricRecord | None:
+        """The record with exactly these params (none: a record without params)."""
+        return self.index.get((pack, metric, model, watermark, attack, params_key(params)))
 
-    def cells(self, pack: str, metric: str, model: str, watermark: str, attack: str) -> list[str]:
+    def cells(self, pack: str, metric: str, model: str, watermark: str, attack: str,
+              params: Params | None = None) -> list[str]:
         """[value, 95% CI] of a record, n/a where there is none."""
-        rec = self.get(pack, metric, model, watermark, attack)
+        rec = self.get(pack, metric, model, watermark, attack, params)
         if rec is None:
             return [NA, NA]
         return [fmt(metric, rec.value), fmt_ci(metric, rec.ci_low, rec.ci_high)]
@@ -113,7 +116,7 @@ class Records:
 class PackData:
     name: str
     groups: dict[Key, list[dict[str, Any]]]
-    #: the quality source the sections use: the seed's rating first, else a proxy; None: none
+    #: the quality source the sections use: MarkMyWords' rating first, else a proxy; None: none
     source: str | None
     #: who produced it: judge models (rating) or the proxy's scorers
     judges: list[str]
@@ -128,12 +131,14 @@ class PackData:
         return sorted({a for m, w, a in self.groups if (m, w) == (model, watermark)},
                       key=lambda a: (not is_none(a), a))
 
-    def quality_metric(self, family: str) -> str | None:
-        return f"{family}:{self.source}" if self.source else None
+    @property
+    def quality(self) -> dict[str, str | float] | None:
+        """The params of the pack's quality records (``{"quality": source}``); None: no source."""
+        return {"quality": self.source} if self.source else None
 
     @property
     def quality_label(self) -> str:
-        """How a quality axis is named: the seed's rating, or the proxy with its scorer."""
+        """How a quality axis is named: MarkMyWords' rating, or the proxy with its scorer."""
         if self.source is None:
             return "quality (not available)"
         if not is_proxy(self.source):
@@ -160,23 +165,23 @@ def quality_note(p: PackData) -> str:
     """What the pack's quality numbers are, or why there are none."""
     if p.source is None:
         return (f"{p.name}: quality, quality retention and tamper resistance are not available: no judge "
-                "answers (seed 000's rating, or a quality proxy such as perplexity) are stored for this pack's "
+                "answers (MarkMyWords' rating, or a quality proxy such as perplexity) are stored for this pack's "
                 "results, so there is nothing to measure quality with. Run `evalrun judge --db DB --method "
                 "rating --judge MODEL` (or `--method perplexity --judge embedded` for the offline proxy) and "
                 "report again.")
     if not is_proxy(p.source):
-        return (f"{p.name}: quality is seed 000's judge rating (grade out of 100, as a share) by "
+        return (f"{p.name}: quality is MarkMyWords' judge rating (grade out of 100, as a share) by "
                 f"{', '.join(p.judges)}.")
-    return (f"{p.name}: quality: {proxy_name(p.source)} proxy under {', '.join(p.judges)}, not the seed's "
+    return (f"{p.name}: quality: {proxy_name(p.source)} proxy under {', '.join(p.judges)}, not MarkMyWords' "
             "rating judge. Quality, its degradation, quality retention and tamper resistance below are computed "
-            "from this proxy (metric names ending in -proxy in metrics.json); a proxy measures fluency under "
-            "the scorer, not the seed's judged quality.")
+            f"from this proxy (records with quality {p.source} in their params in metrics.json); a proxy "
+            "measures fluency under the scorer, not MarkMyWords' judged quality.")
 
 
 # -- tables --------------------------------------------------------------------------------
 
 def summary_table(packs: Sequence[PackData], recs: Records) -> Table:
-    """Seed 000 Table V's columns per (model, watermark), unattacked texts."""
+    """MarkMyWords Table V's columns per (model, watermark), unattacked texts."""
     headers = ["pack", "model", "watermark", "quality source"]
     for name in ("quality", "quality degradation", "watermark size E (tokens)", "tamper resistance R",
                  "detection rate", "FPR", "ROC AUC"):
@@ -184,23 +189,21 @@ def summary_table(packs: Sequence[PackData], recs: Records) -> Table:
     rows = []
     for p in packs:
         for model, wm in p.systems:
-            q = p.quality_metric("quality")
-            quality = recs.cells(p.name, q, model, wm, "none") if q else [NA, NA]
+            q = p.quality
+            quality = recs.cells(p.name, "quality", model, wm, "none", q) if q else [NA, NA]
             row = [p.name, model, "none (unwatermarked)" if is_none(wm) else wm, _source_cell(p), *quality]
             if is_none(wm):
                 rows.append(row + [NA] * 12)
                 continue
-            d = p.quality_metric("quality_degradation")
-            r = p.quality_metric("tamper_resistance")
-            row += recs.cells(p.name, d, model, wm, "none") if d else [NA, NA]
+            row += recs.cells(p.name, "quality_degradation", model, wm, "none", q) if q else [NA, NA]
             row += recs.cells(p.name, "watermark_size", model, wm, "none")
-            row += recs.cells(p.name, r, model, wm, ALL_ATTACKS) if r else [NA, NA]
+            row += recs.cells(p.name, "tamper_resistance", model, wm, ALL_ATTACKS, q) if q else [NA, NA]
             row += recs.cells(p.name, "detection_rate", model, wm, "none")
             row += recs.cells(p.name, "false_positive_rate", model, wm, "none")
             row += recs.cells(p.name, "roc_auc", model, wm, "none")
             rows.append(row)
     return Table(id="benchmark-summary", headers=headers, rows=rows, caption=(
-        "Per model and watermark, without attack (seed 000 Table V's metrics): mean quality (its relative "
+        "Per model and watermark, without attack (MarkMyWords Table V's metrics): mean quality (its relative "
         "loss against the unwatermarked texts), watermark size E (lower median of tokens to the first "
         "detected prefix; ∞ when most texts are never detected, null in metrics.json), tamper resistance R "
         "over the attacks (paraphrases left out), detection rate, false-positive rate of unwatermarked texts "
@@ -216,22 +219,24 @@ def _source_cell(p: PackData) -> str:
 
 
 def size_table(packs: Sequence[PackData], recs: Records) -> Table:
-    """Seed 000 Fig. 1 as numbers: size E per scheme and temperature, unattacked."""
+    """MarkMyWords Fig. 1 as numbers: size E per scheme and temperature, unattacked."""
     rows = []
     for p in packs:
         for model, wm in p.systems:
-            for rec in _size_records(recs, p.name, model, wm):
-                rows.append([p.name, model, wm, rec.metric.removeprefix(_SIZE_PREFIX), str(rec.n),
+            for t, rec in _size_records(recs, p.name, model, wm):
+                rows.append([p.name, model, wm, t, str(rec.n),
                              fmt(rec.metric, rec.value), fmt_ci(rec.metric, rec.ci_low, rec.ci_high)])
     return Table(id="benchmark-size", headers=["pack", "model", "watermark", "temperature", "texts",
                                                "watermark size E (tokens)", ci_header("watermark size E (tokens)")],
                  rows=rows, caption="Unattacked watermarked texts; ∞: more than half never detected.")
 
 
-def _size_records(recs: Records, pack: str, model: str, wm: str) -> list[MetricRecord]:
-    found = [r for r in recs.all if (r.pack, r.model, r.watermark, r.attack) == (pack, model, wm, "none")
-             and r.metric.startswith(_SIZE_PREFIX)]
-    return sorted(found, key=lambda r: float(r.metric.removeprefix(_SIZE_PREFIX)))
+def _size_records(recs: Records, pack: str, model: str, wm: str) -> list[tuple[str, MetricRecord]]:
+    """(temperature as shown, record) of the per-temperature sizes, coolest first."""
+    found = [r for r in recs.all if (r.pack, r.metric, r.model, r.watermark, r.attack)
+             == (pack, "watermark_size", model, wm, "none") and "temperature" in r.params]
+    found.sort(key=lambda r: float(r.params["temperature"]))
+    return [(f"{float(r.params['temperature']):g}", r) for r in found]
 
 
 @dataclass(frozen=True)
@@ -248,11 +253,10 @@ class Tamper:
 def tampers(packs: Sequence[PackData], recs: Records) -> list[Tamper]:
     out = []
     for p in packs:
-        metric = p.quality_metric("tamper_resistance")
-        if metric is None:
+        if p.source is None:
             continue
         for model, wm in p.systems:
-            rec = recs.get(p.name, metric, model, wm, ALL_ATTACKS)
+            rec = recs.get(p.name, "tamper_resistance", model, wm, ALL_ATTACKS, p.quality)
             inputs = tamper_inputs(p.groups, model, wm, p.source) if rec is not None else None
             if rec is None or inputs is None:
                 continue
@@ -271,14 +275,15 @@ def tamper_table(items: Sequence[Tamper], packs: Sequence[PackData], recs: Recor
     for t in items:
         p = by_name[t.pack]
         on_hull = [name for name, pt in t.panel.points.items() if pt in set(t.panel.hull)]
-        best = recs.get(t.pack, f"best_attack:{p.source}", t.model, t.watermark, t.panel.best.name) \
+        best = recs.get(t.pack, "best_attack", t.model, t.watermark, t.panel.best.name, p.quality) \
             if t.panel.best is not None else None
         rows.append([t.pack, t.model, t.watermark, _source_cell(p), fmt(t.record.metric, t.record.value),
                      fmt_ci(t.record.metric, t.record.ci_low, t.record.ci_high), str(t.record.n),
                      ", ".join(t.panel.points), ", ".join(on_hull) or "none (the diagonal)",
                      ", ".join(t.panel.excluded) or "none",
                      best.attack if best is not None else "none keeps 80%",
-                     *(recs.cells(t.pack, best.metric, t.model, t.watermark, best.attack) if best else [NA, NA])])
+                     *(recs.cells(t.pack, best.metric, t.model, t.watermark, best.attack, best.params)
+                       if best else [NA, NA])])
     return Table(id="benchmark-tamper", headers=[
         "pack", "model", "watermark", "quality source", "tamper resistance R", ci_header("tamper resistance R"),
         "texts",
@@ -287,16 +292,16 @@ def tamper_table(items: Sequence[Tamper], packs: Sequence[PackData], recs: Recor
         ci_header("its detection rate")],
         rows=rows, text_columns=(7, 8, 9), caption=(
             "R = twice the area under the lower convex hull of the attacks' (quality retention, detection "
-            "rate) points with (0, 0) and (1, 1) (seed 000 IV-C); paraphrase attacks are left out, "
+            "rate) points with (0, 0) and (1, 1) (MarkMyWords IV-C); paraphrase attacks are left out, "
             "translations kept. The best attack is the one with the lowest detection rate among those "
             "keeping at least 80% of the unattacked quality (Fig. 3's dashed lines)."))
 
 
 def attacks_table(packs: Sequence[PackData], recs: Records) -> Table:
-    """Seed 000 Fig. 8 as numbers: per watermark and attack, detection and quality."""
+    """MarkMyWords Fig. 8 as numbers: per watermark and attack, detection and quality."""
     rows = []
     for p in packs:
-        q, qr = p.quality_metric("quality"), p.quality_metric("quality_retention")
+        q = p.quality
         for model, wm in p.systems:
             if is_none(wm):
                 continue
@@ -304,14 +309,15 @@ def attacks_table(packs: Sequence[PackData], recs: Records) -> Table:
                 role = ("baseline" if is_none(attack) else
                         "no (paraphrase)" if excluded_from_tamper(attack) else "yes")
                 row = [p.name, model, wm, attack, role, *recs.cells(p.name, "detection_rate", model, wm, attack)]
-                row += recs.cells(p.name, q, model, wm, attack) if q else [NA, NA]
-                row += recs.cells(p.name, qr, model, wm, attack) if qr and not is_none(attack) else [NA, NA]
+                row += recs.cells(p.name, "quality", model, wm, attack, q) if q else [NA, NA]
+                row += (recs.cells(p.name, "quality_retention", model, wm, attack, q) if q and not is_none(attack)
+                        else [NA, NA])
                 rows.append(row)
     return Table(id="benchmark-attacks", headers=[
         "pack", "model", "watermark", "attack", "in R", "detection rate", ci_header("detection rate"), "quality",
         ci_header("quality"), "quality retention", ci_header("quality retention")], rows=rows, caption=(
         "Quality retention = clip(mean quality after the attack / mean quality of the same watermark "
-        "without attack, 0, 1) (seed 000 IV-C)."))
+        "without attack, 0, 1) (MarkMyWords IV-C)."))
 
 
 def detection_table(packs: Sequence[PackData], recs: Records) -> Table:
@@ -328,7 +334,7 @@ def detection_table(packs: Sequence[PackData], recs: Records) -> Table:
                     continue
                 row = [p.name, model, wm, attack, NA if auc is None else str(auc.n)]
                 for target in FPR_TARGETS:
-                    row += recs.cells(p.name, f"tpr_at_fpr:{target:g}", model, wm, attack)
+                    row += recs.cells(p.name, "tpr_at_fpr", model, wm, attack, {"fpr": target})
                 row += recs.cells(p.name, "false_positive_rate", model, wm, attack)
                 row += recs.cells(p.name, "roc_auc", model, wm, attack)
                 rows.append(row)
@@ -348,7 +354,8 @@ def _series_label(model: str, wm: str, models: int) -> str:
     return wm if models == 1 else f"{model} · {wm}"
 
 
-def _size_panels(packs: Sequence[PackData], recs: Records) -> dict[str, dict[str, dict[str, stats.Estimate]]]:
+def _size_panels(packs: Sequence[PackData],
+                 recs: Records) -> dict[str, dict[str, dict[str, stats.Estimate | None]]]:
     panels = {}
     for p in packs:
         models = len({m for m, _ in p.systems})
@@ -356,8 +363,7 @@ def _size_panels(packs: Sequence[PackData], recs: Records) -> dict[str, dict[str
         for model, wm in p.systems:
             found = _size_records(recs, p.name, model, wm)
             if found:
-                series[_series_label(model, wm, models)] = {r.metric.removeprefix(_SIZE_PREFIX): _estimate(r)
-                                                            for r in found}
+                series[_series_label(model, wm, models)] = {t: _estimate(r) for t, r in found}
         if series:
             panels[p.name] = series
     return panels
@@ -371,11 +377,12 @@ def _attack_panels(packs: Sequence[PackData], recs: Records) -> list[charts.Atta
         attacks = sorted({a for m, w in marked for a in p.attacks(m, w)}, key=lambda a: (not is_none(a), a))
         if not marked:
             continue
-        qr = p.quality_metric("quality_retention")
+        q = p.quality
         detection = {_series_label(m, w, models): {a: _estimate(recs.get(p.name, "detection_rate", m, w, a))
                                                    for a in attacks} for m, w in marked}
-        retention = None if qr is None else {
-            _series_label(m, w, models): {a: _estimate(recs.get(p.name, qr, m, w, a)) for a in attacks}
+        retention = None if q is None else {
+            _series_label(m, w, models): {a: _estimate(recs.get(p.name, "quality_retention", m, w, a, q))
+                                          for a in attacks}
             for m, w in marked}
         out.append(charts.AttackPanel(pack=p.name, attacks=attacks, detection=detection, retention=retention,
                                       quality_label=p.quality_label))
@@ -390,11 +397,11 @@ def _size_quality_panels(packs: Sequence[PackData], recs: Records) -> list[chart
         models = len({m for m, _ in p.systems})
         points = []
         for model, wm in p.systems:
-            quality = recs.get(p.name, f"quality:{p.source}", model, wm, "none")
+            quality = recs.get(p.name, "quality", model, wm, "none", p.quality)
             size = recs.get(p.name, "watermark_size", model, wm, "none")
             if is_none(wm) or quality is None or quality.value is None or size is None or size.value is None:
                 continue
-            r = recs.get(p.name, f"tamper_resistance:{p.source}", model, wm, ALL_ATTACKS)
+            r = recs.get(p.name, "tamper_resistance", model, wm, ALL_ATTACKS, p.quality)
             points.append(charts.SizeQualityPoint(label=_series_label(model, wm, models), quality=quality.value,
                                                   size=size.value, resistance=None if r is None else r.value))
         if points:
@@ -421,23 +428,23 @@ def sections(packs: dict[str, list[Result]], records: Iterable[MetricRecord], ou
     thresholds = sorted({float(t) for items in packs.values() for r in items if r.graded
                          for t in [r.metadata.get("threshold")] if isinstance(t, (int, float))})
     intro: list[Block] = [Paragraph(
-        "MarkMyWords' metrics (seed 000 section IV) for the packs graded by watermark detection ("
+        "MarkMyWords' metrics (Piet et al., section IV) for the packs graded by watermark detection ("
         + ", ".join(p.name for p in data) + "): quality, watermark size, tamper resistance, and detection "
         "against unwatermarked texts. A text is detected at p <= "
         + (" / ".join(f"{t:g}" for t in thresholds) or "the pack's threshold")
-        + ". Every number here is a record of metrics.json (same pack, metric, model, watermark and "
-        "attack; tamper resistance has attack \"*\", all of a watermark's attacks, and the best attack "
-        "record the best attack's name).")]
+        + ". Every number here is a record of metrics.json (same pack, metric, model, watermark, "
+        "attack and params; tamper resistance has attack \"*\", all of a watermark's attacks, and the best "
+        "attack record the best attack's name).")]
     intro += [Paragraph(quality_note(p)) for p in data]
     intro.append(summary_table(data, recs))
-    result = [Section("Watermark benchmark (seed 000)", "benchmark", 2, intro)]
+    result = [Section("Watermark benchmark (MarkMyWords)", "benchmark", 2, intro)]
 
     size_blocks: list[Block] = [size_table(data, recs)]
     panels = _size_panels(data, recs)
     if panels:
         charts.watermark_size(panels, out / "watermark_size.png")
         size_blocks.append(_figure("watermark_size.png", "watermark size per scheme and temperature"))
-    result.append(Section("Watermark size by temperature (seed 000 Fig. 1)", "benchmark-size-section", 3,
+    result.append(Section("Watermark size by temperature (MarkMyWords Fig. 1)", "benchmark-size-section", 3,
                           size_blocks))
 
     tamper_blocks: list[Block] = [Paragraph(quality_note(p)) for p in data if p.source is None]
@@ -451,14 +458,14 @@ def sections(packs: dict[str, list[Result]], records: Iterable[MetricRecord], ou
     elif judged:
         tamper_blocks.append(Paragraph("No tamper resistance: no watermarked results under an attack other than "
                                        "a paraphrase have quality answers and an unattacked baseline."))
-    result.append(Section("Tamper resistance (seed 000 Fig. 3)", "benchmark-tamper-section", 3, tamper_blocks))
+    result.append(Section("Tamper resistance (MarkMyWords Fig. 3)", "benchmark-tamper-section", 3, tamper_blocks))
 
     attack_blocks: list[Block] = [attacks_table(data, recs)]
     attack_panels = _attack_panels(data, recs)
     if attack_panels:
         charts.attacks(attack_panels, out / "attacks.png")
         attack_blocks.append(_figure("attacks.png", "detection rate and quality retention per attack"))
-    result.append(Section("Detection and quality per attack (seed 000 Fig. 8)", "benchmark-attacks-section", 3,
+    result.append(Section("Detection and quality per attack (MarkMyWords Fig. 8)", "benchmark-attacks-section", 3,
                           attack_blocks))
 
     sq_panels = _size_quality_panels(data, recs)
@@ -470,7 +477,7 @@ def sections(packs: dict[str, list[Result]], records: Iterable[MetricRecord], ou
         sq_blocks = [Paragraph("Not drawn: no pack has quality answers, so quality and tamper resistance are "
                                "not available (see above)." if not judged else
                                "Not drawn: no unattacked watermarked texts have both quality and a watermark size.")]
-    result.append(Section("Size versus quality (seed 000 Fig. 6)", "benchmark-size-quality-section", 3,
+    result.append(Section("Size versus quality (MarkMyWords Fig. 6)", "benchmark-size-quality-section", 3,
                           sq_blocks))
 
     result.append(Section("Detection: TPR, FPR and ROC AUC", "benchmark-detection-section", 3,

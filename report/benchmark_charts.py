@@ -1,4 +1,4 @@
-"""The watermark benchmark's charts (seed 000 Figs. 1, 3, 6 and 8), in the style of
+"""The watermark benchmark's charts (MarkMyWords Figs. 1, 3, 6 and 8), in the style of
 :mod:`evalrun.report.charts`: matplotlib's object API on the Agg canvas, deterministic files
 (no timestamp in the PNG), colour-blind-safe colours. They draw numbers handed to them -- the
 records of metrics.json, or the points the tamper-resistance record was computed from -- and
@@ -26,7 +26,7 @@ Point = tuple[float, float]
 #: series label -> category -> estimate (None: no record)
 Series = Mapping[str, Mapping[str, "stats.Estimate | None"]]
 
-#: darker = more tamper-resistant, as in seed 000 Fig. 6; starts light blue so R = 0 is visible
+#: darker = more tamper-resistant, as in MarkMyWords Fig. 6; starts light blue so R = 0 is visible
 RESISTANCE_CMAP = ListedColormap(colormaps["Blues"](np.linspace(0.25, 1.0, 256)))
 NAME_CHARS = 30
 
@@ -82,7 +82,7 @@ def _grouped_bars(ax, categories: Sequence[str], series: Series, *, horizontal: 
 
 
 def watermark_size(panels: Mapping[str, Series], path: Path) -> Path:
-    """Seed 000 Fig. 1: watermark size E (median tokens to detection at p <= threshold) per
+    """MarkMyWords Fig. 1: watermark size E (median tokens to detection at p <= threshold) per
     scheme and sampling temperature, one panel per pack; never-detected medians (+inf) are
     hatched bars marked ∞."""
     packs = list(panels)
@@ -107,13 +107,13 @@ def watermark_size(panels: Mapping[str, Series], path: Path) -> Path:
         ax.legend(title="model · watermark", fontsize=7, title_fontsize=7, loc="upper left", frameon=False)
     for k in range(len(packs), nrows * ncols):
         axes[k // ncols][k % ncols].set_visible(False)
-    fig.suptitle("Watermark size per scheme and temperature (seed 000 Fig. 1)", fontsize=12)
+    fig.suptitle("Watermark size per scheme and temperature (MarkMyWords Fig. 1)", fontsize=12)
     return _save(fig, path)
 
 
 @dataclass(frozen=True)
 class TamperPanel:
-    """One scheme's tamper-resistance plot (seed 000 Fig. 3)."""
+    """One scheme's tamper-resistance plot (MarkMyWords Fig. 3)."""
 
     title: str
     #: the attacks R is computed from: name -> (quality retention, detection rate)
@@ -169,7 +169,7 @@ def tamper_figure(panels: Sequence[TamperPanel]) -> Figure:
         ax.legend(fontsize=6, loc="upper left", frameon=False)
     for k in range(len(panels), nrows * ncols):
         axes[k // ncols][k % ncols].set_visible(False)
-    fig.suptitle("Tamper resistance (seed 000 Fig. 3): attacks, lower convex hull, best attack keeping 80%",
+    fig.suptitle("Tamper resistance (MarkMyWords Fig. 3): attacks, lower convex hull, best attack keeping 80%",
                  fontsize=10)
     return fig
 
@@ -180,7 +180,7 @@ def tamper_resistance(panels: Sequence[TamperPanel], path: Path) -> Path:
 
 @dataclass(frozen=True)
 class AttackPanel:
-    """One pack's detection and quality retention per attack (seed 000 Fig. 8)."""
+    """One pack's detection and quality retention per attack (MarkMyWords Fig. 8)."""
 
     pack: str
     attacks: Sequence[str]
@@ -218,7 +218,7 @@ def attacks(panels: Sequence[AttackPanel], path: Path) -> Path:
         right.set_xlabel(f"{panel.quality_label} (95% bootstrap CI)")
         right.set_title(f"{panel.pack}: quality kept", fontsize=9)
         right.tick_params(axis="y", labelleft=False)
-    fig.suptitle("Detection and quality per attack (seed 000 Fig. 8)", fontsize=11)
+    fig.suptitle("Detection and quality per attack (MarkMyWords Fig. 8)", fontsize=11)
     return _save(fig, path)
 
 
@@ -240,7 +240,7 @@ class SizeQualityPanel:
 
 
 def size_quality(panels: Sequence[SizeQualityPanel], path: Path) -> Path:
-    """Seed 000 Fig. 6: watermark size against quality per scheme, coloured by tamper
+    """MarkMyWords Fig. 6: watermark size against quality per scheme, coloured by tamper
     resistance (darker = more resistant), one panel per pack; a size of +inf sits on the top
     edge as a triangle, a scheme without R is hollow."""
     ncols = min(3, max(1, len(panels)))
@@ -275,5 +275,5 @@ def size_quality(panels: Sequence[SizeQualityPanel], path: Path) -> Path:
         axes[k // ncols][k % ncols].set_visible(False)
     fig.colorbar(ScalarMappable(norm=norm, cmap=RESISTANCE_CMAP), ax=axes[:, -1].tolist(),
                  label="tamper resistance R (hollow: n/a)")
-    fig.suptitle("Size versus quality, coloured by tamper resistance (seed 000 Fig. 6)", fontsize=11)
+    fig.suptitle("Size versus quality, coloured by tamper resistance (MarkMyWords Fig. 6)", fontsize=11)
     return _save(fig, path)

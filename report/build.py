@@ -3,31 +3,57 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 from evalrun._util.errors import EvalrunError
 from evalrun.metrics.aggregates import MetricRecord, compute, write_metrics_json
 from evalrun.report import benchmark, charts, quality, tables
-from evalrun.report.data import EXTRACTION, WATERMARK, PackView, ReportData, Result, is_detection_view, load, view_for
-from evalrun.report.document import Document, Figure, Paragraph, Section, render_html, render_markdown
+from evalrun.report.data import PackView, ReportData, Result, default_view, is_detection_view, load
+from evalrun.report.document import Block, Document, Figure, Paragraph, Section, render_html, render_markdown
 
-CHART_NAMES = ("watermark_stacked_bar.png", "watermark_by_task.png",
-               "extraction_by_scheme.png", "extraction_false_positives.png")
+
+class Chart(NamedTuple):
+    """A chart a view's ``blocks`` may name: how to draw it and how the report describes it."""
+
+    draw: Callable[[PackView, Sequence[Result], Path], Path]
+    alt: str
+
+
+#: the charts of the per-pack sections, by block name; the file is ``<chart_prefix><name>.png``
+CHARTS: dict[str, Chart] = {
+    "watermark_stacked_bar": Chart(charts.watermark_stacked_bar, "PASS / MUTATED / DROPPED per model"),
+    "watermark_by_task": Chart(charts.watermark_by_task, "PASS / MUTATED / DROPPED per model and task family"),
+    "extraction_by_scheme": Chart(charts.extraction_by_scheme, "CORRECT rate per scheme and model"),
+    "extraction_false_positives": Chart(charts.extraction_false_positives,
+                                        "FALSE_POSITIVE rate on no_message_control cases per model"),
+}
+CHART_NAMES = tuple(f"{name}.png" for name in CHARTS)
+
+DETECTION_NOTE = ("Watermark detection per model, watermark and attack: DETECTED when p <= the pack's threshold. "
+                  "For an unwatermarked output DETECTED means that at least one of the run's watermarks was "
+                  "detected in it (a false positive); per-detector rates, watermark size, quality and tamper "
+                  "resistance are in the watermark benchmark section.")
 
 
 def build_report(db: str | Path, out_dir: str | Path, run_id: str | None = None, *,
-                 sections: Sequence[Section] = (), metrics: Sequence[MetricRecord] = ()) -> Path:
+                 sections: Sequence[Section] = (), metrics: Sequence[MetricRecord] = (),
+                 packs_dirs: Sequence[str | Path] = ()) -> Path:
     """Write report.md, report.html and the charts for ``db`` (one run or all) into
     ``out_dir``; returns the path of report.md. ``sections`` (charts already drawn into
     ``out_dir``) and ``metrics`` come from an experiment that knows more than the store,
-    such as ``evalrun unlearning demo``; they lead the report and ``metrics.json``."""
-    data = load(db, run_id)
+    such as ``evalrun unlearning demo``; they lead the report and ``metrics.json``.
+    ``packs_dirs`` are searched for the packs' pack.toml (their ``report_view``) besides the
+    shipped packs and ``EVALRUN_PACKS``."""
+    data = load(db, run_id, packs_dirs=packs_dirs)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise EvalrunError(f"--out {out}: exists and is not a directory")
     out.mkdir(parents=True, exist_ok=True)
     for stale in (*CHART_NAMES, *benchmark.CHART_NAMES):  # a chart must not outlive its data
         (out / stale).unlink(missing_ok=True)
+    for name in CHART_NAMES:  # nor one of a pack that shares a view (prefixed with its name)
+        for stale_file in out.glob(f"*-{name}"):
+            stale_file.unlink(missing_ok=True)
     records = compute(r.row for r in data.results)
     doc = compose(data, out, records)
     doc.sections[:0] = list(sections)
@@ -60,7 +86,7 @@ def compose(data: ReportData, out: Path, records: Sequence[MetricRecord] | None 
     appendix: list[Section] = []
     detection: dict[str, list[Result]] = {}
     for pack, items in data.packs.items():
-        view = view_for(pack, items)
+        view = data.view(pack)
         sections += _pack_sections(view, items, out)
         appendix.append(Section(
             f"Per-case results: {view.title}", f"appendix-{tables.slug(pack)}", 3,
@@ -76,7 +102,7 @@ def compose(data: ReportData, out: Path, records: Sequence[MetricRecord] | None 
         "For each pack, the most informative failures: cases other models solved come "
         "first, and each failure label is shown before any repeats.")]))
     for pack, items in data.packs.items():
-        view = view_for(pack, items)
+        view = data.view(pack)
         examples = tables.failures(view, items)
         blocks: list = list(examples) if examples else [Paragraph("No failures: every graded "
                                                                   "result scored 1.")]
@@ -99,36 +125,29 @@ def compose(data: ReportData, out: Path, records: Sequence[MetricRecord] | None 
     return Document(title="evalrun report", intro=intro, sections=sections)
 
 
+def _block(name: str, view: PackView, items: list[Result], out: Path) -> Block:
+    """One block of a pack's section, named in its view's ``blocks``."""
+    if name == "label_summary":
+        return tables.label_summary(view, items)
+    if name == "group_breakdown":
+        return tables.group_breakdown(view, items)
+    if name == "detection_note":
+        return Paragraph(DETECTION_NOTE)
+    if name == "generic_note":
+        return Paragraph(f"Pack {view.name}: generic summary (no pack-specific view).")
+    if name in CHARTS:
+        chart = CHARTS[name]
+        return _chart(chart.draw, view, items, out, f"{view.chart_prefix}{name}.png", chart.alt)
+    known = ", ".join(["label_summary", "group_breakdown", "detection_note", "generic_note", *CHARTS])
+    raise EvalrunError(f"report view of pack {view.name}: unknown block {name!r}; known: {known}")
+
+
 def _pack_sections(view: PackView, items: list[Result], out: Path) -> list[Section]:
     sid = tables.slug(view.name)
-    blocks: list = []
-    if view is WATERMARK:
-        blocks += [tables.label_summary(view, items),
-                   _chart(charts.watermark_stacked_bar, view, items, out,
-                          "watermark_stacked_bar.png", "PASS / MUTATED / DROPPED per model"),
-                   tables.group_breakdown(view, items),
-                   _chart(charts.watermark_by_task, view, items, out, "watermark_by_task.png",
-                          "PASS / MUTATED / DROPPED per model and task family")]
-    elif view is EXTRACTION:
-        blocks += [tables.label_summary(view, items),
-                   tables.group_breakdown(view, items),
-                   _chart(charts.extraction_by_scheme, view, items, out,
-                          "extraction_by_scheme.png", "CORRECT rate per scheme and model"),
-                   _chart(charts.extraction_false_positives, view, items, out,
-                          "extraction_false_positives.png",
-                          "FALSE_POSITIVE rate on no_message_control cases per model")]
-    elif is_detection_view(view):
-        blocks += [Paragraph("Watermark detection per model, watermark and attack: DETECTED when p <= the "
-                             "pack's threshold. For an unwatermarked output DETECTED means that at least one "
-                             "of the run's watermarks was detected in it (a false positive); per-detector "
-                             "rates, watermark size, quality and tamper resistance are in the watermark "
-                             "benchmark section."),
-                   tables.label_summary(view, items)]
-    else:
-        blocks.append(Paragraph(f"Pack {view.name}: generic summary (no pack-specific view)."))
+    blocks: list[Block] = [_block(name, view, items, out) for name in view.blocks]
     known = set(view.labels) if view.success else set()
     if not view.success or {r.label for r in items if r.graded} - known:
-        generic = view if not view.success else view_for(f"{view.name} (all labels)", items)
+        generic = view if not view.success else default_view(f"{view.name} (all labels)", items)
         blocks.append(tables.generic_summary(generic, items))
         if not view.success and view.groups:
             blocks.append(tables.group_breakdown(view, items))
@@ -148,7 +167,7 @@ def _pack_sections(view: PackView, items: list[Result], out: Path) -> list[Secti
     return result
 
 
-def _chart(draw: Callable, view: PackView, items: list[Result], out: Path, name: str,
-           alt: str) -> Figure:
+def _chart(draw: Callable[[PackView, Sequence[Result], Path], Path], view: PackView, items: list[Result],
+           out: Path, name: str, alt: str) -> Figure:
     draw(view, items, out / name)
     return Figure(filename=name, alt=alt, caption=f"{name}: {alt}.")

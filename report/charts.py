@@ -1,4 +1,5 @@
-"""The seed-003 charts, drawn with matplotlib's object API on the Agg canvas (no pyplot, no
+"""The WMID report's charts (Objective LLM Evals: Watermark Robustness & Hidden-Message
+Extraction), drawn with matplotlib's object API on the Agg canvas (no pyplot, no
 global backend switch, no display needed). Figure sizes grow with the number of models so
 1 and 8 models stay legible; long model names are shortened in the middle."""
 
@@ -16,6 +17,7 @@ from matplotlib.ticker import PercentFormatter
 
 from evalrun.metrics import stats
 from evalrun.report.data import PackView, Result, systems
+from evalrun.report.tables import label_rate
 
 DPI = 150
 NAME_CHARS = 38
@@ -113,7 +115,7 @@ def watermark_stacked_bar(view: PackView, items: Sequence[Result], path: Path) -
     _stacked_bars(ax, view, items, names)
     ax.set_xlabel("share of graded results (count inside bar)")
     ax.set_ylabel("model")
-    ax.set_title("Watermark robustness: outcome per model")
+    ax.set_title(f"{view.title}: outcome per model")
     ax.legend(title="label", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return _save(fig, path)
 
@@ -141,7 +143,7 @@ def watermark_by_task(view: PackView, items: Sequence[Result], path: Path) -> Pa
         axes[k // ncols][k % ncols].set_visible(False)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), frameon=False)
-    fig.suptitle("Watermark robustness by task family", fontsize=12)
+    fig.suptitle(f"{view.title} by task family", fontsize=12)
     return _save(fig, path)
 
 
@@ -173,24 +175,29 @@ def _model_bars_vertical(ax, names: list[str], groups: list[str],
     _percent_axis(ax, "y")
 
 
+def scheme_rates(view: PackView, items: Sequence[Result]) -> dict[tuple[str, str], stats.Estimate]:
+    """(model, scheme) -> share of its graded results labelled ``view.success``, Wilson 95%
+    (:func:`evalrun.report.tables.label_rate`); only cells with graded results."""
+    cells: dict[tuple[str, str], list[Result]] = defaultdict(list)
+    for r in items:
+        if r.graded:
+            cells[(r.system, r.group)].append(r)
+    return {key: label_rate(rs, view.success) for key, rs in cells.items()}
+
+
 def extraction_by_scheme(view: PackView, items: Sequence[Result], path: Path) -> Path:
     """CORRECT rate per scheme per model, with Wilson 95% intervals."""
     names = systems(items)
     present = {r.group for r in items}
     schemes = [g for g in view.groups if g in present] + sorted(present - set(view.groups))
-    cells: dict[tuple[str, str], list[Result]] = defaultdict(list)
-    for r in items:
-        if r.graded:
-            cells[(r.system, r.group)].append(r)
-    rates = {key: stats.wilson_interval(sum(r.label == view.success for r in rs), len(rs))
-             for key, rs in cells.items()}
+    rates = scheme_rates(view, items)
     width = min(16.0, max(9.0, 1.5 + len(schemes) * (0.3 * len(names) + 0.7)))
     fig = Figure(figsize=(width, 5.0))
     ax = fig.add_subplot()
     _model_bars_vertical(ax, names, schemes, rates)
     ax.set_xlabel("encoding scheme")
     ax.set_ylabel(f"{view.success} rate (95% Wilson CI)")
-    ax.set_title("Hidden-message extraction: correct rate per scheme")
+    ax.set_title(f"{view.title}: {(view.success or 'success').lower()} rate per scheme")
     ax.legend(title="model", loc="upper center", bbox_to_anchor=(0.5, -0.2),
               ncol=min(4, len(names)), frameon=False)
     return _save(fig, path)
@@ -206,7 +213,7 @@ def extraction_false_positives(view: PackView, items: Sequence[Result], path: Pa
         controls = [r for r in items if r.system == name and r.graded
                     and r.group == view.control_group]
         k = sum(r.label == view.false_positive for r in controls)
-        est = stats.wilson_interval(k, len(controls))
+        est = label_rate(controls, view.false_positive)
         colour = MODEL_COLOURS[i % len(MODEL_COLOURS)]
         if not controls:
             ax.text(0.01, y[i], "no graded control cases", va="center", fontsize=8)
@@ -224,5 +231,5 @@ def extraction_false_positives(view: PackView, items: Sequence[Result], path: Pa
     ax.set_xlabel(f"{view.false_positive} rate on {view.control_group} cases "
                   "(95% Wilson CI; false positives / control results)")
     ax.set_ylabel("model")
-    ax.set_title("Hidden-message extraction: false positives on controls")
+    ax.set_title(f"{view.title}: false positives on controls")
     return _save(fig, path)

@@ -1,16 +1,20 @@
-"""The read side: load a run's results from the store into plain records the report uses."""
+"""The read side: load a run's results from the store into plain records the report uses, and
+how the report presents each pack (:class:`PackView`, :data:`REPORT_VIEWS`)."""
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
+from evalrun._util.errors import EvalrunError, SpecError
+from evalrun._util.registry import Registry
 from evalrun.metrics.benchmark import is_detection
 from evalrun.metrics.judgements import with_judgements
 from evalrun.metrics.quality_records import distinguish_analyses, quality_records, sweep_analyses, tune_analyses
+from evalrun.pack.loading import PACK_FILE, declared_report_view, discover_packs
 from evalrun.report.export import open_store, select_rows
 from evalrun.store.database import ATTACK_ERROR, GRADER_ERROR
 from evalrun.watermark.verdict import DETECTED, NOT_DETECTED
@@ -18,8 +22,10 @@ from evalrun.watermark.verdict import DETECTED, NOT_DETECTED
 
 @dataclass(frozen=True)
 class PackView:
-    """How the report presents one pack. Packs not listed in :data:`PACK_VIEWS` get a
-    generic view built from their data (labels seen, ``group_value``)."""
+    """How the report presents one pack: a view of :data:`REPORT_VIEWS` (chosen by the pack's
+    ``report_view``, or registered under its name), else a default view built from its data
+    (labels seen, ``group_value``): :func:`view_for`. Everything that differs between views is
+    a field here; nothing looks at a view's name."""
 
     name: str
     title: str
@@ -33,6 +39,23 @@ class PackView:
     false_positive: str | None = None
     #: case fields holding the text the model worked on, shown (shortened) with failures
     input_fields: tuple[str, ...] = ()
+    #: the blocks of the pack's section, in order: ``label_summary``, ``group_breakdown``,
+    #: ``detection_note``, ``generic_note``, or a chart of :data:`evalrun.report.build.CHARTS`
+    blocks: tuple[str, ...] = ()
+    #: the summary table's name for the share of ``success`` (default: ``<success> rate``)
+    rate_name: str | None = None
+    #: the per-case table shows the expected answer (``expected_field``) and the model's output
+    #: instead of the grader's reason
+    per_case_expected: bool = False
+    #: where the pack's sections come: views with an order first, by it (then by pack name),
+    #: then the other packs by name
+    order: int | None = None
+    #: prepended to its chart files, so two packs sharing a view keep their charts apart
+    chart_prefix: str = ""
+
+    @property
+    def success_rate_name(self) -> str:
+        return self.rate_name or f"{self.success} rate"
 
 
 WATERMARK = PackView(
@@ -45,6 +68,8 @@ WATERMARK = PackView(
     task_fields=("instruction",),
     expected_field="watermark",
     input_fields=("passage",),
+    blocks=("label_summary", "watermark_stacked_bar", "group_breakdown", "watermark_by_task"),
+    order=0,
 )
 EXTRACTION = PackView(
     name="hidden_message_extraction",
@@ -59,9 +84,22 @@ EXTRACTION = PackView(
     control_group="no_message_control",
     false_positive="FALSE_POSITIVE",
     input_fields=("text",),
+    blocks=("label_summary", "group_breakdown", "extraction_by_scheme", "extraction_false_positives"),
+    rate_name="accuracy",
+    per_case_expected=True,
+    order=1,
 )
-PACK_VIEWS: dict[str, PackView] = {v.name: v for v in (WATERMARK, EXTRACTION)}
-#: the labels of a detection pack (seed 000's benchmark packs, or any pack graded the same way)
+#: the report's views of packs, by name: a pack's ``report_view = "<name>"`` in pack.toml picks
+#: one; without it, the view registered under the pack's own name; else :func:`default_view`.
+#: Third-party views register through the ``evalrun.report_views`` entry-point group (the
+#: entry point names a :class:`PackView`).
+REPORT_VIEWS: Registry[PackView] = Registry("report view", "evalrun.report_views", option="report_view")
+# the WMID report's two packs (Objective LLM Evals: Watermark Robustness & Hidden-Message
+# Extraction), under their pack names: their pack.toml stays as it is (its text is the grader
+# fingerprint stored with every grade)
+REPORT_VIEWS.register(WATERMARK.name, WATERMARK)
+REPORT_VIEWS.register(EXTRACTION.name, EXTRACTION)
+#: the labels of a detection pack (MarkMyWords' benchmark packs, or any pack graded the same way)
 DETECTION_LABELS = (DETECTED, NOT_DETECTED)
 
 #: case fields tried, in order, to describe the task / expected answer of an unknown pack
@@ -153,14 +191,23 @@ class ReportData:
     tune: list[dict[str, Any]] = field(default_factory=list)
     #: stored ``evalrun sweep`` results (MarkMyWords' aggregate metric)
     sweep: list[dict[str, Any]] = field(default_factory=list)
+    #: pack -> how the report presents it (:func:`view_for`)
+    views: dict[str, PackView] = field(default_factory=dict)
 
     @property
     def models(self) -> list[str]:
         return sorted({r.model for r in self.results})
 
+    def view(self, pack: str) -> PackView:
+        """The pack's view: as loaded, or the one it would get without a pack.toml."""
+        found = self.views.get(pack)
+        return found if found is not None else view_for(pack, self.packs.get(pack, []))
 
-def load(db: str | Path, run_id: str | None) -> ReportData:
-    """Read the selected results (all runs, or one run's items) and the matching run rows."""
+
+def load(db: str | Path, run_id: str | None, *, packs_dirs: Sequence[str | Path] = ()) -> ReportData:
+    """Read the selected results (all runs, or one run's items) and the matching run rows;
+    each pack's view follows its pack.toml, found on the pack search path (the shipped packs,
+    ``packs_dirs``, ``EVALRUN_PACKS``)."""
     store = open_store(db)
     try:
         rows, runs = select_rows(store, run_id)
@@ -179,10 +226,23 @@ def load(db: str | Path, run_id: str | None) -> ReportData:
         by_pack[res.pack].append(res)
     for items in by_pack.values():
         _assign_systems(items)
-    # the seed-003 packs first, in seed order, then the rest alphabetically
-    order = [p for p in PACK_VIEWS if p in by_pack] + sorted(p for p in by_pack if p not in PACK_VIEWS)
+    dirs = discover_packs(packs_dirs)
+    views = {p: view_for(p, items, declared_view(dirs[p]) if p in dirs else None) for p, items in by_pack.items()}
+    # views with an order first (the WMID report's packs, in its order), then the rest by name
+    order = sorted(by_pack, key=lambda p: (views[p].order is None, views[p].order or 0, p))
     data.packs = {p: by_pack[p] for p in order}
+    data.views = {p: views[p] for p in order}
     return data
+
+
+def declared_view(pack_dir: Path) -> str | None:
+    """The view a pack's pack.toml names (``report_view``), checked against
+    :data:`REPORT_VIEWS`; None when it names none."""
+    name = declared_report_view(pack_dir)
+    if name is not None and name not in REPORT_VIEWS:
+        known = ", ".join(REPORT_VIEWS.names())
+        raise EvalrunError(f"{pack_dir / PACK_FILE}: report_view {name!r}: unknown report view; known: {known}")
+    return name
 
 
 def _decode_case(text: str | None) -> dict[str, Any]:
@@ -212,12 +272,31 @@ def _assign_systems(items: Iterable[Result]) -> None:
         r.system = f"{r.model} [{', '.join(extra)}]" if extra else r.model
 
 
-def view_for(pack: str, items: list[Result]) -> PackView:
-    """The pack's presentation: the built-in one, the watermark benchmark's for a pack whose
+def view_for(pack: str, items: Sequence[Result], report_view: str | None = None) -> PackView:
+    """The pack's presentation: the view of :data:`REPORT_VIEWS` named ``report_view`` (the
+    pack's pack.toml), else the one registered under the pack's name, else
+    :func:`default_view`. A view registered under another name is renamed for the pack (its
+    title says which pack, its charts are prefixed with the pack's name)."""
+    name = report_view if report_view is not None else pack if pack in REPORT_VIEWS else None
+    if name is None:
+        return default_view(pack, items)
+    try:
+        view = REPORT_VIEWS.get(name)
+    except SpecError as exc:
+        raise EvalrunError(f"pack {pack}: {exc}") from None
+    if view.name == pack:
+        return view
+    return replace(view, name=pack, title=f"{view.title} ({pack})", chart_prefix=f"{_slug(pack)}-")
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
+
+
+def default_view(pack: str, items: Sequence[Result]) -> PackView:
+    """The view of a pack without a registered one: the watermark benchmark's for a pack whose
     labels are DETECTED/NOT_DETECTED (whatever its name), or a generic one inferred from its
     rows."""
-    if pack in PACK_VIEWS:
-        return PACK_VIEWS[pack]
     labels = sorted({r.label for r in items if r.graded})
     groups = sorted({r.group for r in items if r.group_value is not None})
     fields = set().union(*(r.case.keys() for r in items)) if items else set()
@@ -226,15 +305,15 @@ def view_for(pack: str, items: list[Result]) -> PackView:
     if is_detection([r.row for r in items]):
         return PackView(name=pack, title=f"{pack} (watermark detection)", group_field="group" if groups else None,
                         groups=tuple(groups), labels=DETECTION_LABELS, success=DETECTED, task_fields=task,
-                        expected_field=None)
+                        expected_field=None, blocks=("detection_note", "label_summary"))
     return PackView(
         name=pack, title=pack, group_field="group" if groups else None, groups=tuple(groups),
-        labels=tuple(labels), success=None, task_fields=task, expected_field=expected,
+        labels=tuple(labels), success=None, task_fields=task, expected_field=expected, blocks=("generic_note",),
     )
 
 
 def is_detection_view(view: PackView) -> bool:
-    """A detection pack's view: its report adds the watermark benchmark (seed 000)."""
+    """A detection pack's view: its report adds the watermark benchmark (MarkMyWords)."""
     return view.labels == DETECTION_LABELS
 
 

@@ -1,4 +1,4 @@
-"""The report's quality sections (seed 001): pairwise judge preferences, per-criterion scores,
+"""The report's quality sections (Singh & Zou): pairwise judge preferences, per-criterion scores,
 agreement between judges, and the distinguishability classifiers. The preference tables are
 rendered from the same :class:`~evalrun.metrics.aggregates.MetricRecord` list that goes to
 ``metrics.json``, so the two cannot disagree."""
@@ -6,7 +6,8 @@ rendered from the same :class:`~evalrun.metrics.aggregates.MetricRecord` list th
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
 
 from evalrun.report.data import ReportData
 from evalrun.report.document import Paragraph, Section, Table
@@ -28,23 +29,44 @@ def _mean(rec: Any) -> str:
     return f"{rec.value:.2f}{ci}"
 
 
-def _group(records: Sequence[Any]) -> dict[tuple[str, str, str, str, str], dict[str, Any]]:
-    """(pack, model, watermark, attack, judge) -> {metric kind: record}."""
-    out: dict[tuple[str, str, str, str, str], dict[str, Any]] = defaultdict(dict)
+#: the per-judge records of the preference table (:mod:`evalrun.metrics.pairwise`)
+PREFERENCE_METRICS = ("prefer_unwatermarked", "prefer_baseline", "prefer_watermarked", "prefer_tie",
+                      "first_position_rate", "position_consistency", "unparsed_rate")
+
+
+def judge_name(params: Mapping[str, Any], prefix: str = "") -> str:
+    """``<method>:<judge>`` from a record's params (``other_method``/``other_judge`` with
+    ``prefix="other_"``), as the tables show a judge."""
+    return f"{params[prefix + 'method']}:{params[prefix + 'judge']}"
+
+
+@dataclass
+class JudgeRecords:
+    """One judge's records about one (pack, model, watermark, attack)."""
+
+    #: metric -> record, for :data:`PREFERENCE_METRICS`
+    metrics: dict[str, Any] = field(default_factory=dict)
+    #: criterion -> side -> ``judge_score`` record, criteria in the records' order
+    scores: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _group(records: Sequence[Any]) -> dict[tuple[str, str, str, str, str], JudgeRecords]:
+    """(pack, model, watermark, attack, judge) -> that judge's records."""
+    out: dict[tuple[str, str, str, str, str], JudgeRecords] = defaultdict(JudgeRecords)
     for r in records:
-        kind, _, rest = r.metric.partition(":")
-        if kind.startswith("prefer_") or kind in ("first_position_rate", "position_consistency", "unparsed_rate"):
-            out[(r.pack, r.model, r.watermark, r.attack, rest)][kind] = r
-        elif kind == "judge_score":
-            criterion, side, judge = rest.split(":", 2)
-            out[(r.pack, r.model, r.watermark, r.attack, judge)][f"score:{criterion}:{side}"] = r
+        if r.metric in PREFERENCE_METRICS:
+            out[(r.pack, r.model, r.watermark, r.attack, judge_name(r.params))].metrics[r.metric] = r
+        elif r.metric == "judge_score":
+            scores = out[(r.pack, r.model, r.watermark, r.attack, judge_name(r.params))].scores
+            scores.setdefault(str(r.params["criterion"]), {})[str(r.params["side"])] = r
     return out
 
 
 def preference_table(records: Sequence[Any]) -> Table | None:
     groups = _group(records)
     rows = []
-    for (pack, model, watermark, attack, judge), recs in sorted(groups.items()):
+    for (pack, model, watermark, attack, judge), found in sorted(groups.items()):
+        recs = found.metrics
         base = next((k for k in recs if k in ("prefer_unwatermarked", "prefer_baseline")), None)
         if base is None:
             continue
@@ -65,10 +87,8 @@ def preference_table(records: Sequence[Any]) -> Table | None:
 
 def criteria_table(records: Sequence[Any]) -> Table | None:
     rows = []
-    for (pack, model, watermark, _attack, judge), recs in sorted(_group(records).items()):
-        criteria = list(dict.fromkeys(k.split(":")[1] for k in recs if k.startswith("score:")))
-        for criterion in criteria:
-            sides = {k.split(":")[2]: r for k, r in recs.items() if k.startswith(f"score:{criterion}:")}
+    for (pack, model, watermark, _attack, judge), found in sorted(_group(records).items()):
+        for criterion, sides in found.scores.items():
             base = sides.get("unwatermarked") or sides.get("baseline")
             rows.append([pack, model, watermark, judge, criterion, _mean(base), _mean(sides.get("watermarked")),
                          str(max((r.n for r in sides.values()), default=0))])
@@ -76,17 +96,17 @@ def criteria_table(records: Sequence[Any]) -> Table | None:
         return None
     return Table("pairwise-criteria", ["pack", "model", "watermark", "judge", "criterion",
                                        "unwatermarked (baseline) mean", "watermarked mean", "answers"], rows,
-                 caption="Mean 1–5 score per criterion and side (seed 001 Fig. 2b), with 95% bootstrap intervals.")
+                 caption="Mean 1–5 score per criterion and side (Singh & Zou Fig. 2b), with 95% bootstrap intervals.")
 
 
 def agreement_table(records: Sequence[Any]) -> Table | None:
-    rows = [[r.pack, r.model, r.watermark, r.attack, r.metric.partition(":")[2].replace("|", " vs "), str(r.n),
-             _share(r)] for r in records if r.metric.startswith("judge_agreement:")]
+    rows = [[r.pack, r.model, r.watermark, r.attack, f"{judge_name(r.params)} vs {judge_name(r.params, 'other_')}",
+             str(r.n), _share(r)] for r in records if r.metric == "judge_agreement"]
     if not rows:
         return None
     return Table("pairwise-agreement", ["pack", "model", "watermark", "attack", "judges", "common pairs",
                                         "decided alike"], rows,
-                 caption="Agreement between two judges (or two prompts) over the same pairs (seed 001 Fig. 3b).")
+                 caption="Agreement between two judges (or two prompts) over the same pairs (Singh & Zou Fig. 3b).")
 
 
 def distinguish_table(results: Sequence[dict[str, Any]]) -> Table | None:
@@ -104,7 +124,7 @@ def distinguish_table(results: Sequence[dict[str, Any]]) -> Table | None:
     return Table("distinguishability", ["model", "watermark", "attack", "embedder", "texts (wm+unwm)", "classifier",
                                         "accuracy: mean ± sd (range)", "ROC AUC: mean ± sd (range)", "folds"], rows,
                  caption="Classifiers telling watermarked from unwatermarked outputs by their embeddings "
-                         "(seed 001 appendix B): shuffled k-fold cross-validation with each case's texts in one fold; "
+                         "(Singh & Zou appendix B): shuffled k-fold cross-validation with each case's texts in one fold; "
                          "mean, standard deviation and range over the folds. 0.5 means indistinguishable.")
 
 
@@ -120,7 +140,7 @@ def tune_table(results: Sequence[dict[str, Any]]) -> Table | None:
         return None
     return Table("strength-tuning", ["pack", "model", "target TPR", "z threshold", "configuration tried",
                                      "TPR (95% Wilson)", "detected", "", "seconds"], rows,
-                 caption="WaterBench's hyper-parameter search (seed 002 section 3.2): each configuration tried, in "
+                 caption="WaterBench's hyper-parameter search (Tu et al., section 3.2): each configuration tried, in "
                          "order; the chosen one has the TPR closest to the target.")
 
 
@@ -132,7 +152,7 @@ def waterbench_table(records: Sequence[Any]) -> Table | None:
         return None
     return Table("waterbench", ["pack", "model", "watermark", "attack", "level", "TP % (95%) [n]", "TN % (95%) [n]",
                                 "GM", "GM unwatermarked", "GM drop"], rows,
-                 caption="WaterBench's joint evaluation (seed 002 Tables 3-5): true-positive rate of the watermarked "
+                 caption="WaterBench's joint evaluation (Tu et al., Tables 3-5): true-positive rate of the watermarked "
                          "outputs at the pack's z threshold, true-negative rate of the unwatermarked outputs under "
                          "the same watermark, generation metric (token F1 or ROUGE-L F1 x 100) and its relative drop, "
                          "over all cases, per length category and per task.")
@@ -166,7 +186,7 @@ def sweep_tables(results: Sequence[dict[str, Any]]) -> list[Table]:
         return []
     return [Table("aggregate-metric", ["pack", "model", "scheme", "constraint", "chosen configuration",
                                        "aggregate size (MAD over keys)", "95% CI", "size per key", "quality judge"],
-                  rows, caption="MarkMyWords' aggregate metric (seed 000 IV-D, Table V): the configuration of smallest "
+                  rows, caption="MarkMyWords' aggregate metric (Piet et al., IV-D, Table V): the configuration of smallest "
                                 "watermark size within the quality and tamper-resistance bounds, re-measured under "
                                 "other keys and seeds; its size in tokens over all re-measured texts (bootstrap CI), "
                                 "the median absolute deviation of the per-key sizes in parentheses as in Table V."),
@@ -182,7 +202,7 @@ def sections(data: ReportData) -> list[Section]:
                           agreement_table(data.quality)) if t is not None]
     if blocks:
         out.append(Section("Quality: pairwise judges", "quality-pairwise", 2, [
-            Paragraph("Seed 001's pairwise judges: every watermarked result against the unwatermarked result of "
+            Paragraph("Singh & Zou's pairwise judges: every watermarked result against the unwatermarked result of "
                       "the same case, model, attack and repetition, in an order chosen by a seeded coin per pair."),
             *blocks]))
     table = distinguish_table(data.distinguish)

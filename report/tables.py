@@ -7,7 +7,9 @@ Counting conventions, used by every table and by the tests that re-count with SQ
 * mean scores average each case's repetitions first, then the cases (bootstrap CI over cases),
   a result without a grade (an error) counting 0 -- the one definition in
   :mod:`evalrun.metrics.aggregates`;
-* rates carry a Wilson 95% interval over graded results.
+* rates carry a Wilson 95% interval over graded results, from
+  :func:`evalrun.metrics.stats.wilson_interval` (:func:`label_rate`; the report has no formula
+  of its own).
 """
 
 from __future__ import annotations
@@ -91,6 +93,13 @@ def mean_score(items: Sequence[Result], seed: int | None = None) -> stats.Estima
     return aggregates.mean_score([r.row for r in items], seed)
 
 
+def label_rate(items: Iterable[Result], label: str | None) -> stats.Estimate:
+    """Share of the graded results of ``items`` labelled ``label``, with its Wilson 95%
+    interval: :func:`evalrun.metrics.stats.wilson_interval` on the counts (NaNs for none)."""
+    graded = [r for r in items if r.graded]
+    return stats.wilson_interval(sum(r.label == label for r in graded), len(graded))
+
+
 def flip(items: Sequence[Result]) -> str:
     flipped, eligible = stats.flip_rate(case_labels(items))
     return NA if eligible == 0 else f"{pct(flipped / eligible)} ({flipped}/{eligible})"
@@ -107,11 +116,11 @@ def _seed(*parts: str) -> int:
 # -- pack summaries ------------------------------------------------------------------------
 
 def label_summary(view: PackView, items: Sequence[Result]) -> Table:
-    """Seed-003 summary per model: cases, label counts, success rate (Wilson), mean score
+    """The WMID report's summary per model: cases, label counts, success rate (Wilson), mean score
     (bootstrap over cases), flip rate; for extraction also the control false-positive rate."""
     groups = by_system(items)
     has_ungraded = any(not r.graded and not r.has_error for r in items)
-    rate_name = "accuracy" if view.name == "hidden_message_extraction" else f"{view.success} rate"
+    rate_name = view.success_rate_name
     headers = ["model", "cases", "results", *view.labels, "errors"]
     if has_ungraded:
         headers.append("ungraded")
@@ -123,7 +132,7 @@ def label_summary(view: PackView, items: Sequence[Result]) -> Table:
         rs = groups[name]
         graded = [r for r in rs if r.graded]
         counts = Counter(r.label for r in graded)
-        rate = stats.wilson_interval(counts[view.success], len(graded))
+        rate = label_rate(graded, view.success)
         mean = mean_score(rs)
         row = [name, str(len({r.case_id for r in rs})), str(len(rs)),
                *[str(counts[lab]) for lab in view.labels],
@@ -147,9 +156,8 @@ def label_summary(view: PackView, items: Sequence[Result]) -> Table:
 
 
 def false_positive_rate(view: PackView, items: Sequence[Result]) -> stats.Estimate:
-    controls = [r for r in items if r.graded and r.group == view.control_group]
-    fps = sum(r.label == view.false_positive for r in controls)
-    return stats.wilson_interval(fps, len(controls))
+    """Share of the graded control results labelled as a false positive (Wilson 95%)."""
+    return label_rate((r for r in items if r.group == view.control_group), view.false_positive)
 
 
 def group_breakdown(view: PackView, items: Sequence[Result]) -> Table:
@@ -171,7 +179,7 @@ def group_breakdown(view: PackView, items: Sequence[Result]) -> Table:
             graded = [r for r in rs if r.graded]
             counts = Counter(r.label for r in graded)
             if view.success:
-                est = stats.wilson_interval(counts[view.success], len(graded))
+                est = label_rate(graded, view.success)
                 rate, ci = pct(est.value), pct_ci(est)
             else:
                 est = mean_score(rs, _seed(view.name, name, g))
@@ -264,11 +272,11 @@ def paired_comparisons(view: PackView, items: Sequence[Result]) -> Table | None:
 # -- appendix ------------------------------------------------------------------------------
 
 def per_case(view: PackView, items: Sequence[Result]) -> Table:
-    """One row per result: seed-003 appendix A.1 / A.2 columns."""
+    """One row per result: the WMID report's appendix A.1 / A.2 columns."""
     multi = max((r.repetition for r in items), default=0) > 0
     field = {"family": "task_family"}.get(view.group_field or "", view.group_field or "group")
     headers = ["case_id", field, "model"] + (["rep"] if multi else []) + ["score", "label"]
-    extraction = view.name == "hidden_message_extraction"
+    extraction = view.per_case_expected
     headers += ["expected", "got"] if extraction else ["reason"]
     evidence = any(r.metadata for r in items)
     if evidence:
@@ -285,7 +293,7 @@ def per_case(view: PackView, items: Sequence[Result]) -> Table:
         else:
             row += [num(float(r.score), 2), r.label]
         if extraction:
-            row += [str(r.case.get("expected", NA)),
+            row += [str(r.case.get(view.expected_field or "expected", NA)),
                     f"error: {r.error}" if r.errored else shorten(r.output, OUTPUT_CHARS)]
         else:
             row.append(f"error: {r.error}" if r.error else (r.reason or ""))

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from evalrun.unlearning.aggregates import Summary
 
 TARGET_AUROC, TARGET_R2 = 0.9, 0.8
-#: seed 004 Table 4, Waterfall row
+#: WaterDrum Table 4, Waterfall row
 SEED_AUROC, SEED_R2 = 0.965, 0.963
 FIG4 = "waterdrum_fig4_forget_vs_retain.png"
 FIG3 = "waterdrum_calibration.png"
@@ -26,7 +26,7 @@ def _fmt(x: Any, digits: int = 3) -> str:
 
 
 def draw_fig4(summary: Summary, path: Path) -> Path:
-    """Seed 004 Fig. 4: scaled forget aggregate (y) against scaled retain aggregate (x);
+    """WaterDrum Fig. 4: scaled forget aggregate (y) against scaled retain aggregate (x);
     perfect unlearning sits bottom right (retain 1, forget 0)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -45,7 +45,7 @@ def draw_fig4(summary: Summary, path: Path) -> Path:
     ax.axhline(0, color="0.85", lw=0.8)
     ax.set_xlabel("retain set aggregate WaterDrum (original = 1)")
     ax.set_ylabel("forget set aggregate WaterDrum (original = 1)")
-    ax.set_title("Unlearning algorithms with WaterDrum (seed 004 Fig. 4)")
+    ax.set_title("Unlearning algorithms with WaterDrum (WaterDrum Fig. 4)")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -53,7 +53,7 @@ def draw_fig4(summary: Summary, path: Path) -> Path:
 
 
 def draw_calibration(summary: Summary, path: Path) -> Path:
-    """Seed 004 Fig. 3: scaled forget aggregate against k/|F| with the line through 0."""
+    """WaterDrum Fig. 3: scaled forget aggregate against k/|F| with the line through 0."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -76,30 +76,27 @@ def draw_calibration(summary: Summary, path: Path) -> Path:
 
 
 def records(summary: Summary, retrained: str, d4_auroc: float | None) -> list[Any]:
-    """``metrics.json`` records: D1, D2 (and D4) plus each model's scaled aggregates."""
-    from evalrun.metrics.aggregates import MetricRecord
+    """``metrics.json`` records: D1, D2 (and D4) plus each model's scaled aggregates
+    (``waterdrum_forget_scaled`` / ``waterdrum_retain_scaled``, params ``{"label": <model label>}``)."""
+    from evalrun.metrics.aggregates import record
+    from evalrun.metrics.stats import Estimate
 
-    def num(x: float | None) -> float | None:
-        return None if x is None or math.isnan(x) else float(x)
+    def est(value: float | None, low: float | None = None, high: float | None = None) -> Estimate:
+        return Estimate(*(math.nan if x is None else float(x) for x in (value, low, high)))
 
-    base = {"pack": "waterdrum", "watermark": "none", "attack": "none", "ci_low": None,
-            "ci_high": None}
     r = summary.models[retrained]
-    plain = {k: v for k, v in base.items() if not k.startswith("ci_")}
-    out = [MetricRecord(metric="waterdrum_d1_auroc", value=num(summary.d1_auroc),
-                        n=r["n_forget"] + r["n_retain"], model=retrained,
-                        ci_low=num(summary.d1_ci[0]), ci_high=num(summary.d1_ci[1]), **plain),
-           MetricRecord(metric="waterdrum_d2_calibration_r2", value=num(summary.d2_r2),
-                        n=len(summary.calibration), model="calibration models",
-                        ci_low=num(summary.d2_ci[0]), ci_high=num(summary.d2_ci[1]), **plain)]
+    out = [record("waterdrum", "waterdrum_d1_auroc", est(summary.d1_auroc, *summary.d1_ci),
+                  r["n_forget"] + r["n_retain"], retrained, "none", "none"),
+           record("waterdrum", "waterdrum_d2_calibration_r2", est(summary.d2_r2, *summary.d2_ci),
+                  len(summary.calibration), "calibration models", "none", "none")]
     if d4_auroc is not None:
-        out.append(MetricRecord(metric="waterdrum_d4_exact_duplicate_auroc", value=num(d4_auroc),
-                                n=r["n_forget"] + r["n_retain"], model="retrained-d4", **base))
+        out.append(record("waterdrum", "waterdrum_d4_exact_duplicate_auroc", est(d4_auroc),
+                          r["n_forget"] + r["n_retain"], "retrained-d4", "none", "none"))
     for model, m in summary.models.items():
         for key in ("forget_scaled", "retain_scaled"):
-            out.append(MetricRecord(metric=f"waterdrum_{key}:{m['label']}", value=num(m[key]),
-                                    n=m["n_forget"] if key.startswith("forget") else m["n_retain"],
-                                    model=model, **base))
+            out.append(record("waterdrum", f"waterdrum_{key}", est(m[key]),
+                              m["n_forget"] if key.startswith("forget") else m["n_retain"], model, "none", "none",
+                              params={"label": m["label"]}))
     return out
 
 
@@ -131,7 +128,7 @@ def write_report(db: Path, out: Path, summary: Summary, retrained: str, *, confi
     paras = [
         f"D1 separability: AUROC of retain vs forget verification scores on the retrained model "
         f"= {_fmt(summary.d1_auroc)} (95% bootstrap CI {_fmt(summary.d1_ci[0])}-{_fmt(summary.d1_ci[1])}; target >= {TARGET_AUROC}, {'met' if d1_ok else 'NOT met'}; "
-        f"seed 004 Table 4, Waterfall: {SEED_AUROC}). "
+        f"WaterDrum Table 4, Waterfall: {SEED_AUROC}). "
         f"D2 calibration: R² of the scaled forget aggregate against k/|F| through the origin "
         f"(points {', '.join(f'({x:.2f}, {y:.3f})' for x, y in summary.calibration)}) = "
         f"{_fmt(summary.d2_r2)} (95% bootstrap CI over the points {_fmt(summary.d2_ci[0])}-"
@@ -142,9 +139,9 @@ def write_report(db: Path, out: Path, summary: Summary, retrained: str, *, confi
         f"{', '.join(map(str, config.forget_owners))} forgotten), {config.continuation_tokens}-token "
         f"watermarked continuations, full fine-tuning {config.train.epochs} epochs at lr "
         f"{config.train.lr:g}, unlearning {config.unlearn.epochs} epochs at lr {config.unlearn.lr:g}, "
-        f"{config.repetitions} outputs per query at temperature 1 (seed 004 App. E.2 uses 10), "
+        f"{config.repetitions} outputs per query at temperature 1 (WaterDrum App. E.2 uses 10), "
         f"seed {config.seed}. Owner keys: {'derived from the secret key' if secret else 'the owner indices'}.",
-        "Deviation from seed 004: the data are not paraphrased. The embedded 5 M-parameter model "
+        "Deviation from WaterDrum: the data are not paraphrased. The embedded 5 M-parameter model "
         "cannot paraphrase, so each owner's data point is the passage's first 12 words followed by "
         "the embedded model's continuation generated under the owner's Waterfall perturbation "
         f"(evalrun watermark-data --mode continue). Mean verification score of the watermarked "
@@ -154,12 +151,12 @@ def write_report(db: Path, out: Path, summary: Summary, retrained: str, *, confi
         f"1/5/15-min load average at start {timings.get('load_avg_start')}, at the end of the "
         f"last step {timings['steps'][-1]['load_avg'] if timings['steps'] else 'n/a'}): {steps}.",
     ]
-    section = Section("WaterDrum: unlearning metric (seed 004)", "waterdrum-demo", 2, [
+    section = Section("WaterDrum: unlearning metric", "waterdrum-demo", 2, [
         Paragraph(paras[0]), table,
         Figure(filename=FIG4, alt="forget vs retain aggregate WaterDrum per model",
-               caption=f"{FIG4}: seed 004 Fig. 4 -- perfect unlearning is bottom right."),
+               caption=f"{FIG4}: WaterDrum Fig. 4 -- perfect unlearning is bottom right."),
         Figure(filename=FIG3, alt="calibration of the forget aggregate against k/|F|",
-               caption=f"{FIG3}: seed 004 Fig. 3 -- calibration curve and its line through the origin."),
+               caption=f"{FIG3}: WaterDrum Fig. 3 -- calibration curve and its line through the origin."),
         *[Paragraph(p) for p in paras[1:]],
     ])
     build_report(db, out, sections=[section], metrics=records(summary, retrained, d4_auroc))

@@ -100,7 +100,10 @@ def run_packs(args: argparse.Namespace, user_argv: list[str], models: list[str] 
         # evalrun.report loads matplotlib (~1 s): only for a run that asks for a report
         from evalrun.report import build_report
 
-        path = build_report(values["db"], values["report"], run_id=run_id)
+        # a pack named by its path is found by its folder: its pack.toml may choose a report view
+        folders = [str(resolve_pack(p, values["packs_dirs"] or []).parent) for p in (args.pack or [])]
+        path = build_report(values["db"], values["report"], run_id=run_id,
+                            packs_dirs=[*(values["packs_dirs"] or []), *dict.fromkeys(folders)])
         print(f"evalrun: report: {path} (and report.html, metrics.json, charts in {Path(values['report'])})")
     # 0: all passed, 1: some items below the pass score -- both are a completed run.
     if code not in (0, 1):

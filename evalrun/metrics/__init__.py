@@ -2,13 +2,13 @@
 
 The report renders them and users call them from notebooks. Where each definition comes from:
 
-* watermark size (MarkMyWords, seed 000 IV-B): :func:`first_detected_prefix`,
+* watermark size (MarkMyWords, Piet et al., IV-B): :func:`first_detected_prefix`,
   :func:`watermark_size` -- :mod:`evalrun.metrics.size`;
-* tamper resistance (seed 000 IV-C, Fig. 3): :func:`quality_retention`, :func:`lower_hull`,
+* tamper resistance (MarkMyWords IV-C, Fig. 3): :func:`quality_retention`, :func:`lower_hull`,
   :func:`tamper_resistance`, :func:`best_attack` -- :mod:`evalrun.metrics.tamper`;
-* quality degradation of a watermark (seed 000 IV-D): :func:`quality_degradation` --
+* quality degradation of a watermark (MarkMyWords IV-D): :func:`quality_degradation` --
   :mod:`evalrun.metrics.quality`;
-* detection (seed 000; WaterDrum seed 004 D1): :func:`detection_rate`,
+* detection (MarkMyWords; WaterDrum D1): :func:`detection_rate`,
   :func:`false_positive_rate`, :func:`auroc`, :func:`tpr_at_fpr`, :func:`fpr_threshold` --
   :mod:`evalrun.metrics.detection`;
 * calibration (WaterDrum D2): :func:`calibration_r2`, :func:`proportional_fit` --

@@ -3,17 +3,24 @@
 An aggregate takes the results of one group -- one pack, model, watermark and attack -- and
 returns named estimates. The run summary, ``evalrun report`` and ``evalrun export`` compute
 every registered aggregate over their selection and write the records to ``metrics.json``
-(one record per aggregate: pack, metric, value, n, ci_low, ci_high, model, watermark,
-attack), the numbers the report's tables show, machine-readable. Aggregates register in
-:data:`AGGREGATES` (third-party ones through the ``evalrun.metrics`` entry-point group).
+(one record per aggregate: pack, metric, params, value, n, ci_low, ci_high, model, watermark,
+attack), the numbers the report's tables show, machine-readable.
+
+``metric`` is a bare name (``quality_retention``, ``tpr_at_fpr``); what else tells two records
+of one metric and group apart -- the quality source, the target FPR, the judge, the
+temperature -- is in ``params``, a flat ``{name: str | float}`` dict (``{}`` for most metrics),
+never packed into the name: read ``record.params["quality"]``, do not split the name.
+Aggregates register in :data:`AGGREGATES` (third-party ones through the ``evalrun.metrics``
+entry-point group).
 
 An aggregate may return a fourth item, the watermark its estimate is about, when that is not
 the group's own: the false-positive rate of unwatermarked texts is a property of the detector
-that looked at them. Aggregates that compare groups -- watermarked against unwatermarked
+that looked at them; and a fifth, the record's params (the fourth is then None for the
+group's own watermark). Aggregates that compare groups -- watermarked against unwatermarked
 texts (ROC AUC), attacked against unattacked (quality retention), all attacks of a watermark
 (tamper resistance) -- register in :data:`SELECTION_AGGREGATES` instead: they receive every
 row of the selection and return whole records (entry-point group
-``evalrun.selection_metrics``). The watermark benchmark's aggregates (seed 000) live in
+``evalrun.selection_metrics``). The watermark benchmark's aggregates (MarkMyWords) live in
 :mod:`evalrun.metrics.benchmark`, which the package imports (``evalrun/metrics/__init__``), so
 :func:`compute` always includes them.
 
@@ -32,16 +39,19 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, List, Mapping, Sequence, Tuple, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Tuple, Union, cast
 
 from evalrun._util.hashing import stable_int
 from evalrun._util.registry import Registry
 from evalrun.metrics import stats
 
 #: columns of a metrics.json record, in order
-FIELDS = ("pack", "metric", "value", "n", "ci_low", "ci_high", "model", "watermark", "attack")
+FIELDS = ("pack", "metric", "params", "value", "n", "ci_low", "ci_high", "model", "watermark", "attack")
+
+#: a record's dimensions besides its group: name -> text or number (``{"quality": "rating"}``)
+Params = dict[str, Union[str, float]]
 
 
 @dataclass(frozen=True)
@@ -55,23 +65,40 @@ class MetricRecord:
     model: str
     watermark: str
     attack: str
+    #: what tells records of one metric and group apart (quality source, target FPR, judge...);
+    #: empty for most metrics. Left out of the hash (a dict has none); equality compares it.
+    params: Params = field(default_factory=dict, hash=False)
 
     def as_json(self) -> dict[str, Any]:
         """The record as metrics.json holds it: a non-finite number (NaN, +-inf) is null."""
-        return {f: _finite(getattr(self, f)) if f in _NUMBERS else getattr(self, f) for f in FIELDS}
+        return {f: _finite(getattr(self, f)) if f in _NUMBERS else
+                dict(self.params) if f == "params" else getattr(self, f) for f in FIELDS}
+
+    @property
+    def params_key(self) -> tuple[tuple[str, str | float], ...]:
+        """``params`` as a hashable, order-free key (see :func:`params_key`)."""
+        return params_key(self.params)
+
+
+def params_key(params: Mapping[str, str | float] | None) -> tuple[tuple[str, str | float], ...]:
+    """A params dict as a sorted tuple of items: how records are indexed and compared."""
+    return tuple(sorted((params or {}).items()))
 
 
 _NUMBERS = ("value", "ci_low", "ci_high")
 
 Row = Mapping[str, Any]
-#: ``(metric name, estimate, n)``, or ``(metric name, estimate, n, watermark)`` for an estimate
-#: about another watermark than the group's (see the module docstring)
-Estimated = Union[Tuple[str, stats.Estimate, int], Tuple[str, stats.Estimate, int, str]]
-#: ``(rows of one group, group seed) -> [(metric name, estimate, n[, watermark])]``
-Aggregate = Callable[[Sequence[Row], int], List[Estimated]]
+#: ``(metric name, estimate, n)``; ``(metric name, estimate, n, watermark)`` for an estimate
+#: about another watermark than the group's (see the module docstring); or
+#: ``(metric name, estimate, n, watermark or None, params)`` for a record with params (None:
+#: the group's watermark)
+Estimated = Union[Tuple[str, stats.Estimate, int], Tuple[str, stats.Estimate, int, str],
+                  Tuple[str, stats.Estimate, int, Optional[str], Mapping[str, Union[str, float]]]]
+#: ``(rows of one group, group seed) -> [(metric name, estimate, n[, watermark[, params]])]``
+Aggregate = Callable[[Sequence[Row], int], Sequence[Estimated]]
 AGGREGATES: Registry[Aggregate] = Registry("metric", "evalrun.metrics", option="--metric")
 #: ``(every row of the selection) -> records``: aggregates comparing groups
-SelectionAggregate = Callable[[Sequence[Row]], List[MetricRecord]]
+SelectionAggregate = Callable[[Sequence[Row]], Sequence[MetricRecord]]
 SELECTION_AGGREGATES: Registry[SelectionAggregate] = Registry(
     "selection metric", "evalrun.selection_metrics", option="--metric")
 
@@ -122,12 +149,13 @@ def _mean_score(rows: Sequence[Row], seed: int) -> list[tuple[str, stats.Estimat
 
 
 @AGGREGATES.register("label_rate")
-def _label_rates(rows: Sequence[Row], seed: int) -> list[tuple[str, stats.Estimate, int]]:
-    """Share of graded results with each label (Wilson interval)."""
+def _label_rates(rows: Sequence[Row], seed: int) -> list[Estimated]:
+    """Share of graded results with each label (Wilson interval): ``rate``, params
+    ``{"label": LABEL}``."""
     done = [r for r in rows if graded(r)]
     labels = sorted({r["label"] for r in done})
-    return [(f"rate:{label}", stats.wilson_interval(sum(r["label"] == label for r in done), len(done)), len(done))
-            for label in labels]
+    return [("rate", stats.wilson_interval(sum(r["label"] == label for r in done), len(done)), len(done), None,
+             {"label": label}) for label in labels]
 
 
 @AGGREGATES.register("error_rate")
@@ -146,11 +174,17 @@ def _finite(x: float | None) -> float | None:
 
 
 def record(pack: str, metric: str, est: stats.Estimate, n: int, model: str, watermark: str,
-           attack: str) -> MetricRecord:
-    """One record from an estimate (NaN -> None)."""
+           attack: str, *, params: Mapping[str, str | float] | None = None) -> MetricRecord:
+    """One record from an estimate (NaN -> None): the one constructor every builder uses.
+    ``metric`` is a bare name; its dimensions go in ``params``, whose values must be text or
+    finite numbers (metrics.json holds them as they are)."""
+    for key, v in (params or {}).items():
+        if isinstance(v, bool) or not isinstance(v, (str, int, float)) or (
+                isinstance(v, float) and not math.isfinite(v)):
+            raise ValueError(f"metric {metric!r}: param {key!r} must be text or a finite number, got {v!r}")
     return MetricRecord(pack=pack, metric=metric, value=_number(est.value), n=n,
                         ci_low=_number(est.low), ci_high=_number(est.high), model=model,
-                        watermark=watermark, attack=attack)
+                        watermark=watermark, attack=attack, params=dict(params or {}))
 
 
 def compute(rows: Iterable[Row]) -> list[MetricRecord]:
@@ -164,8 +198,11 @@ def compute(rows: Iterable[Row]) -> list[MetricRecord]:
     for (pack, model, watermark, attack), members in sorted(groups.items()):
         seed = group_seed(pack, model, watermark, attack)
         for name in AGGREGATES.names():
-            for metric, est, n, *about in AGGREGATES.get(name)(members, seed):
-                out.append(record(pack, metric, est, n, model, about[0] if about else watermark, attack))
+            for metric, est, n, *extra in AGGREGATES.get(name)(members, seed):
+                about = cast(Optional[str], extra[0]) if extra else None
+                params = cast(Optional[Mapping[str, Union[str, float]]], extra[1]) if len(extra) > 1 else None
+                out.append(record(pack, metric, est, n, model, watermark if about is None else about, attack,
+                                  params=params))
     for name in SELECTION_AGGREGATES.names():
         out.extend(SELECTION_AGGREGATES.get(name)(rows))
     return out
@@ -187,5 +224,5 @@ def metrics_path_beside(path: str | Path) -> Path:
     return path.with_name(f"{path.stem}.metrics.json")
 
 
-# WaterDrum (seed 004): forget/retain verification scores and AUROC per model
+# WaterDrum: forget/retain verification scores and AUROC per model
 AGGREGATES.register_lazy("waterdrum", "evalrun.unlearning.aggregates:waterdrum_aggregate")

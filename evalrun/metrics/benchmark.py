@@ -1,4 +1,4 @@
-"""The watermark benchmark's registered aggregates (MarkMyWords, seed 000 section IV).
+"""The watermark benchmark's registered aggregates (MarkMyWords, Piet et al., section IV).
 
 They apply to *detection packs* only -- packs whose graded labels are DETECTED/NOT_DETECTED
 (:mod:`evalrun.pack.detection_grader`) -- and return nothing for any other rows. Each is a thin
@@ -6,42 +6,48 @@ wrapper: it reads the detector's evidence from the grade metadata and the judges
 from ``row["judgements"]``, and hands them to the pure functions of :mod:`evalrun.metrics`
 with a seed derived from the records' own keys, so the same selection gives the same bits.
 
+Records carry a bare metric name; their other dimensions are in ``params`` (the quality
+source, the target FPR, the temperature), never in the name.
+
 Per group (one pack, model, watermark, attack; :data:`~evalrun.metrics.aggregates.AGGREGATES`):
 
 * ``detection_rate`` -- watermarked texts with ``p <= threshold`` (Wilson 95%);
-* ``watermark_size`` -- seed 000 IV-B, the lower median of per-text sizes (tokens to the first
-  detected prefix, never detected = +inf), bootstrap 95% over texts. When more than half of
-  the texts are never detected the size is +inf, which metrics.json writes as ``null`` (JSON
-  has no infinity; the report shows ∞). ``watermark_size:temperature=T`` is the same over the
-  texts sampled at temperature T (seed 000 Fig. 1);
+* ``watermark_size`` -- MarkMyWords IV-B, the lower median of per-text sizes (tokens to the
+  first detected prefix, never detected = +inf), bootstrap 95% over texts. When more than half
+  of the texts are never detected the size is +inf, which metrics.json writes as ``null`` (JSON
+  has no infinity; the report shows ∞). ``watermark_size`` with params ``{"temperature": T}``
+  is the same over the texts sampled at temperature T (MarkMyWords Fig. 1);
 * ``mean_tokens_scored`` -- mean tokens the detector scored per text (bootstrap 95%);
 * ``false_positive_rate`` -- unwatermarked texts detected anyway, one record per detector
   spec, with that spec in the record's ``watermark`` field (the group's is ``none``);
-* ``quality:<source>`` -- mean quality of the graded texts that have one (bootstrap 95% over
-  texts). ``quality:rating`` is seed 000's judge rating (IV-A); a judge method whose parsed
-  answer has a ``quality`` key (e.g. ``perplexity``) is a *proxy*, named
-  ``quality:<method>-proxy`` here and in every metric derived from it.
+* ``quality``, params ``{"quality": <source>}`` -- mean quality of the graded texts that have
+  one (bootstrap 95% over texts). Source ``rating`` is MarkMyWords' judge rating (IV-A); a judge
+  method whose parsed answer has a ``quality`` key (e.g. ``perplexity``) is a *proxy*, source
+  ``<method>-proxy`` here and in every metric derived from it.
 
 Across groups (:data:`~evalrun.metrics.aggregates.SELECTION_AGGREGATES`), per pack and model:
 
-* ``roc_auc`` and ``tpr_at_fpr:0.01`` / ``tpr_at_fpr:0.02`` -- per watermark and attack: the
+* ``roc_auc`` and ``tpr_at_fpr`` (params ``{"fpr": 0.01}`` / ``{"fpr": 0.02}``) -- per
+  watermark and attack: the
   watermarked texts' ``-log10 p`` (positives) against the unwatermarked texts' ``-log10 p``
   under that watermark's detector (negatives), same attack; bootstrap 95% resampling each side
   within itself; ``n`` counts both sides;
-* ``quality_retention:<source>`` -- per attacked group, seed 000 IV-C's ``Q_A = clip(mean
+The quality records below carry params ``{"quality": <source>}``:
+
+* ``quality_retention`` -- per attacked group, MarkMyWords IV-C's ``Q_A = clip(mean
   attacked quality / mean quality of the same watermark's unattacked texts, 0, 1)``. The
-  baseline is the same model and watermark without attack, as the seed's remark that an
+  baseline is the same model and watermark without attack, as the paper's remark that an
   unchanged (contracted) text can score "up to 1% higher than the baseline" implies, and as
   MarkMyWords' ``summarize_robustness`` does (``base_q = stats[model][None].quality``);
-* ``quality_degradation:<source>`` -- per watermark, unattacked:
+* ``quality_degradation`` -- per watermark, unattacked:
   :func:`~evalrun.metrics.quality_degradation` of its texts against the unwatermarked texts;
-* ``tamper_resistance:<source>`` -- per watermark, over its attacks (``attack`` is
-  :data:`ALL_ATTACKS`): R of seed 000 IV-C from each attack's (quality retention, detection
+* ``tamper_resistance`` -- per watermark, over its attacks (``attack`` is
+  :data:`ALL_ATTACKS`): R of MarkMyWords IV-C from each attack's (quality retention, detection
   rate), paraphrase attacks (names starting ``paraphrase``, any case) left out, translations
   kept; bootstrap 95% via :func:`~evalrun.metrics.tamper_resistance_ci`. A point pairs each
   text's quality with its detection, so it uses the graded texts that have a quality answer;
-* ``best_attack:<source>`` -- the attack with the lowest detection rate among those keeping
-  >= 80% quality retention (seed 000 Fig. 3), in the record's ``attack`` field; the value is
+* ``best_attack`` -- the attack with the lowest detection rate among those keeping
+  >= 80% quality retention (MarkMyWords Fig. 3), in the record's ``attack`` field; the value is
   its detection rate on the texts of its point (Wilson 95%). No record when no attack keeps
   80%.
 
@@ -88,9 +94,9 @@ __all__ = ["ALL_ATTACKS", "DETECTION_LABELS", "FPR_TARGETS", "RATING", "TamperIn
 DETECTION_LABELS = frozenset({DETECTED, NOT_DETECTED})
 #: the ``attack`` of a record about all of a watermark's attacks (tamper resistance)
 ALL_ATTACKS = "*"
-#: target false positive rates of the ``tpr_at_fpr:<fpr>`` records
+#: target false positive rates of the ``tpr_at_fpr`` records (their ``fpr`` param)
 FPR_TARGETS = (0.01, 0.02)
-#: the quality source of seed 000's judge rating (every other source is a proxy)
+#: the quality source of MarkMyWords' judge rating (every other source is a proxy)
 RATING = "rating"
 _NAN = stats.Estimate(math.nan, math.nan, math.nan)
 
@@ -160,7 +166,7 @@ def temperature(row: Row) -> str | None:
 
 
 def is_proxy(source: str) -> bool:
-    """Every quality source but seed 000's rating judge is a proxy."""
+    """Every quality source but MarkMyWords' rating judge is a proxy."""
     return source != RATING
 
 
@@ -185,7 +191,7 @@ def quality_by_source(row: Row) -> dict[str, float]:
 
 
 def quality_sources(rows: Iterable[Row]) -> list[str]:
-    """The quality sources of any graded row, the seed's rating first."""
+    """The quality sources of any graded row, MarkMyWords' rating first."""
     found = {s for r in rows if graded(r) for s in quality_by_source(r)}
     return sorted(found, key=lambda s: (is_proxy(s), s))
 
@@ -210,8 +216,8 @@ def _quality(rows: Iterable[Row], source: str) -> list[float]:
 
 
 def excluded_from_tamper(attack: str) -> bool:
-    """Seed 000 IV-C leaves paraphrase attacks out of R (they need large or closed models);
-    translations stay in."""
+    """MarkMyWords IV-C leaves paraphrase attacks out of R (they need large or closed
+    models); translations stay in."""
     return attack.strip().lower().startswith("paraphrase")
 
 
@@ -234,7 +240,7 @@ def _marked(rows: Sequence[Row]) -> list[dict[str, Any]]:
 
 @AGGREGATES.register("detection_rate")
 def _detection_rate(rows: Sequence[Row], seed: int) -> list[Estimated]:
-    """Share of watermarked texts detected (seed 000 IV-C's W_A for an attacked group)."""
+    """Share of watermarked texts detected (MarkMyWords IV-C's W_A for an attacked group)."""
     ev = _marked(rows)
     if not ev:
         return []
@@ -244,7 +250,7 @@ def _detection_rate(rows: Sequence[Row], seed: int) -> list[Estimated]:
 
 @AGGREGATES.register("watermark_size")
 def _watermark_size(rows: Sequence[Row], seed: int) -> list[Estimated]:
-    """Seed 000 IV-B's size E over the group, and per sampling temperature (Fig. 1)."""
+    """MarkMyWords IV-B's size E over the group, and per sampling temperature (Fig. 1)."""
     ev = _marked(rows)
     if not ev:
         return []
@@ -256,8 +262,9 @@ def _watermark_size(rows: Sequence[Row], seed: int) -> list[Estimated]:
         if e is not None and t is not None:
             by_t[t].append(e["size"])
     for t, sizes in sorted(by_t.items(), key=lambda kv: float(kv[0])):
-        metric = f"watermark_size:temperature={t}"
-        out.append((metric, watermark_size_ci(sizes, seed=_seed(seed, metric)), len(sizes)))
+        salt = f"watermark_size:temperature={t}"  # the seed salt of earlier releases: same bits
+        out.append(("watermark_size", watermark_size_ci(sizes, seed=_seed(seed, salt)), len(sizes), None,
+                    {"temperature": float(t)}))
     return out
 
 
@@ -289,14 +296,15 @@ def _false_positive_rate(rows: Sequence[Row], seed: int) -> list[Estimated]:
 
 @AGGREGATES.register("quality")
 def _quality_aggregate(rows: Sequence[Row], seed: int) -> list[Estimated]:
-    """Seed 000 IV-A's Q, the mean rating (or proxy quality) of the group's texts."""
+    """MarkMyWords IV-A's Q, the mean rating (or proxy quality) of the group's texts."""
     if not is_detection(rows):
         return []
     out: list[Estimated] = []
     for source in quality_sources(rows):
         values = _quality(rows, source)
-        metric = f"quality:{source}"
-        out.append((metric, stats.bootstrap_mean_ci(values, seed=_seed(seed, metric)), len(values)))
+        salt = f"quality:{source}"  # the seed salt of earlier releases: same bits
+        out.append(("quality", stats.bootstrap_mean_ci(values, seed=_seed(seed, salt)), len(values), None,
+                    {"quality": source}))
     return out
 
 
@@ -311,11 +319,11 @@ def _detection_packs(rows: Iterable[Row]) -> dict[str, dict[Key, list[Row]]]:
             if is_detection(r for rs in g.values() for r in rs)}
 
 
-def _unmarked_key(groups: Mapping[Key, list[Row]], model: str, attack: str) -> Key | None:
+def _unmarked_key(groups: Mapping[Key, Sequence[Row]], model: str, attack: str) -> Key | None:
     return next((k for k in sorted(groups) if k[0] == model and k[2] == attack and is_none(k[1])), None)
 
 
-def _unattacked_key(groups: Mapping[Key, list[Row]], model: str, watermark: str) -> Key | None:
+def _unattacked_key(groups: Mapping[Key, Sequence[Row]], model: str, watermark: str) -> Key | None:
     return next((k for k in sorted(groups) if k[0] == model and k[1] == watermark and is_none(k[2])), None)
 
 
@@ -335,7 +343,7 @@ def _detector_samples(groups: Mapping[Key, list[Row]]) -> Iterable[tuple[Key, li
 
 @SELECTION_AGGREGATES.register("roc_auc")
 def _roc_auc(rows: Sequence[Row]) -> list[MetricRecord]:
-    """AUROC of -log10 p, watermarked against unwatermarked texts (seed 000's detector)."""
+    """AUROC of -log10 p, watermarked against unwatermarked texts (MarkMyWords' detector)."""
     out = []
     for pack, groups in _detection_packs(rows).items():
         for (model, wm, attack), pos, neg in _detector_samples(groups):
@@ -351,9 +359,10 @@ def _tpr_at_fpr(rows: Sequence[Row]) -> list[MetricRecord]:
     for pack, groups in _detection_packs(rows).items():
         for (model, wm, attack), pos, neg in _detector_samples(groups):
             for fpr in FPR_TARGETS:
-                metric = f"tpr_at_fpr:{fpr:g}"
-                est = tpr_at_fpr_ci(pos, neg, fpr, seed=_seed(pack, model, wm, attack, metric))
-                out.append(record(pack, metric, est, len(pos) + len(neg), model, wm, attack))
+                salt = f"tpr_at_fpr:{fpr:g}"  # the seed salt of earlier releases: same bits
+                est = tpr_at_fpr_ci(pos, neg, fpr, seed=_seed(pack, model, wm, attack, salt))
+                out.append(record(pack, "tpr_at_fpr", est, len(pos) + len(neg), model, wm, attack,
+                                  params={"fpr": fpr}))
     return out
 
 
@@ -370,7 +379,8 @@ def _ratio_ci(top: Sequence[float], bottom: Sequence[float], ratio: Any, seed: i
 def _quality_ratios(rows: Sequence[Row], name: str, ratio: Callable[[float, float], float],
                     baseline_of: Callable[[Mapping[Key, list[Row]], Key], Key | None]) -> list[MetricRecord]:
     """``ratio`` of each group's mean quality to its baseline group's (``baseline_of``; None:
-    the group has no such metric), per quality source, with a bootstrap CI."""
+    the group has no such metric), per quality source (params ``{"quality": source}``), with a
+    bootstrap CI."""
     out = []
     for pack, groups in _detection_packs(rows).items():
         for key in sorted(groups):
@@ -381,15 +391,15 @@ def _quality_ratios(rows: Sequence[Row], name: str, ratio: Callable[[float, floa
                 measured, baseline = _quality(groups[key], source), _quality(groups[base], source)
                 if not baseline:
                     continue
-                metric = f"{name}:{source}"
-                est = _ratio_ci(measured, baseline, ratio, _seed(pack, *key, metric))
-                out.append(record(pack, metric, est, len(measured), *key))
+                salt = f"{name}:{source}"  # the seed salt of earlier releases: same bits
+                est = _ratio_ci(measured, baseline, ratio, _seed(pack, *key, salt))
+                out.append(record(pack, name, est, len(measured), *key, params={"quality": source}))
     return out
 
 
 @SELECTION_AGGREGATES.register("quality_retention")
 def _quality_retention(rows: Sequence[Row]) -> list[MetricRecord]:
-    """Seed 000 IV-C's Q_A per attacked group against the same watermark unattacked."""
+    """MarkMyWords IV-C's Q_A per attacked group against the same watermark unattacked."""
     return _quality_ratios(rows, "quality_retention", quality_retention,
                            lambda groups, key: None if is_none(key[2]) else _unattacked_key(groups, key[0], key[1]))
 
@@ -409,7 +419,7 @@ class TamperInputs:
 
     baseline: list[float]
     attacks: dict[str, tuple[list[float], list[bool]]] = field(default_factory=dict)
-    #: paraphrase attacks, shown on the plot but left out of R (seed 000 IV-C)
+    #: paraphrase attacks, shown on the plot but left out of R (MarkMyWords IV-C)
     excluded: dict[str, tuple[list[float], list[bool]]] = field(default_factory=dict)
     threshold: float | None = None
 
@@ -421,7 +431,7 @@ class TamperInputs:
                 float(np.mean(detected)))
 
     def points(self) -> dict[str, tuple[float, float]]:
-        """The attacks R is computed from, as points of seed 000 Fig. 3."""
+        """The attacks R is computed from, as points of MarkMyWords Fig. 3."""
         return {a: self.point(self.baseline, s) for a, s in self.attacks.items()}
 
     def excluded_points(self) -> dict[str, tuple[float, float]]:
@@ -455,7 +465,7 @@ def tamper_inputs(groups: Mapping[Key, Sequence[Row]], model: str, watermark: st
 
 @SELECTION_AGGREGATES.register("tamper_resistance")
 def _tamper_resistance(rows: Sequence[Row]) -> list[MetricRecord]:
-    """Seed 000 IV-C's R per watermark over its attacks, and the best attack keeping 80%."""
+    """MarkMyWords IV-C's R per watermark over its attacks, and the best attack keeping 80%."""
     out = []
     for pack, groups in _detection_packs(rows).items():
         for model, wm in sorted({(k[0], k[1]) for k in groups if not is_none(k[1])}):
@@ -464,19 +474,27 @@ def _tamper_resistance(rows: Sequence[Row]) -> list[MetricRecord]:
                 inputs = tamper_inputs(groups, model, wm, source)
                 if inputs is None:
                     continue
-                metric = f"tamper_resistance:{source}"
+                salt = f"tamper_resistance:{source}"  # the seed salt of earlier releases: same bits
                 est = tamper_resistance_ci(inputs.baseline, inputs.attacks,
-                                           seed=_seed(pack, model, wm, ALL_ATTACKS, metric))
+                                           seed=_seed(pack, model, wm, ALL_ATTACKS, salt))
                 n = len(inputs.baseline) + sum(len(q) for q, _ in inputs.attacks.values())
-                out.append(record(pack, metric, est, n, model, wm, ALL_ATTACKS))
+                out.append(record(pack, "tamper_resistance", est, n, model, wm, ALL_ATTACKS,
+                                  params={"quality": source}))
                 best = best_attack(inputs.points())
                 if best is not None:  # its point's detection rate, with the Wilson interval
                     detected = inputs.attacks[best.name][1]
                     est = stats.wilson_interval(sum(detected), len(detected))
-                    out.append(record(pack, f"best_attack:{source}", est, len(detected), model, wm, best.name))
+                    out.append(record(pack, "best_attack", est, len(detected), model, wm, best.name,
+                                      params={"quality": source}))
     return out
 
 
-def record_index(records: Iterable[MetricRecord]) -> dict[tuple[str, str, str, str, str], MetricRecord]:
-    """(pack, metric, model, watermark, attack) -> record: how the report looks numbers up."""
-    return {(r.pack, r.metric, r.model, r.watermark, r.attack): r for r in records}
+#: how the report looks a record up: (pack, metric, model, watermark, attack, params key)
+RecordKey = tuple[str, str, str, str, str, tuple[tuple[str, "str | float"], ...]]
+
+
+def record_index(records: Iterable[MetricRecord]) -> dict[RecordKey, MetricRecord]:
+    """(pack, metric, model, watermark, attack, params key) -> record, the params key being
+    :func:`~evalrun.metrics.aggregates.params_key` of the record's params: how the report
+    looks numbers up."""
+    return {(r.pack, r.metric, r.model, r.watermark, r.attack, r.params_key): r for r in records}

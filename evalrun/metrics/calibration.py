@@ -1,9 +1,9 @@
-"""Calibration: is an aggregate metric proportional to what it measures (WaterDrum, seed 004,
+"""Calibration: is an aggregate metric proportional to what it measures (WaterDrum,
 desideratum D2)?
 
 WaterDrum fits the best line *through the origin* to (share of the forget set still trained
 on, aggregate metric) and reports its R^2: a calibrated metric is 0 at 0 and grows in
-proportion. The seed notes that "a large negative value occurs when the metric produces similar
+proportion. The paper notes that "a large negative value occurs when the metric produces similar
 (instead of proportional) values", which only the *centred* total sum of squares allows, and
 WaterDrum's code (``compute_fixed_point_r2`` in ``plots/eval_calibration.ipynb``) computes
 ``1 - RSS / sum((y - mean(y))^2)``. So here, for the least-squares line ``y = b x``:

@@ -5,10 +5,10 @@ or in WaterDrum's D1 the retain set that still influences the model), so pass z-
 ``1 - p`` rather than p-values. NaN scores are errors; infinite scores are allowed.
 
 * :func:`detection_rate` / :func:`false_positive_rate` -- share of texts with ``p <= threshold``
-  (seed 000 IV-B: detection at p = 0.02) with a Wilson interval from :mod:`evalrun.metrics.stats`.
+  (MarkMyWords IV-B: detection at p = 0.02) with a Wilson interval from :mod:`evalrun.metrics.stats`.
 * :func:`auroc` -- P(positive > negative) + P(tie) / 2, the Mann-Whitney U statistic over
   ``n_pos * n_neg``: the area under the empirical ROC curve with ties as diagonal steps, what
-  ``sklearn.metrics.roc_auc_score`` computes and what WaterDrum (seed 004, D1) reports.
+  ``sklearn.metrics.roc_auc_score`` computes and what WaterDrum (D1) reports.
 * :func:`tpr_at_fpr` -- the largest empirical TPR among thresholds whose empirical FPR stays at
   or under the target, with no split ties (see :func:`fpr_threshold`).
 """

@@ -7,19 +7,20 @@ position named in the answer's ``extra_json`` (``baseline_position``), else the 
 watermark is ``none``. Parsing happens here, now (a fixed parser applies to old answers).
 
 Records (:func:`preference_records`), one group per pack, model, watermarked spec and attack,
-``<m>`` being ``<method>:<judge model>``:
+each with params ``{"method": <method>, "judge": <judge model>}`` (plus what the list says):
 
-* ``prefer_unwatermarked:<m>``, ``prefer_watermarked:<m>``, ``prefer_tie:<m>`` -- shares of
-  pairs (:func:`evalrun.metrics.preference.preference_shares`); with a baseline other than
-  ``none`` the first is ``prefer_baseline:<m>`` and the record's ``watermark`` field reads
+* ``prefer_unwatermarked``, ``prefer_watermarked``, ``prefer_tie`` -- shares of pairs
+  (:func:`evalrun.metrics.preference.preference_shares`); with a baseline other than ``none``
+  the first is ``prefer_baseline`` and the record's ``watermark`` field reads
   ``<spec> vs <baseline>``;
-* ``unparsed_rate:<m>`` -- answers that did not parse (asked again by ``--retry-unparsed``);
-* ``first_position_rate:<m>`` -- decisive answers that picked the text shown first;
-* ``position_consistency:<m>`` -- pairs asked in both orders whose answers agree;
-* ``judge_score:<criterion>:<side>:<m>`` -- mean 1-5 score per criterion and side (side
-  ``unwatermarked``/``baseline`` or ``watermarked``), ``pairwise`` only;
-* ``judge_agreement:<m1>|<m2>`` -- for two judges (or two prompts) over the same pairs, the
-  share decided alike; each pair's outcome is its coin-order answer.
+* ``unparsed_rate`` -- answers that did not parse (asked again by ``--retry-unparsed``);
+* ``first_position_rate`` -- decisive answers that picked the text shown first;
+* ``position_consistency`` -- pairs asked in both orders whose answers agree;
+* ``judge_score``, params also ``criterion`` and ``side`` (``unwatermarked``/``baseline`` or
+  ``watermarked``) -- mean 1-5 score per criterion and side, ``pairwise`` only;
+* ``judge_agreement``, params ``method``/``judge`` of the first judge and
+  ``other_method``/``other_judge`` of the second -- for two judges (or two prompts) over the
+  same pairs, the share decided alike; each pair's outcome is its coin-order answer.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from evalrun._util.hashing import stable_int
 from evalrun.judges import UNPARSED
 from evalrun.metrics import preference
-from evalrun.metrics.aggregates import MetricRecord
-from evalrun.metrics.stats import Estimate
+from evalrun.metrics.aggregates import MetricRecord, record
+from evalrun.metrics.stats import wilson_interval
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,13 @@ def pair_answers(store: Any, rows: Sequence[Mapping[str, Any]]) -> list[PairAnsw
 
 
 def _name(answer: PairAnswer) -> str:
+    """``<method>:<judge>``: how judges are ordered (never parsed back: see :func:`_judge`)."""
     return f"{answer.method}:{answer.judge}"
+
+
+def _judge(answer: PairAnswer) -> dict[str, str | float]:
+    """The params naming an answer's judge: ``{"method": ..., "judge": ...}``."""
+    return {"method": answer.method, "judge": answer.judge}
 
 
 def _base_side(baseline: str) -> str:
@@ -149,13 +156,6 @@ def _base_side(baseline: str) -> str:
 
 def _seed(*parts: Any) -> int:
     return stable_int("pairwise-metrics", *parts, bits=31)
-
-
-def _record(pack: str, metric: str, est: Estimate, n: int, model: str, watermark: str, attack: str) -> MetricRecord:
-    """One record (the one definition: :func:`evalrun.metrics.aggregates.record`)."""
-    from evalrun.metrics.aggregates import record
-
-    return record(pack, metric, est, n, model, watermark, attack)
 
 
 def preference_records(answers: Sequence[PairAnswer]) -> list[MetricRecord]:
@@ -171,7 +171,9 @@ def preference_records(answers: Sequence[PairAnswer]) -> list[MetricRecord]:
         for a in members:
             by_judge[_name(a)].append(a)
         coin_outcomes: dict[str, dict[tuple[str, str], str]] = {}
+        judges: dict[str, dict[str, str | float]] = {}
         for name, answers_of in sorted(by_judge.items()):
+            judges[name] = who = _judge(answers_of[0])
             seed = _seed(pack, model, watermark, baseline, attack, name)
             pairs: dict[tuple[str, str], list[PairAnswer]] = defaultdict(list)
             for a in answers_of:
@@ -181,17 +183,16 @@ def preference_records(answers: Sequence[PairAnswer]) -> list[MetricRecord]:
             shares = preference.preference_shares(outcomes, seed=seed)
             for side, label in ((preference.BASELINE, base_side), (preference.WATERMARKED, "watermarked"),
                                 (preference.TIE, "tie")):
-                out.append(_record(pack, f"prefer_{label}:{name}", shares[side], len(outcomes), model, shown, attack))
+                out.append(record(pack, f"prefer_{label}", shares[side], len(outcomes), model, shown, attack,
+                                  params=who))
             unparsed = [a for a in answers_of if a.error is None and a.outcome is None]
             answered = [a for a in answers_of if a.error is None]
-            from evalrun.metrics.stats import wilson_interval
-
-            out.append(_record(pack, f"unparsed_rate:{name}", wilson_interval(len(unparsed), len(answered)),
-                               len(answered), model, shown, attack))
+            out.append(record(pack, "unparsed_rate", wilson_interval(len(unparsed), len(answered)),
+                              len(answered), model, shown, attack, params=who))
             decisive = [a for a in answers_of if a.verdict in ("A", "B")]
-            out.append(_record(pack, f"first_position_rate:{name}",
-                               preference.first_position_rate([a.verdict == "A" for a in decisive]), len(decisive),
-                               model, shown, attack))
+            out.append(record(pack, "first_position_rate",
+                              preference.first_position_rate([a.verdict == "A" for a in decisive]), len(decisive),
+                              model, shown, attack, params=who))
             both = []
             for p in pairs.values():
                 coin_side = [a.outcome for a in p if a.coin_order and a.outcome is not None]
@@ -199,20 +200,22 @@ def preference_records(answers: Sequence[PairAnswer]) -> list[MetricRecord]:
                 if coin_side and other:
                     both.append((coin_side[0], other[0]))
             if both:
-                out.append(_record(pack, f"position_consistency:{name}", preference.position_consistency(both),
-                                   len(both), model, shown, attack))
+                out.append(record(pack, "position_consistency", preference.position_consistency(both),
+                                  len(both), model, shown, attack, params=who))
             if any(a.parsed.get("scores") for a in answers_of):
                 for criterion in _criteria():
                     for side, label in ((preference.BASELINE, base_side), (preference.WATERMARKED, "watermarked")):
                         values = [a.side_scores[side].get(criterion) for a in answers_of if a.outcome is not None]
                         est, n = preference.criterion_means(values, seed=_seed(seed, criterion, side))
-                        out.append(_record(pack, f"judge_score:{criterion}:{label}:{name}", est, n, model, shown,
-                                           attack))
+                        out.append(record(pack, "judge_score", est, n, model, shown, attack,
+                                          params={"criterion": criterion, "side": label, **who}))
             coin_outcomes[name] = {a.pair: a.outcome for a in answers_of if a.coin_order and a.outcome is not None}
         for first, second in combinations(sorted(coin_outcomes), 2):
             est, n = preference.agreement(coin_outcomes[first], coin_outcomes[second])
             if n:
-                out.append(_record(pack, f"judge_agreement:{first}|{second}", est, n, model, shown, attack))
+                out.append(record(pack, "judge_agreement", est, n, model, shown, attack,
+                                  params={**judges[first], "other_method": judges[second]["method"],
+                                          "other_judge": judges[second]["judge"]}))
     return out
 
 

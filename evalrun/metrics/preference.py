@@ -1,10 +1,10 @@
-"""Pairwise judge aggregates (Singh & Zou, seed 001 sections 3.1-3.3, Figs. 2-3): pure.
+"""Pairwise judge aggregates (Singh & Zou, sections 3.1-3.3, Figs. 2-3): pure.
 
 Every function takes *outcomes*: for one pair (a watermarked text and its baseline), each
 parsed answer of a judge says which text it preferred -- :data:`WATERMARKED`,
 :data:`BASELINE` or :data:`TIE` -- regardless of the order the texts were shown in.
 
-* :func:`preference_shares` -- the share of pairs preferring each side and ties (seed 001
+* :func:`preference_shares` -- the share of pairs preferring each side and ties (Singh & Zou
   Fig. 2a). A pair asked in both orders counts once, each of its answers with weight 1/2, so
   a judge that always picks the first text comes out at 50/50 in either design. With one
   answer per pair the intervals are Wilson's; with any pair asked twice, a bootstrap over
@@ -14,7 +14,7 @@ parsed answer of a judge says which text it preferred -- :data:`WATERMARKED`,
 * :func:`first_position_rate` -- the share of decisive answers (not ties) that picked the
   text shown first; 0.5 means no position bias.
 * :func:`agreement` -- the share of common pairs two judges (or two prompts) decide the same
-  way (seed 001 Fig. 3b: "the percentage of classifications that were the same").
+  way (Singh & Zou Fig. 3b: "the percentage of classifications that were the same").
 * :func:`criterion_means` -- the mean Likert score of a side per criterion (Fig. 2b), with a
   bootstrap interval over answers.
 """
@@ -22,7 +22,7 @@ parsed answer of a judge says which text it preferred -- :data:`WATERMARKED`,
 from __future__ import annotations
 
 import math
-from typing import Hashable, Mapping, Sequence
+from typing import Hashable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -32,6 +32,8 @@ WATERMARKED = "watermarked"
 BASELINE = "baseline"
 TIE = "tie"
 SIDES = (BASELINE, WATERMARKED, TIE)
+#: a pair's key (any hashable; both judges' outcomes use the same kind)
+K = TypeVar("K", bound=Hashable)
 
 
 def _check(outcome: str) -> str:
@@ -68,7 +70,7 @@ def first_position_rate(picked_first: Sequence[bool]) -> stats.Estimate:
     return stats.wilson_interval(sum(bool(x) for x in picked_first), len(picked_first))
 
 
-def agreement(a: Mapping[Hashable, str], b: Mapping[Hashable, str]) -> tuple[stats.Estimate, int]:
+def agreement(a: Mapping[K, str], b: Mapping[K, str]) -> tuple[stats.Estimate, int]:
     """``(share of common pairs decided alike, number of common pairs)`` for two judges'
     outcomes keyed by pair."""
     common = sorted(set(a) & set(b), key=repr)

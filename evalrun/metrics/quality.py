@@ -1,6 +1,7 @@
-"""Quality degradation of a watermark (MarkMyWords, seed 000 sections IV-A, IV-D and V-A).
+"""Quality degradation of a watermark (MarkMyWords, Piet et al., sections IV-A, IV-D
+and V-A).
 
-Seed 000 compares the mean quality Q of watermarked texts with that of unwatermarked texts of
+MarkMyWords compares the mean quality Q of watermarked texts with that of unwatermarked texts of
 the same model ("a target quality degradation of <= 1%"); it says the absolute value of Q is
 not meaningful, only the comparison. The degradation is the *relative* loss
 ``1 - Q_watermarked / Q_unwatermarked``, the reading of MarkMyWords' ``find_threshold``

@@ -1,19 +1,19 @@
 """metrics.json records of the quality analyses, read from the store: the pairwise judges'
-preferences (:mod:`evalrun.metrics.pairwise`, seed 001) and the distinguishability classifiers
-(:mod:`evalrun.analysis.distinguish`, seed 001 appendix B), for the results of a selection.
+preferences (:mod:`evalrun.metrics.pairwise`, Singh & Zou) and the distinguishability classifiers
+(:mod:`evalrun.analysis.distinguish`, Singh & Zou appendix B), for the results of a selection.
 
 They come beside the per-group aggregates of :func:`evalrun.metrics.aggregates.compute`
 wherever ``metrics.json`` is written from a store (``evalrun report``, ``evalrun export``), so
 the report's quality tables and ``metrics.json`` hold the same numbers.
 
 Distinguishability records, one per stored analysis whose model and watermarked results are in
-the selection (``<c>`` the classifier, ``<e>`` the embedder spec):
+the selection, with params ``{"classifier": <c>, "embedder": <e>}`` (the embedder spec):
 
-* ``distinguish_accuracy:<c>:<e>`` -- the mean accuracy over the folds; its interval is
-  Wilson's over the texts, each text classified once out of fold (correct texts = each fold's
-  accuracy times its size, summed);
-* ``distinguish_roc_auc:<c>:<e>`` -- the mean ROC AUC over the folds (no interval; the report
-  shows the spread over folds).
+* ``distinguish_accuracy`` -- the mean accuracy over the folds; its interval is Wilson's over
+  the texts, each text classified once out of fold (correct texts = each fold's accuracy times
+  its size, summed);
+* ``distinguish_roc_auc`` -- the mean ROC AUC over the folds (no interval; the report shows
+  the spread over folds).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Sequence
 
-from evalrun.metrics.aggregates import MetricRecord
+from evalrun.metrics.aggregates import MetricRecord, record
 from evalrun.metrics.analyses import sweep_records, tune_records
-from evalrun.metrics.pairwise import _record, pair_answers, preference_records
+from evalrun.metrics.pairwise import pair_answers, preference_records
 from evalrun.metrics.stats import Estimate, wilson_interval
 from evalrun.metrics.waterbench import waterbench_records
 
@@ -52,11 +52,11 @@ def distinguish_records(results: Sequence[Mapping[str, Any]]) -> list[MetricReco
             correct = round(sum(acc * size for acc, size in zip(m["accuracy"]["folds"], sizes)))
             interval = wilson_interval(correct, sum(sizes))
             acc = Estimate(m["accuracy"]["mean"], interval.low, interval.high)
-            for metric, est in ((f"distinguish_accuracy:{name}:{result['embedder']}", acc),
-                                (f"distinguish_roc_auc:{name}:{result['embedder']}",
-                                 Estimate(m["roc_auc"]["mean"], float("nan"), float("nan")))):
-                out.append(_record(pack, metric, est, int(result["n"]), result["model"], result["watermark"],
-                                   result["attack"]))
+            params: dict[str, str | float] = {"classifier": name, "embedder": result["embedder"]}
+            for metric, est in (("distinguish_accuracy", acc),
+                                ("distinguish_roc_auc", Estimate(m["roc_auc"]["mean"], float("nan"), float("nan")))):
+                out.append(record(pack, metric, est, int(result["n"]), result["model"], result["watermark"],
+                                  result["attack"], params=params))
     return out
 
 

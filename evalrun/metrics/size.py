@@ -1,10 +1,10 @@
-"""Watermark size: how many tokens a detector needs (MarkMyWords, seed 000 section IV-B).
+"""Watermark size: how many tokens a detector needs (MarkMyWords, Piet et al., section IV-B).
 
-The seed defines the size E as "the number of tokens needed to detect the watermark, at a 2%
+The paper defines the size E as "the number of tokens needed to detect the watermark, at a 2%
 false positive rate", measured by "finding the shortest prefix detected as marked on each output
 (+inf if no prefix is detected) and then computing the median of the lengths".
 
-Two choices the seed leaves open are fixed here:
+Two choices the paper leaves open are fixed here:
 
 * Per text, the size is the *length in tokens* of the shortest prefix whose p-value is at most
   the threshold, wherever it lies (:func:`first_detected_prefix`). MarkMyWords' code

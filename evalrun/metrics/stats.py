@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -248,7 +248,7 @@ def sign_test(a: Sequence[float], b: Sequence[float]) -> SignTest:
     return SignTest(wins, losses, ties, min(1.0, p))
 
 
-def flip_rate(labels_by_case: Mapping[Hashable, Sequence[str]]) -> tuple[int, int]:
+def flip_rate(labels_by_case: Mapping[Any, Sequence[str]]) -> tuple[int, int]:
     """``(flipped, eligible)``: cases with two or more repetitions, and those among them whose
     labels are not all equal."""
     eligible = 0

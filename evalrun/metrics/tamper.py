@@ -1,9 +1,9 @@
 """Tamper resistance: how much quality an attacker must give up to remove the watermark
-(MarkMyWords, seed 000 section IV-C and Fig. 3).
+(MarkMyWords, Piet et al., section IV-C and Fig. 3).
 
 Each attack is one point ``(quality retention, detection rate)`` in the unit square: x is
 ``Q_A = clip(mean attacked quality / mean baseline quality, 0, 1)`` and y the share of attacked
-texts still detected, so the seed's "(1, 0)" is the perfect attack, (1, 1) no attack and
+texts still detected, so the paper's "(1, 0)" is the perfect attack, (1, 1) no attack and
 (0, 0) the trivial attack that returns an empty string. Mixing two attacks at random reaches
 any point of the segment between them (on average), so what an attacker can achieve is bounded
 by the *lower* convex hull of the attacks together with (0, 0) and (1, 1). The tamper
@@ -11,7 +11,7 @@ resistance is ``R = 2 x`` the area under that hull: 1 when no attack beats the d
 (including no attacks at all), 0 when some attack keeps full quality and removes every mark.
 
 Paraphrase attacks are left out by the caller (matching attack names case-insensitively), as
-the seed does, because they need large or closed models; translations are kept.
+the paper does, because they need large or closed models; translations are kept.
 
 MarkMyWords' code (``convex_hull``, ``prepare_for_hull`` and ``summarize_robustness`` in
 ``src/watermark_benchmark/utils/summarize.py``) has the same orientation (x quality, y share
@@ -19,7 +19,7 @@ still watermarked) and computes the area another way: it adds (0, 0), (0, b) and
 ``b`` is the detection rate without attack, takes the area of the whole convex hull
 (``scipy.spatial.ConvexHull``) and subtracts it from ``b``; it reports that area (at most 0.5)
 rather than twice it, and drops attacks whose names contain "dipper" or "gpt". With ``b = 1``,
-as in the seed's text, the areas agree; here the no-attack corner is always (1, 1).
+as in the paper's text, the areas agree; here the no-attack corner is always (1, 1).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ Point = Tuple[float, float]
 #: points as a sequence of ``(quality_retention, detection_rate)`` or a mapping attack -> point
 Points = Union[Iterable[Point], Mapping[str, Point]]
 
-#: the seed's quality bar for the "best attack" (Fig. 3: "the best attack preserving 80% quality")
+#: MarkMyWords' quality bar for the "best attack" (Fig. 3: "the best attack preserving 80% quality")
 DEFAULT_MIN_QUALITY = 0.8
 
 
@@ -49,7 +49,7 @@ class AttackPoint:
 
 
 def quality_retention(attacked_mean: float, baseline_mean: float) -> float:
-    """``Q_A = clip(attacked_mean / baseline_mean, 0, 1)`` (seed 000 IV-C): an attack that
+    """``Q_A = clip(attacked_mean / baseline_mean, 0, 1)`` (MarkMyWords IV-C): an attack that
     happens to score above the baseline (rating noise) retains all quality, never more."""
     a = float(attacked_mean)
     b = float(baseline_mean)
@@ -87,7 +87,7 @@ def tamper_resistance(points: Points) -> float:
 def best_attack(points: Points,
                 min_quality: float = DEFAULT_MIN_QUALITY) -> AttackPoint | None:
     """The attack with the lowest detection rate among those keeping quality retention
-    ``>= min_quality`` (seed 000 Fig. 3; MarkMyWords' ``summarize_robustness`` threshold 0.8,
+    ``>= min_quality`` (MarkMyWords Fig. 3; its code's ``summarize_robustness`` threshold 0.8,
     inclusive). Ties go to the higher quality retention, then the smaller name. None when no
     attack keeps enough quality.
 

@@ -73,6 +73,14 @@ def declared_group_field(pack_dir: Path) -> str | None:
     return _declared(pack_dir, "group_field")
 
 
+def declared_report_view(pack_dir: Path) -> str | None:
+    """The report view a pack asks for (optional ``report_view = "<name>"``, a name of
+    :data:`evalrun.report.data.REPORT_VIEWS`), read without loading the pack; None when it
+    names none (the report then uses the view registered under the pack's name, or its
+    default view)."""
+    return _declared(pack_dir, "report_view")
+
+
 def discover_packs(extra_dirs: Sequence[str | Path] = ()) -> dict[str, Path]:
     """Pack name -> directory; a later directory on the path overrides an earlier one."""
     found: dict[str, Path] = {}
@@ -158,6 +166,12 @@ class Pack:
     @property
     def defaults(self) -> Mapping[str, Any]:
         return self.meta.get("defaults", {})
+
+    @property
+    def report_view(self) -> str | None:
+        """The report view pack.toml names (optional ``report_view``; see
+        :func:`declared_report_view`)."""
+        return self.meta.get("report_view")
 
     @property
     def has_reference(self) -> bool:
@@ -452,6 +466,9 @@ def load_pack(path: str | Path) -> Pack:
     max_bytes = meta.get("max_case_bytes", MAX_RECORD_BYTES)
     if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 1:
         raise PackError(f"{meta_path}: max_case_bytes must be a positive integer, got {max_bytes!r}")
+    view = meta.get("report_view")
+    if view is not None and not (isinstance(view, str) and view):
+        raise PackError(f"{meta_path}: report_view must be the name of a report view, got {view!r}")
     cases, errors = load_cases(path / "cases", schema, max_bytes)
     pack = Pack(name=name, path=path, meta=meta, cases=cases, case_errors=errors,
                 grader_module=grader, reference_module=reference, schema=schema)

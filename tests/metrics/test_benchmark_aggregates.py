@@ -1,4 +1,4 @@
-"""evalrun.metrics.benchmark: the watermark benchmark's registered aggregates (seed 000 IV),
+"""evalrun.metrics.benchmark: the watermark benchmark's registered aggregates (MarkMyWords IV),
 on small hand-built rows shaped as the store gives them (``with_judgements`` dicts)."""
 
 from __future__ import annotations
@@ -10,9 +10,14 @@ from typing import Any
 import pytest
 
 from evalrun import metrics
-from evalrun.metrics import stats
-from evalrun.metrics.aggregates import compute, write_metrics_json
-from evalrun.metrics.benchmark import ALL_ATTACKS, excluded_from_tamper
+from evalrun._util.hashing import stable_int
+from evalrun._util.registry import Registry
+from evalrun.metrics import aggregates, stats
+from evalrun.metrics.aggregates import FIELDS, MetricRecord, compute, group_seed, record, write_metrics_json
+from evalrun.metrics.analyses import sweep_records, tune_records
+from evalrun.metrics.benchmark import ALL_ATTACKS, excluded_from_tamper, record_index
+from evalrun.metrics.intervals import tpr_at_fpr_ci
+from evalrun.metrics.quality_records import distinguish_records
 from evalrun.pack.grade import Judgement
 
 PACK = "mmw_news"
@@ -65,14 +70,18 @@ def _row(pack: str, wm: str, attack: str, label: str, meta: dict, judgements: tu
             "error": error, "metadata_json": None if error else json.dumps(meta), "judgements": judgements}
 
 
-def find(records, metric: str, watermark: str = KGW, attack: str = "none", pack: str = PACK):
-    hits = [r for r in records if (r.pack, r.metric, r.watermark, r.attack) == (pack, metric, watermark, attack)]
-    assert len(hits) == 1, (metric, watermark, attack, [(r.metric, r.watermark, r.attack) for r in records])
+def find(records, metric: str, watermark: str = KGW, attack: str = "none", pack: str = PACK, **params):
+    """The one record of ``metric`` with exactly ``params`` (none: a record without params)."""
+    hits = [r for r in records if (r.pack, r.metric, r.watermark, r.attack, r.params)
+            == (pack, metric, watermark, attack, params)]
+    assert len(hits) == 1, (metric, watermark, attack, params,
+                            [(r.metric, r.params, r.watermark, r.attack) for r in records])
     return hits[0]
 
 
-def metric_names(records) -> set[str]:
-    return {r.metric for r in records}
+def metric_keys(records) -> set[tuple]:
+    """(metric, sorted params items) of each record."""
+    return {(r.metric, *sorted(r.params.items())) for r in records}
 
 
 # -- which rows they apply to --------------------------------------------------------------
@@ -82,7 +91,8 @@ def test_other_packs_get_only_the_existing_records() -> None:
             for lab, s in (("PASS", 1.0), ("DROPPED", 0.0))]
     rows += [{**unmarked({KGW: 0.5}), "pack": "watermark_robustness", "label": "PASS", "score": 1.0}]
     records = compute(rows)
-    assert metric_names(records) == {"mean_score", "rate:PASS", "rate:DROPPED", "error_rate"}
+    assert metric_keys(records) == {("mean_score",), ("rate", ("label", "PASS")), ("rate", ("label", "DROPPED")),
+                                    ("error_rate",)}
     assert {r.watermark for r in records} == {KGW, "none"}
 
 
@@ -91,8 +101,8 @@ def test_existing_records_are_unchanged_for_detection_packs() -> None:
     records = compute(rows)
     mean = find(records, "mean_score")
     assert (mean.value, mean.n) == (0.5, 2)
-    assert find(records, "rate:DETECTED").value == 0.5
-    assert find(records, "rate:NOT_DETECTED", watermark="none").value == 1.0
+    assert find(records, "rate", label="DETECTED").value == 0.5
+    assert find(records, "rate", watermark="none", label="NOT_DETECTED").value == 1.0
 
 
 # -- per-group aggregates ------------------------------------------------------------------
@@ -109,7 +119,7 @@ def test_watermark_size_is_the_lower_median_with_inf_written_as_null(tmp_path) -
     rows = [marked(0.001, size=s) for s in (10, 30)] + [marked(0.5, size=None) for _ in range(3)]
     records = compute(rows)
     rec = find(records, "watermark_size")
-    assert rec.value == math.inf and rec.n == 5    # 3 of 5 never detected: E = +inf (seed 000 IV-B)
+    assert rec.value == math.inf and rec.n == 5    # 3 of 5 never detected: E = +inf (MarkMyWords IV-B)
     assert rec.as_json()["value"] is None
     path = write_metrics_json(records, tmp_path / "metrics.json")   # JSON has no inf: null
     on_disk = [r for r in json.loads(path.read_text()) if r["metric"] == "watermark_size"]
@@ -124,9 +134,9 @@ def test_watermark_size_per_temperature() -> None:
     rows = ([marked(0.001, size=s, temperature=0.7) for s in (40, 50, 60)]
             + [marked(0.001, size=s, temperature=1.0) for s in (10, 12)])
     records = compute(rows)
-    assert find(records, "watermark_size:temperature=0.7").value == 50.0
-    assert find(records, "watermark_size:temperature=1").value == 10.0
-    assert find(records, "watermark_size:temperature=1").n == 2
+    assert find(records, "watermark_size", temperature=0.7).value == 50.0
+    assert find(records, "watermark_size", temperature=1.0).value == 10.0
+    assert find(records, "watermark_size", temperature=1.0).n == 2
     assert find(records, "watermark_size").value == 40.0   # all five, pooled
 
 
@@ -147,7 +157,7 @@ def test_false_positive_rate_records_carry_the_detector_spec() -> None:
     want = metrics.false_positive_rate([0.001, 0.5, 0.3, 0.9])
     assert find(records, "false_positive_rate", watermark=KGW).ci_high == want.high
     # the group's own records keep watermark "none"
-    assert find(records, "rate:DETECTED", watermark="none").value == 0.5
+    assert find(records, "rate", watermark="none", label="DETECTED").value == 0.5
 
 
 def test_mixed_thresholds_give_null_detection_metrics() -> None:
@@ -163,11 +173,11 @@ def test_quality_is_the_mean_rating_and_a_proxy_is_labelled() -> None:
             marked(0.001, judgements=(Judgement("openai:judge", "rating", None, 0, {}, "HTTP 500"),)),
             marked(0.001, judgements=(rating(0.1),), error="TimeoutError")]  # no grade: in no mean
     records = compute(rows)
-    assert find(records, "quality:rating").value == pytest.approx(0.7)
-    assert find(records, "quality:rating").n == 2
-    assert find(records, "quality:perplexity-proxy").value == pytest.approx(0.1)
-    assert not any(r.metric == "quality:perplexity" for r in records)
-    assert not any(r.metric.startswith("quality") for r in compute([marked(0.001)]))
+    assert find(records, "quality", quality="rating").value == pytest.approx(0.7)
+    assert find(records, "quality", quality="rating").n == 2
+    assert find(records, "quality", quality="perplexity-proxy").value == pytest.approx(0.1)
+    assert not any(r.params.get("quality") == "perplexity" for r in records)
+    assert not any("quality" in r.params or r.metric.startswith("quality") for r in compute([marked(0.001)]))
 
 
 # -- selection aggregates ------------------------------------------------------------------
@@ -185,10 +195,10 @@ def test_roc_auc_and_tpr_at_fpr_pair_each_scheme_with_unwatermarked_texts() -> N
     assert auc.n == 9
     assert find(records, "roc_auc", watermark=EXP, attack="swap").value == 1.0
     for fpr in (0.01, 0.02):
-        rec = find(records, f"tpr_at_fpr:{fpr:g}", attack="swap")
+        rec = find(records, "tpr_at_fpr", attack="swap", fpr=fpr)
         assert rec.value == pytest.approx(metrics.tpr_at_fpr(score(pos), score(neg[KGW]), fpr))
-    assert find(records, "tpr_at_fpr:0.01", attack="swap").metric == "tpr_at_fpr:0.01"
-    assert not [r for r in records if r.attack == "lowercase" and r.metric in ("roc_auc", "tpr_at_fpr:0.01")]
+    assert find(records, "tpr_at_fpr", attack="swap", fpr=0.01).params == {"fpr": 0.01}
+    assert not [r for r in records if r.attack == "lowercase" and r.metric in ("roc_auc", "tpr_at_fpr")]
     assert not [r for r in records if r.metric == "roc_auc" and r.watermark == "none"]
 
 
@@ -204,10 +214,10 @@ def test_quality_retention_uses_the_same_watermark_unattacked_as_baseline() -> N
     rows += [marked(0.5, attack="contraction", judgements=(rating(0.81),))]
     rows += [unmarked({KGW: 0.5}, judgements=(rating(0.9),))]     # not the baseline of Q_A
     records = compute(rows)
-    rec = find(records, "quality_retention:rating", attack="swap:p=0.1")
+    rec = find(records, "quality_retention", attack="swap:p=0.1", quality="rating")
     assert rec.value == pytest.approx(0.75) and rec.n == 2       # 0.6 / 0.8
     assert rec.ci_low <= rec.value <= rec.ci_high
-    assert find(records, "quality_retention:rating", attack="contraction").value == 1.0   # clipped
+    assert find(records, "quality_retention", attack="contraction", quality="rating").value == 1.0   # clipped
 
 
 def test_quality_degradation_against_unwatermarked_texts() -> None:
@@ -215,9 +225,9 @@ def test_quality_degradation_against_unwatermarked_texts() -> None:
     rows += [unmarked({KGW: 0.5}, judgements=(rating(q),)) for q in (0.8, 0.8)]
     rows += [marked(0.001, wm=EXP, judgements=(rating(0.88),))]
     records = compute(rows)
-    assert find(records, "quality_degradation:rating").value == pytest.approx(0.1)
-    assert find(records, "quality_degradation:rating", watermark=EXP).value == pytest.approx(-0.1)  # not clipped
-    assert not [r for r in records if r.metric.startswith("quality_degradation") and r.watermark == "none"]
+    assert find(records, "quality_degradation", quality="rating").value == pytest.approx(0.1)
+    assert find(records, "quality_degradation", watermark=EXP, quality="rating").value == pytest.approx(-0.1)
+    assert not [r for r in records if r.metric == "quality_degradation" and r.watermark == "none"]
 
 
 def _attack_rows(attack: str, quality: float, detected: int, n: int = 10, judge=rating) -> list[dict]:
@@ -235,17 +245,17 @@ def tamper_rows(judge=rating) -> list[dict]:
 
 def test_tamper_resistance_leaves_paraphrase_out_and_names_the_best_attack() -> None:
     records = compute(tamper_rows())
-    rec = find(records, "tamper_resistance:rating", attack=ALL_ATTACKS)
+    rec = find(records, "tamper_resistance", attack=ALL_ATTACKS, quality="rating")
     points = {"swap:p=0.1": (0.9, 0.3), "synonym:p=0.25": (0.5, 0.5), "translate:fr:openai:t": (0.85, 0.6)}
     assert rec.value == pytest.approx(metrics.tamper_resistance(points))
     assert rec.value > 0.2   # with the paraphrase at (1, 0) it would be 0
     assert metrics.tamper_resistance({**points, "p": (1.0, 0.0)}) == 0.0
     assert rec.ci_low <= rec.value <= rec.ci_high and rec.n == 4 + 30
-    best = [r for r in records if r.metric == "best_attack:rating"]
+    best = [r for r in records if r.metric == "best_attack" and r.params == {"quality": "rating"}]
     assert [(b.attack, b.value, b.n) for b in best] == [("swap:p=0.1", 0.3, 10)]
     # the points are the quality_retention and detection_rate records of the attacks
     for attack, (q, d) in points.items():
-        assert find(records, "quality_retention:rating", attack=attack).value == pytest.approx(q)
+        assert find(records, "quality_retention", attack=attack, quality="rating").value == pytest.approx(q)
         assert find(records, "detection_rate", attack=attack).value == pytest.approx(d)
 
 
@@ -254,16 +264,16 @@ def test_no_tamper_record_without_quality_or_attacks() -> None:
     only_paraphrase = [marked(0.001, judgements=(rating(0.8),)),
                        marked(0.5, attack="paraphrase:openai:x", judgements=(rating(0.8),))]
     for rows in (no_quality, only_paraphrase):
-        assert not [r for r in compute(rows) if r.metric.startswith(("tamper", "best_attack"))]
+        assert not [r for r in compute(rows) if r.metric in ("tamper_resistance", "best_attack")]
     assert excluded_from_tamper("PARAPHRASE:dipper") and not excluded_from_tamper("translate:ru:x")
 
 
 def test_derived_metrics_from_a_proxy_say_so() -> None:
     rows = tamper_rows(judge=proxy) + [unmarked({KGW: 0.5}, judgements=(proxy(0.8),))]
-    names = metric_names(compute(rows))
+    keys = metric_keys(compute(rows))
     for metric in ("quality", "quality_retention", "quality_degradation", "tamper_resistance", "best_attack"):
-        assert f"{metric}:perplexity-proxy" in names
-        assert f"{metric}:rating" not in names
+        assert (metric, ("quality", "perplexity-proxy")) in keys
+        assert (metric, ("quality", "rating")) not in keys
 
 
 def test_compute_is_deterministic_and_writes_valid_json(tmp_path) -> None:
@@ -281,3 +291,103 @@ def test_quality_degradation_function() -> None:
     for bad in ((0.5, 0.0), (math.nan, 0.8), (0.5, math.inf)):
         with pytest.raises(ValueError):
             metrics.quality_degradation(*bad)
+
+
+# -- records as data: bare names, dimensions in params ------------------------------------
+
+def _benchmark_rows() -> list[dict[str, Any]]:
+    rows = tamper_rows() + [unmarked({KGW: p}, attack=a, judgements=(rating(0.8),))
+                            for p in (0.5, 0.01) for a in ("none", "swap:p=0.1")]
+    return rows + [marked(0.001, size=s, temperature=0.7, judgements=(proxy(0.2),)) for s in (10, 30)]
+
+
+def test_records_carry_params_and_metrics_json_writes_them(tmp_path) -> None:
+    records = compute(_benchmark_rows())
+    assert records and not [r.metric for r in records if ":" in r.metric]   # no dimension packed in a name
+    params = {(r.metric, *sorted(r.params)) for r in records if r.params}
+    assert params == {("rate", "label"), ("watermark_size", "temperature"), ("tpr_at_fpr", "fpr"),
+                      *((m, "quality") for m in ("quality", "quality_retention", "quality_degradation",
+                                                 "tamper_resistance", "best_attack"))}
+    assert {r.params["temperature"] for r in records if r.metric == "watermark_size" and r.params} == {0.7, 1.0}
+    assert {r.params["fpr"] for r in records if r.metric == "tpr_at_fpr"} == {0.01, 0.02}
+    assert {r.params["quality"] for r in records if r.metric == "quality"} == {"rating", "perplexity-proxy"}
+    on_disk = json.loads(write_metrics_json(records, tmp_path / "metrics.json").read_text())
+    assert [list(r) for r in on_disk] == [list(FIELDS)] * len(records)   # params after metric, every record
+    assert [r["params"] for r in on_disk] == [r.params for r in records]
+    assert [r.as_json() for r in records] == on_disk
+    # the order stays deterministic whatever the rows' order
+    assert compute(list(reversed(_benchmark_rows()))) == records
+
+
+def test_records_keep_the_bootstrap_seeds_of_the_old_names() -> None:
+    """A record's interval is seeded as when its dimensions were in its name, so every number
+    of an existing store comes out as before."""
+    rows = _benchmark_rows()
+    records = compute(rows)
+    seed = group_seed(PACK, MODEL, KGW, "none")
+    values = [q for r in rows if (r["watermark"], r["attack"]) == (KGW, "none")
+              for q in [next((j.parsed["rating"] for j in r["judgements"] if j.method == "rating"), None)]
+              if q is not None]
+    want = stats.bootstrap_mean_ci(values, seed=stable_int("metrics", seed, "quality:rating", bits=31))
+    got = find(records, "quality", quality="rating")
+    assert (got.value, got.ci_low, got.ci_high) == (want.value, want.low, want.high)
+    score = lambda ps: [-math.log10(p) for p in ps]  # noqa: E731
+    pos = score([json.loads(r["metadata_json"])["p_value"] for r in rows
+                 if (r["watermark"], r["attack"]) == (KGW, "swap:p=0.1")])
+    neg = score([json.loads(r["metadata_json"])["detections"][KGW]["p_value"] for r in rows
+                 if (r["watermark"], r["attack"]) == ("none", "swap:p=0.1")])
+    salt = stable_int("metrics", PACK, MODEL, KGW, "swap:p=0.1", "tpr_at_fpr:0.01", bits=31)
+    want = tpr_at_fpr_ci(pos, neg, 0.01, seed=salt)
+    got = find(records, "tpr_at_fpr", attack="swap:p=0.1", fpr=0.01)
+    assert (got.value, got.ci_low, got.ci_high) == (want.value, want.low, want.high)
+
+
+def test_record_is_the_one_constructor_and_checks_params() -> None:
+    est = stats.Estimate(0.5, 0.4, 0.6)
+    rec = record("p", "quality", est, 3, "m", "w", "a", params={"quality": "rating"})
+    assert rec.params == {"quality": "rating"} and rec.as_json()["params"] == {"quality": "rating"}
+    assert record("p", "mean_score", est, 3, "m", "w", "a").params == {}
+    assert rec != record("p", "quality", est, 3, "m", "w", "a", params={"quality": "perplexity-proxy"})
+    assert len({rec, record("p", "quality", est, 3, "m", "w", "a", params={"quality": "rating"})}) == 1
+    for bad in (math.nan, math.inf, True, None, [1]):
+        with pytest.raises(ValueError, match="param 'x'"):
+            record("p", "m", est, 1, "m", "w", "a", params={"x": bad})
+    index = record_index([rec, record("p", "quality", est, 3, "m", "w", "a", params={"quality": "proxy"})])
+    assert index[("p", "quality", "m", "w", "a", (("quality", "rating"),))] is rec
+
+
+def test_an_aggregate_may_return_params_and_old_shapes_still_work(monkeypatch) -> None:
+    registry: Registry = Registry("metric", "evalrun.test_metrics", option="--metric")
+
+    @registry.register("shapes")
+    def _shapes(rows, seed):
+        est = stats.Estimate(1.0, 1.0, 1.0)
+        return [("plain", est, 1), ("about", est, 1, "other-wm"), ("with_params", est, 1, None, {"k": 2.5}),
+                ("both", est, 1, "other-wm", {"k": "v"})]
+
+    monkeypatch.setattr(aggregates, "AGGREGATES", registry)
+    monkeypatch.setattr(aggregates, "SELECTION_AGGREGATES", Registry("s", "evalrun.test_selection", option="-"))
+    got = [(r.metric, r.watermark, r.params) for r in compute([marked(0.001)])]
+    assert got == [("plain", KGW, {}), ("about", "other-wm", {}), ("with_params", KGW, {"k": 2.5}),
+                   ("both", "other-wm", {"k": "v"})]
+
+
+def test_analysis_records_carry_their_dimensions_as_params() -> None:
+    [tuned] = tune_records([{"pack": "wb", "model": "m", "watermark": "kgw:delta=2", "target_tpr": 0.7, "tpr": 0.7,
+                             "tpr_ci": [0.5, 0.85], "n": 20}])
+    assert (tuned.metric, tuned.params) == ("tuned_tpr", {"target_tpr": 0.7})
+    [swept] = sweep_records([{"pack": "mmw", "model": "m", "watermark": "kgw:delta=2", "aggregate_size": "inf",
+                              "aggregate_size_ci": [12, None], "aggregate_n": 16, "max_quality_degradation": 0.01,
+                              "min_tamper_resistance": 0.2}])
+    assert (swept.metric, swept.params) == ("aggregate_size", {"max_quality_degradation": 0.01,
+                                                               "min_tamper_resistance": 0.2})
+    assert swept.value is None and swept.ci_low == 12.0
+    fold = {"mean": 0.75, "folds": [0.5, 1.0]}
+    found = distinguish_records([{"packs": ["a", "b"], "embedder": "openai:e", "n": 8, "model": "m",
+                                  "watermark": "kgw", "attack": "none",
+                                  "classifiers": {"logreg": {"fold_sizes": [4, 4], "accuracy": fold,
+                                                             "roc_auc": fold}}}])
+    assert [(r.pack, r.metric, r.params) for r in found] == [
+        ("a+b", "distinguish_accuracy", {"classifier": "logreg", "embedder": "openai:e"}),
+        ("a+b", "distinguish_roc_auc", {"classifier": "logreg", "embedder": "openai:e"})]
+    assert isinstance(found[0], MetricRecord) and found[0].ci_low == stats.wilson_interval(6, 8).low

@@ -237,6 +237,15 @@ def first_always(body) -> str:
     return "LLM A is better. [[A]]"
 
 
+def _key(metric: str, **params) -> tuple:
+    return (metric, tuple(sorted(params.items())))
+
+
+def _indexed(records) -> dict:
+    """Records by metric and params (a judge is in the params, never in the name)."""
+    return {_key(r.metric, **r.params): r for r in records}
+
+
 def test_judge_stage_pairs_randomised_order_and_both_orders(store_copy: Path, capsys) -> None:
     from evalrun.metrics.pairwise import pair_answers, preference_records
     from evalrun.store.database import Store
@@ -256,15 +265,15 @@ def test_judge_stage_pairs_randomised_order_and_both_orders(store_copy: Path, ca
         assert judged_rows == (60, 30)
         with Store(db) as store:
             answers = pair_answers(store, store.results())
-            records = {r.metric: r for r in preference_records(answers)}
+            records = _indexed(preference_records(answers))
         expected = sum(coin(a.watermarked_key, a.baseline_key) == 0 for a in answers) / 30
-        name = "pairwise:openai:judge"
-        assert records[f"prefer_watermarked:{name}"].value == pytest.approx(expected)
-        assert records[f"prefer_unwatermarked:{name}"].value == pytest.approx(1 - expected)
-        assert 0.25 <= expected <= 0.75 and records[f"prefer_tie:{name}"].value == 0.0
-        assert records[f"first_position_rate:{name}"].value == 1.0
-        assert records[f"judge_score:coherence:watermarked:{name}"].n == 30
-        assert f"position_consistency:{name}" not in records
+        name = {"method": "pairwise", "judge": "openai:judge"}
+        assert records[_key("prefer_watermarked", **name)].value == pytest.approx(expected)
+        assert records[_key("prefer_unwatermarked", **name)].value == pytest.approx(1 - expected)
+        assert 0.25 <= expected <= 0.75 and records[_key("prefer_tie", **name)].value == 0.0
+        assert records[_key("first_position_rate", **name)].value == 1.0
+        assert records[_key("judge_score", criterion="coherence", side="watermarked", **name)].n == 30
+        assert _key("position_consistency", **name) not in records
         # both orders: only the 30 other orders are asked; every pair comes out inconsistent
         both = _judge(capsys, "--db", str(db), "--judge", "openai:judge", "--method", "pairwise",
                       "--both-orders", "--base-url", server.base_url)
@@ -275,7 +284,9 @@ def test_judge_stage_pairs_randomised_order_and_both_orders(store_copy: Path, ca
         assert "30 asked" in simple
         assert len(server.records()) == 90
     with Store(db) as store:
-        records = {r.metric: r for r in preference_records(pair_answers(store, store.results()))}
-    assert records[f"position_consistency:{name}"].value == 0.0 and records[f"position_consistency:{name}"].n == 30
-    assert records[f"prefer_watermarked:{name}"].value == pytest.approx(0.5)  # each pair: one answer each way
-    assert records[f"judge_agreement:{name}|simple:openai:judge"].value == 1.0
+        records = _indexed(preference_records(pair_answers(store, store.results())))
+    consistency = records[_key("position_consistency", **name)]
+    assert consistency.value == 0.0 and consistency.n == 30
+    assert records[_key("prefer_watermarked", **name)].value == pytest.approx(0.5)  # each pair: one answer each way
+    agreement = records[_key("judge_agreement", **name, other_method="simple", other_judge="openai:judge")]
+    assert agreement.value == 1.0

@@ -32,6 +32,17 @@ def first_always(body) -> str:
     return "LLM A. [[A]]"
 
 
+def key(metric: str, **params) -> tuple:
+    """How these tests index records: the metric and its params."""
+    return (metric, tuple(sorted(params.items())))
+
+
+def indexed(records) -> dict[tuple, dict]:
+    """metrics.json records (dicts) or MetricRecords by :func:`key`."""
+    as_dicts = [r if isinstance(r, dict) else {**r.as_json(), "record": r} for r in records]
+    return {key(r["metric"], **r["params"]): r for r in as_dicts}
+
+
 def test_report_and_metrics_json_carry_the_quality_analyses(store_copy: Path, tmp_path: Path, capsys) -> None:
     db = str(store_copy)
     with ChatServer(first_always) as server:
@@ -41,23 +52,26 @@ def test_report_and_metrics_json_carry_the_quality_analyses(store_copy: Path, tm
     _main(capsys, "distinguish", "--db", db, "--classifier", "logreg")
     out = tmp_path / "report"
     _main(capsys, "report", "--db", db, "--out", str(out))
-    records = {r["metric"]: r for r in json.loads((out / "metrics.json").read_text())}
-    name = "pairwise:openai:judge"
-    prefer = records[f"prefer_watermarked:{name}"]
+    records = indexed(json.loads((out / "metrics.json").read_text()))
+    name = {"method": "pairwise", "judge": "openai:judge"}
+    prefer = records[key("prefer_watermarked", **name)]
     # always the first text, asked both ways: every pair half each, whatever the texts
     assert prefer["value"] == pytest.approx(0.5) and prefer["n"] == 30
     assert prefer["ci_low"] <= 0.5 <= prefer["ci_high"]
-    assert records[f"prefer_unwatermarked:{name}"]["value"] == pytest.approx(0.5)
-    assert records[f"prefer_tie:{name}"]["value"] == 0.0
-    assert records[f"position_consistency:{name}"]["value"] == 0.0
+    assert records[key("prefer_unwatermarked", **name)]["value"] == pytest.approx(0.5)
+    assert records[key("prefer_tie", **name)]["value"] == 0.0
+    assert records[key("position_consistency", **name)]["value"] == 0.0
     # criterion means: each side is shown first in one of its two answers, so 4 and 2 average to 3
-    relevance = records[f"judge_score:relevance:watermarked:{name}"]
+    relevance = records[key("judge_score", criterion="relevance", side="watermarked", **name)]
     assert relevance["value"] == pytest.approx(3.0) and relevance["n"] == 60
-    assert records[f"judge_score:accuracy:unwatermarked:{name}"]["value"] == pytest.approx(4.0)
-    assert "judge_score:relevance:watermarked:simple:openai:judge" not in records
-    assert records[f"judge_agreement:{name}|simple:openai:judge"]["value"] == 1.0
-    acc = records["distinguish_accuracy:logreg:embedded"]
-    auc = records["distinguish_roc_auc:logreg:embedded"]
+    assert records[key("judge_score", criterion="accuracy", side="unwatermarked", **name)]["value"] == \
+        pytest.approx(4.0)
+    assert key("judge_score", criterion="relevance", side="watermarked", method="simple",
+               judge="openai:judge") not in records
+    agreement = records[key("judge_agreement", **name, other_method="simple", other_judge="openai:judge")]
+    assert agreement["value"] == 1.0
+    acc = records[key("distinguish_accuracy", classifier="logreg", embedder="embedded")]
+    auc = records[key("distinguish_roc_auc", classifier="logreg", embedder="embedded")]
     assert acc["n"] == auc["n"] == 60 and acc["ci_low"] <= acc["value"] <= acc["ci_high"]
     assert 0.0 <= auc["value"] <= 1.0 and auc["ci_low"] is None
     md = (out / "report.md").read_text()
@@ -67,9 +81,11 @@ def test_report_and_metrics_json_carry_the_quality_analyses(store_copy: Path, tm
     assert "50.0%" in md and "relevance" in md and "decided alike" in md and "logreg" in md
     # evalrun export writes the same quality records beside its file
     _main(capsys, "export", "--db", db, "--format", "jsonl", "--out", str(tmp_path / "x.jsonl"))
-    exported = {r["metric"]: r for r in json.loads((tmp_path / "x.metrics.json").read_text())}
-    assert exported[f"prefer_watermarked:{name}"] == prefer
-    assert exported["distinguish_accuracy:logreg:embedded"] == acc
+    exported = indexed(json.loads((tmp_path / "x.metrics.json").read_text()))
+    assert exported[key("prefer_watermarked", **name)] == prefer
+    assert exported[key("distinguish_accuracy", classifier="logreg", embedder="embedded")] == acc
+    # no record packs a dimension into its name
+    assert not [r for r in exported if ":" in r[0]]
 
 
 def test_retry_unparsed_asks_again_only_where_the_answer_did_not_parse(store_copy: Path, capsys) -> None:
@@ -100,5 +116,7 @@ def test_retry_unparsed_asks_again_only_where_the_answer_did_not_parse(store_cop
         assert f"{unparsed} asked" in retried and "0 unparsed answers" in retried
         assert len(asked) == 30 + unparsed
     with Store(db) as store:
-        records = {r.metric: r for r in preference_records(pair_answers(store, store.results()))}
-    assert records["prefer_tie:simple:openai:j"].value == 1.0 and records["unparsed_rate:simple:openai:j"].value == 0
+        records = indexed(preference_records(pair_answers(store, store.results())))
+    judge = {"method": "simple", "judge": "openai:j"}
+    assert records[key("prefer_tie", **judge)]["value"] == 1.0
+    assert records[key("unparsed_rate", **judge)]["value"] == 0

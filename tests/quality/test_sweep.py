@@ -98,8 +98,10 @@ def test_sweep_end_to_end_on_the_embedded_model(tmp_path: Path, capsys, monkeypa
     md = (tmp_path / "r" / "report.md").read_text()
     assert "Aggregate metric (MarkMyWords)" in md and "size per key" in md
     records = [r for r in json.loads((tmp_path / "r" / "metrics.json").read_text())
-               if r["metric"].startswith("aggregate_size:")]
+               if r["metric"] == "aggregate_size"]
     assert len(records) == 1 and records[0]["watermark"] == result["watermark"] and records[0]["n"] == 16
+    assert records[0]["params"] == {"max_quality_degradation": result["max_quality_degradation"],
+                                    "min_tamper_resistance": result["min_tamper_resistance"]}
     # refusals name the option
     for extra, message in [(["--attack", "none"], "needs attacks"), (["--attack", "lowercase", "--remeasure", "0"],
                                                                       "--remeasure 0")]:

@@ -152,7 +152,8 @@ def test_tune_end_to_end_on_the_embedded_model(tmp_path: Path, capsys, monkeypat
     capsys.readouterr()
     # the report and metrics.json show the chosen configuration's TPR
     assert main(["report", "--db", str(db), "--out", str(tmp_path / "r")]) == 0
-    records = [r for r in json.loads((tmp_path / "r" / "metrics.json").read_text()) if r["metric"] == "tuned_tpr:0.7"]
+    records = [r for r in json.loads((tmp_path / "r" / "metrics.json").read_text())
+               if r["metric"] == "tuned_tpr" and r["params"] == {"target_tpr": 0.7}]
     assert records and records[0]["watermark"] == result["watermark"] and records[0]["value"] == result["tpr"]
     assert "Strength tuning" in (tmp_path / "r" / "report.md").read_text()
 

@@ -109,7 +109,7 @@ def _row(watermark: str, case_id: str, category: str, task: str, meta: dict, err
 
 
 def test_tp_tn_gm_and_drop_per_task_and_category_by_hand() -> None:
-    from evalrun.metrics.waterbench import table_rows, waterbench_records
+    from evalrun.metrics.waterbench import level_label, table_rows, waterbench_records
 
     W = "kgw:delta=2"
     rows = [
@@ -123,15 +123,18 @@ def test_tp_tn_gm_and_drop_per_task_and_category_by_hand() -> None:
         # another pack's grades (no gm_metric) are not WaterBench's
         {**_row(W, "x", "cat_a", "1-1 t", {"detected": True}), "pack": "other"},
     ]
-    records = {(r.metric): r for r in waterbench_records(rows)}
-    assert records["wb_tp:all"].value == pytest.approx(2 / 3) and records["wb_tp:all"].n == 3
-    assert records["wb_tp:category=cat_a"].value == 0.5 and records["wb_tp:category=cat_b"].value == 1.0
+    records = {(r.metric, level_label(r.params)): r for r in waterbench_records(rows)}
+    assert records["wb_tp", "all"].params == {"level": "all"}
+    assert records["wb_tp", "category=cat_a"].params == {"level": "category", "category": "cat_a"}
+    assert records["wb_tp", "all"].value == pytest.approx(2 / 3) and records["wb_tp", "all"].n == 3
+    assert records["wb_tp", "category=cat_a"].value == 0.5 and records["wb_tp", "category=cat_b"].value == 1.0
     # TN: a1 not detected, a2 detected; b1 has no verdict under W and is left out
-    assert records["wb_tn:all"].value == 0.5 and records["wb_tn:all"].n == 2
-    assert records["wb_gm:all"].value == pytest.approx(0.4) and records["wb_gm_unwatermarked:all"].value == 0.8
-    assert records["wb_gm_drop:all"].value == pytest.approx(0.5)
-    assert records["wb_gm_drop:task=1-1 t"].value == pytest.approx(0.5)
-    assert "wb_gm:category=cat_b" not in records  # open-ended: no GM
+    assert records["wb_tn", "all"].value == 0.5 and records["wb_tn", "all"].n == 2
+    assert records["wb_gm", "all"].value == pytest.approx(0.4) and records["wb_gm_unwatermarked", "all"].value == 0.8
+    assert records["wb_gm_drop", "all"].value == pytest.approx(0.5)
+    assert records["wb_gm_drop", "task=1-1 t"].value == pytest.approx(0.5)
+    assert records["wb_gm_drop", "task=1-1 t"].params == {"level": "task", "task": "1-1 t"}
+    assert ("wb_gm", "category=cat_b") not in records  # open-ended: no GM
     assert all(r.pack == "waterbench" for r in records.values())
     table = table_rows(list(records.values()))
     assert [row[4] for row in table][:3] == ["all", "category=cat_a", "category=cat_b"]

@@ -118,7 +118,7 @@ def test_metrics_json_is_written_by_run_report_and_export(staged, tmp_path: Path
     beside = db.with_name("staged.metrics.json")
     assert f"metrics: {beside}" in proc.stdout
     records = json.loads(beside.read_text())
-    fields = {"pack", "metric", "value", "n", "ci_low", "ci_high", "model", "watermark", "attack"}
+    fields = {"pack", "metric", "params", "value", "n", "ci_low", "ci_high", "model", "watermark", "attack"}
     assert records and all(set(r) == fields for r in records)
     means = {r["attack"]: r for r in records if r["metric"] == "mean_score"}
     assert set(means) == {"none", "swap:p=0.1", "paraphrase:openai:para-model"}

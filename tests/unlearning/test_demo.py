@@ -41,7 +41,7 @@ def test_tiny_demo_writes_models_report_and_metrics(tmp_path: Path) -> None:
     d1 = by_name["waterdrum_d1_auroc"]["value"]
     assert d1 == pytest.approx(headline["d1_auroc"]) and 0.0 <= d1 <= 1.0
     assert "waterdrum_d2_calibration_r2" in by_name and "waterdrum_d4_exact_duplicate_auroc" in by_name
-    scaled = [m for m in metrics if m["metric"] == "waterdrum_forget_scaled:original"]
+    scaled = [m for m in metrics if m["metric"] == "waterdrum_forget_scaled" and m["params"] == {"label": "original"}]
     assert scaled and scaled[0]["value"] == pytest.approx(1.0)
     # the per-model registered aggregate is there for every model too
     assert sum(m["metric"] == "waterdrum_auroc" for m in metrics) == len(names)
