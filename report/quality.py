@@ -9,6 +9,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from evalrun.metrics.waterbench import table_rows
 from evalrun.report.data import ReportData
 from evalrun.report.document import Paragraph, Section, Table
 
@@ -145,7 +146,6 @@ def tune_table(results: Sequence[dict[str, Any]]) -> Table | None:
 
 
 def waterbench_table(records: Sequence[Any]) -> Table | None:
-    from evalrun.metrics.waterbench import table_rows
 
     rows = table_rows(records)
     if not rows:

@@ -12,6 +12,10 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
+from evalrun.metrics.aggregates import record
+from evalrun.metrics.stats import Estimate
+from evalrun.report import build_report
+from evalrun.report.document import Figure, Paragraph, Section, Table
 from evalrun.unlearning.aggregates import Summary
 
 TARGET_AUROC, TARGET_R2 = 0.9, 0.8
@@ -78,8 +82,6 @@ def draw_calibration(summary: Summary, path: Path) -> Path:
 def records(summary: Summary, retrained: str, d4_auroc: float | None) -> list[Any]:
     """``metrics.json`` records: D1, D2 (and D4) plus each model's scaled aggregates
     (``waterdrum_forget_scaled`` / ``waterdrum_retain_scaled``, params ``{"label": <model label>}``)."""
-    from evalrun.metrics.aggregates import record
-    from evalrun.metrics.stats import Estimate
 
     def est(value: float | None, low: float | None = None, high: float | None = None) -> Estimate:
         return Estimate(*(math.nan if x is None else float(x) for x in (value, low, high)))
@@ -104,8 +106,6 @@ def write_report(db: Path, out: Path, summary: Summary, retrained: str, *, confi
                  timings: dict[str, Any], d4_auroc: float | None,
                  data: Sequence[dict[str, Any]], secret: bool) -> dict[str, Any]:
     """Build the report (store report + WaterDrum section) into ``out``; the headline."""
-    from evalrun.report import build_report
-    from evalrun.report.document import Figure, Paragraph, Section, Table
 
     out.mkdir(parents=True, exist_ok=True)
     draw_fig4(summary, out / FIG4)

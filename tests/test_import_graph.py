@@ -135,6 +135,31 @@ def test_outer_folders_are_imported_only_from_above() -> None:
             assert not up, f"{module} imports {up}"
 
 
+#: the only imports of evalrun's own modules made inside a function, each for a heavy or slow
+#: dependency the importing module must not load on import
+LAZY = {
+    ("evalrun.watermark.kgw", "evalrun.watermark.kgw_compat"):
+        "scipy and the compiled kernels: `evalrun detect` with native kgw starts without them",
+    ("evalrun.plugins.providers.vllm", "evalrun.plugins.providers.vllm_watermark"):
+        "it imports vLLM itself, an optional multi-GB dependency",
+    ("evalrun.cli.run", "evalrun.report"): "the report loads matplotlib: only runs that ask for one",
+}
+
+
+def test_imports_inside_functions_are_only_the_listed_heavy_ones() -> None:
+    found = set()
+    for module, path in _modules().items():
+        for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("evalrun"):
+                    found.add((module, node.module))
+                elif isinstance(node, ast.Import):
+                    found.update((module, a.name) for a in node.names if a.name.startswith("evalrun"))
+    assert found == set(LAZY), f"unlisted: {sorted(found - set(LAZY))}; gone: {sorted(set(LAZY) - found)}"
+
+
 def test_packs_import_only_the_pack_api() -> None:
     """The shipped graders keep the import names packs have always used (their text is their
     stored fingerprint); new packs may use the folder names."""

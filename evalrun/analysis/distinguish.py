@@ -41,7 +41,13 @@ from typing import Any, Callable, Mapping, Sequence, TypedDict
 import numpy as np
 
 from evalrun._util.errors import EvalrunError
+from evalrun._util.hashing import canonical_json, sha256_hex
+from evalrun._util.provenance import collect
 from evalrun._util.registry import Registry
+from evalrun._util.specs import is_none
+from evalrun.metrics.detection import auroc
+from evalrun.model.embeddings import embed_texts, embedder_identity
+from evalrun.store.database import utc_now
 
 #: what ``evalrun distinguish`` trains when no ``--classifier`` is given
 DEFAULT_CLASSIFIERS = ("logreg", "mlp")
@@ -158,7 +164,6 @@ def _roc_auc(y: np.ndarray, scores: np.ndarray) -> float:
     """ROC AUC of ``scores`` for labels ``y`` (1 = watermarked): the one AUROC,
     :func:`evalrun.metrics.detection.auroc` (ties count half, as scikit-learn's
     ``roc_auc_score``, which it equals up to float rounding)."""
-    from evalrun.metrics.detection import auroc
 
     return auroc(scores[y == 1], scores[y == 0])
 
@@ -280,7 +285,6 @@ class Dataset:
 
 
 def _text(store: Any, row: Mapping[str, Any] | sqlite3.Row) -> str | None:
-    from evalrun._util.specs import is_none
 
     if row["raw_output"] is None or (row["error"] and row["label"] not in ("GRADER_ERROR",)):
         return None
@@ -331,10 +335,6 @@ def run_distinguish(store: Any, rows: Sequence[Mapping[str, Any] | sqlite3.Row],
     import json
     import time
 
-    from evalrun._util.hashing import canonical_json, sha256_hex
-    from evalrun._util.provenance import collect
-    from evalrun.model.embeddings import embed_texts, embedder_identity
-    from evalrun.store.database import utc_now
 
     found = datasets(store, rows, attack=attack, watermarks=watermarks, packs=packs, models=models)
     if not found:

@@ -85,7 +85,7 @@ from evalrun.metrics.detection import detection_rate, false_positive_rate
 from evalrun.metrics.intervals import auroc_ci, tamper_resistance_ci, tpr_at_fpr_ci, watermark_size_ci
 from evalrun.metrics.quality import quality_degradation
 from evalrun.metrics.tamper import best_attack, quality_retention
-from evalrun.watermark.verdict import DETECTED, NOT_DETECTED
+from evalrun.watermark.verdict import DETECTED, NOT_DETECTED, is_detected
 
 __all__ = ["ALL_ATTACKS", "DETECTION_LABELS", "FPR_TARGETS", "RATING", "TamperInputs",
            "excluded_from_tamper", "is_detection", "is_proxy", "quality_by_source",
@@ -139,7 +139,6 @@ def _z_threshold(rows: Iterable[Row]) -> float | None:
 
 def _detected(evidence: Mapping[str, Any], threshold: float, z_threshold: float | None) -> bool:
     """The grader's one rule (:func:`evalrun.pack.detection_grader.is_detected`) on stored evidence."""
-    from evalrun.watermark.verdict import is_detected
 
     return is_detected(evidence.get("z_score"), float(evidence["p_value"]), threshold=threshold,
                        z_threshold=z_threshold)

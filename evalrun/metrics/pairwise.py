@@ -31,8 +31,10 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any, Iterable, Mapping, Sequence
 
+from evalrun._util.errors import EvalrunError
 from evalrun._util.hashing import stable_int
-from evalrun.judges import UNPARSED
+from evalrun.judges import UNPARSED, get_judge
+from evalrun.judges.pairwise import CRITERIA, PairwiseJudge, coin
 from evalrun.metrics import preference
 from evalrun.metrics.aggregates import MetricRecord, record
 from evalrun.metrics.stats import wilson_interval
@@ -86,9 +88,6 @@ class PairAnswer:
 
 def pairwise_methods(methods: Iterable[str]) -> list[str]:
     """The methods among ``methods`` whose judge is a pairwise one (known to this install)."""
-    from evalrun._util.errors import EvalrunError
-    from evalrun.judges import get_judge
-    from evalrun.judges.pairwise import PairwiseJudge
 
     out = []
     for m in sorted(set(methods)):
@@ -102,8 +101,6 @@ def pairwise_methods(methods: Iterable[str]) -> list[str]:
 
 def pair_answers(store: Any, rows: Sequence[Mapping[str, Any]]) -> list[PairAnswer]:
     """Every stored pairwise answer about two results of ``rows`` (a selection), parsed."""
-    from evalrun.judges import get_judge
-    from evalrun.judges.pairwise import coin
 
     if not store.has_table("judgements"):
         return []
@@ -220,6 +217,5 @@ def preference_records(answers: Sequence[PairAnswer]) -> list[MetricRecord]:
 
 
 def _criteria() -> tuple[str, ...]:
-    from evalrun.judges.pairwise import CRITERIA
 
     return CRITERIA
