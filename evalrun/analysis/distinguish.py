@@ -47,7 +47,7 @@ from evalrun._util.registry import Registry
 from evalrun._util.specs import is_none
 from evalrun.metrics.detection import auroc
 from evalrun.model.embeddings import embed_texts, embedder_identity
-from evalrun.store.database import utc_now
+from evalrun.store.database import Store, utc_now
 
 #: what ``evalrun distinguish`` trains when no ``--classifier`` is given
 DEFAULT_CLASSIFIERS = ("logreg", "mlp")
@@ -284,7 +284,7 @@ class Dataset:
     item_keys: tuple[str, ...]
 
 
-def _text(store: Any, row: Mapping[str, Any] | sqlite3.Row) -> str | None:
+def _text(store: Store, row: Mapping[str, Any] | sqlite3.Row) -> str | None:
 
     if row["raw_output"] is None or (row["error"] and row["label"] not in ("GRADER_ERROR",)):
         return None
@@ -299,7 +299,7 @@ def _text(store: Any, row: Mapping[str, Any] | sqlite3.Row) -> str | None:
     return None
 
 
-def datasets(store: Any, rows: Sequence[Mapping[str, Any] | sqlite3.Row], *, attack: str = "none",
+def datasets(store: Store, rows: Sequence[Mapping[str, Any] | sqlite3.Row], *, attack: str = "none",
              watermarks: Sequence[str] = (), packs: Sequence[str] = (), models: Sequence[str] = ()) -> list[Dataset]:
     """One :class:`Dataset` per (model, watermark) in ``rows`` (restricted to the given
     packs, models and watermarks when any are named), all packs pooled."""
@@ -326,7 +326,7 @@ def datasets(store: Any, rows: Sequence[Mapping[str, Any] | sqlite3.Row], *, att
     return out
 
 
-def run_distinguish(store: Any, rows: Sequence[Mapping[str, Any] | sqlite3.Row], *, embedder: str, settings: CVSettings,
+def run_distinguish(store: Store, rows: Sequence[Mapping[str, Any] | sqlite3.Row], *, embedder: str, settings: CVSettings,
                     base_url: str | None = None, attack: str = "none", watermarks: Sequence[str] = (),
                     packs: Sequence[str] = (), models: Sequence[str] = (), run_id: str | None = None,
                     progress: Any = None) -> list[dict[str, Any]]:

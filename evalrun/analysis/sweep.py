@@ -49,8 +49,10 @@ from evalrun.metrics import quality_retention, tamper_resistance, watermark_size
 from evalrun.metrics.aggregates import row_metadata
 from evalrun.metrics.quality import quality_degradation
 from evalrun.metrics.size import watermark_size
+from evalrun.pack.loading import Pack
+from evalrun.run.options import RunOptions
 from evalrun.run.pipeline import execute_run
-from evalrun.store.database import utc_now
+from evalrun.store.database import Store, utc_now
 from evalrun.watermark.strength import STRENGTH_GRIDS
 
 #: delta values swept by default (the outer values come from the scheme's strength grid)
@@ -145,7 +147,7 @@ def median_absolute_deviation(values: Sequence[float]) -> float:
     return float(statistics.median(abs(v - m) for v in values))
 
 
-def sweep(store: Any, pack: Any, options: Any, *, scheme: str, grid_overrides: Sequence[str] = (),
+def sweep(store: Store, pack: Pack, options: RunOptions, *, scheme: str, grid_overrides: Sequence[str] = (),
           max_degradation: float, min_tamper: float, remeasure: int = 2, argv: Sequence[str] = (),
           progress: Any = None) -> dict[str, Any]:
     """The sweep of the module docstring; stored as an analysis (kind ``sweep``) and returned."""

@@ -47,9 +47,11 @@ from evalrun._util.hashing import canonical_json, sha256_hex
 from evalrun._util.provenance import collect
 from evalrun._util.specs import Spec, parse_spec
 from evalrun.metrics.stats import wilson_interval
+from evalrun.pack.loading import Pack
+from evalrun.run.options import RunOptions
 from evalrun.run.pipeline import execute_run
 from evalrun.run.plan import params_for
-from evalrun.store.database import utc_now
+from evalrun.store.database import Store, utc_now
 from evalrun.watermark import parse_watermark
 from evalrun.watermark.strength import STRENGTH_GRIDS, StrengthGrid
 from evalrun.watermark.verdict import is_detected, z_tail
@@ -206,9 +208,9 @@ def search(measure: Measure, base: Spec, grid: StrengthGrid, *, target: float, s
 class StoreMeasure:
     """Measures a configuration's TPR on ``pack`` x ``options.models[0]`` in ``store``."""
 
-    store: Any
-    pack: Any
-    options: Any
+    store: Store
+    pack: Pack
+    options: RunOptions
     z_threshold: float
     argv: Sequence[str] = ()
     make_provider: Callable[[str], Any] | None = None
@@ -254,7 +256,7 @@ def plan_search(scheme: str, grid_overrides: Sequence[str], *, target: float, z_
     return base, grid
 
 
-def tune(store: Any, pack: Any, options: Any, *, scheme: str, target: float, z_threshold: float,
+def tune(store: Store, pack: Pack, options: RunOptions, *, scheme: str, target: float, z_threshold: float,
          grid_overrides: Sequence[str] = (), steps: int = 6, tolerance: float = 0.02, refine: bool = True,
          argv: Sequence[str] = (),
          progress: Callable[[Trial], None] | None = None) -> dict[str, Any]:
@@ -287,6 +289,6 @@ def tune(store: Any, pack: Any, options: Any, *, scheme: str, target: float, z_t
     return result
 
 
-def _max_tokens(pack: Any, options: Any) -> int:
+def _max_tokens(pack: Pack, options: RunOptions) -> int:
 
     return params_for(options, pack).max_tokens

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from evalrun._util.errors import SpecError
 from evalrun._util.registry import Registry
-from evalrun.model.generation import GenParams, Prompt
+from evalrun.model.generation import GenParams, Prompt, Provider
 
 #: label of an answer that cannot be parsed: kept as it is, never guessed
 UNPARSED = "UNPARSED"
@@ -49,7 +49,7 @@ class Judge(ABC):
     #: the judge stage calls :meth:`answer_locally` instead of the provider's generate
     local: bool = False
 
-    def answer_locally(self, provider: Any, scorer: str, groups: Sequence[Sequence[Subject]]) -> list[str]:
+    def answer_locally(self, provider: Provider, scorer: str, groups: Sequence[Sequence[Subject]]) -> list[str]:
         """Raw answers of a :attr:`local` judge, one per group (only local judges have it)."""
         raise TypeError(f"judge {self.method} asks its model; it computes no answers itself")
 

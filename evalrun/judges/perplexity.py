@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 
 from evalrun._util.errors import EvalrunError
 from evalrun.judges import UNPARSED, Judge, Subject
-from evalrun.model.generation import Prompt
+from evalrun.model.generation import Prompt, Provider
 
 
 class PerplexityProxy(Judge):
@@ -29,7 +29,7 @@ class PerplexityProxy(Judge):
         [subject] = group
         return Prompt(system=None, user=subject.task)
 
-    def answer_locally(self, provider: Any, scorer: str, groups: Sequence[Sequence[Subject]]) -> list[str]:
+    def answer_locally(self, provider: Provider, scorer: str, groups: Sequence[Sequence[Subject]]) -> list[str]:
         """Raw answers (JSON) for ``groups``, scored by ``provider`` (a local model)."""
         score = getattr(provider, "perplexities", None)
         if score is None:

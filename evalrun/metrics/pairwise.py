@@ -38,6 +38,7 @@ from evalrun.judges.pairwise import CRITERIA, PairwiseJudge, coin
 from evalrun.metrics import preference
 from evalrun.metrics.aggregates import MetricRecord, record
 from evalrun.metrics.stats import wilson_interval
+from evalrun.store.database import Store
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ def pairwise_methods(methods: Iterable[str]) -> list[str]:
     return out
 
 
-def pair_answers(store: Any, rows: Sequence[Mapping[str, Any]]) -> list[PairAnswer]:
+def pair_answers(store: Store, rows: Sequence[Mapping[str, Any]]) -> list[PairAnswer]:
     """Every stored pairwise answer about two results of ``rows`` (a selection), parsed."""
 
     if not store.has_table("judgements"):

@@ -26,9 +26,10 @@ from evalrun.metrics.analyses import sweep_records, tune_records
 from evalrun.metrics.pairwise import pair_answers, preference_records
 from evalrun.metrics.stats import Estimate, wilson_interval
 from evalrun.metrics.waterbench import waterbench_records
+from evalrun.store.database import Store
 
 
-def distinguish_analyses(store: Any, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def distinguish_analyses(store: Store, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The stored distinguish results (``analyses.result_json``) about models and watermarks
     the selection holds, oldest first."""
     present = {(r["model"], r["watermark"]) for r in rows}
@@ -60,21 +61,21 @@ def distinguish_records(results: Sequence[Mapping[str, Any]]) -> list[MetricReco
     return out
 
 
-def tune_analyses(store: Any, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def tune_analyses(store: Store, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The stored ``evalrun tune`` searches on packs and models the selection holds."""
     present = {(r["pack"], r["model"]) for r in rows}
     return [result for a in store.analyses("tune") if a["result_json"] is not None
             for result in [json.loads(a["result_json"])] if (result.get("pack"), result.get("model")) in present]
 
 
-def sweep_analyses(store: Any, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def sweep_analyses(store: Store, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The stored ``evalrun sweep`` results on packs and models the selection holds."""
     present = {(r["pack"], r["model"]) for r in rows}
     return [result for a in store.analyses("sweep") if a["result_json"] is not None
             for result in [json.loads(a["result_json"])] if (result.get("pack"), result.get("model")) in present]
 
 
-def quality_records(store: Any, rows: Sequence[Mapping[str, Any]]) -> list[MetricRecord]:
+def quality_records(store: Store, rows: Sequence[Mapping[str, Any]]) -> list[MetricRecord]:
     """Every quality record for the selection ``rows`` (see the module docstring; the tuning
     records are :func:`evalrun.metrics.analyses.tune_records`, WaterBench's TP/TN/GM
     :func:`evalrun.metrics.waterbench.waterbench_records`)."""

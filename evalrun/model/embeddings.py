@@ -23,6 +23,7 @@ import numpy as np
 
 from evalrun._util.errors import EvalrunError
 from evalrun.model.providers import check_model, make_provider, parse_model, provider_kind
+from evalrun.store.database import Store
 
 #: the offline default embedder
 DEFAULT_EMBEDDER = "embedded"
@@ -40,7 +41,7 @@ def embedder_identity(spec: str, *, base_url: str | None = None) -> str:
     return f"{parsed.identity()}|{revision}" if revision else parsed.identity()
 
 
-def embed_texts(store: Any, spec: str, texts: Sequence[str], *, base_url: str | None = None,
+def embed_texts(store: Store, spec: str, texts: Sequence[str], *, base_url: str | None = None,
                 make: Callable[..., Any] | None = None) -> tuple[np.ndarray, int]:
     """``(vectors [len(texts), dim], number of texts newly embedded)``: cached vectors are read,
     the others computed by the embedder's provider in one call and stored."""

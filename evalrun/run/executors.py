@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from typing import Any, Callable, ClassVar, Sequence
 
 from evalrun._util.registry import Registry
-from evalrun.model.generation import Generation, GenerationRequest
+from evalrun.model.generation import Generation, GenerationRequest, Provider
 
 Sink = Callable[[GenerationRequest, Generation], None]
 ProviderFactory = Callable[[str], Any]
@@ -33,7 +33,7 @@ Emit = Callable[[Any, Any], None]
 Task = Callable[[Any, list[Any], Emit], None]
 
 
-def generation_task(provider: Any, requests: list[GenerationRequest], emit: Emit) -> None:
+def generation_task(provider: Provider, requests: list[GenerationRequest], emit: Emit) -> None:
     """Generations by the provider (its own batching and API concurrency apply)."""
     provider.generate(list(requests), emit)
 

@@ -27,8 +27,10 @@ from evalrun.model.embedded import EMBEDDED_NAME, embedded_model_path
 from evalrun.model.generation import Generation, GenerationRequest, Prompt, ResultSink
 from evalrun.model.providers import (
     ModelSpec,
+    PackFiles,
     ProviderKind,
     ProviderOption,
+    RunSettings,
     local_model_digest,
 )
 from evalrun.plugins.providers.local_model import (
@@ -467,7 +469,7 @@ class HFKind(ProviderKind):
     def check(self, spec: ModelSpec) -> None:
         self._path(spec)
 
-    def revision(self, spec: ModelSpec, pack: Any, options: Any) -> str:
+    def revision(self, spec: ModelSpec, pack: PackFiles | None, options: RunSettings) -> str:
         path = Path(self._path(spec))
         return local_model_digest(path) if path.is_dir() else ""
 

@@ -29,7 +29,7 @@ from evalrun._util.errors import EvalrunError
 from evalrun._util.provenance import redact_url
 from evalrun._util.specs import is_none
 from evalrun.model.generation import Generation, GenerationRequest, ResultSink
-from evalrun.model.providers import ModelSpec, ProviderKind, ProviderOption
+from evalrun.model.providers import ModelSpec, PackFiles, ProviderKind, ProviderOption, RunSettings
 
 if TYPE_CHECKING:
     import openai
@@ -491,7 +491,7 @@ class OpenAIKind(ProviderKind):
         "timeout_s": ProviderOption(float, "seconds before a call times out (default 60)"),
     }
 
-    def revision(self, spec: ModelSpec, pack: Any, options: Any) -> str:
+    def revision(self, spec: ModelSpec, pack: PackFiles | None, options: RunSettings) -> str:
 
         return redact_url(options.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1")
 

@@ -9,7 +9,7 @@ import time
 from typing import Any, Sequence
 
 from evalrun.model.generation import Generation, GenerationRequest, ResultSink
-from evalrun.model.providers import ModelSpec, ProviderKind, file_digest
+from evalrun.model.providers import ModelSpec, PackFiles, ProviderKind, RunSettings, file_digest
 
 
 class ReferenceProvider:
@@ -43,8 +43,8 @@ class ReferenceKind(ProviderKind):
     name = "reference"
     needs_arg = False
 
-    def revision(self, spec: ModelSpec, pack: Any, options: Any) -> str:
-        return file_digest(pack.path / "reference.py") if pack.has_reference else ""
+    def revision(self, spec: ModelSpec, pack: PackFiles | None, options: RunSettings) -> str:
+        return file_digest(pack.path / "reference.py") if pack is not None and pack.has_reference else ""
 
     def make(self, spec: ModelSpec, **_: Any) -> ReferenceProvider:
         return ReferenceProvider()

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 from evalrun._util.errors import EvalrunError
 from evalrun._util.jsonl import MAX_RECORD_BYTES, read_lines
 from evalrun.model.generation import Generation, GenerationRequest, ResultSink
-from evalrun.model.providers import ModelSpec, ProviderKind, file_digest
+from evalrun.model.providers import ModelSpec, PackFiles, ProviderKind, RunSettings, file_digest
 
 
 def load_replay(path: Path) -> dict[tuple[str | None, str, int | None], dict[str, Any]]:
@@ -90,7 +90,7 @@ class ReplayKind(ProviderKind):
     def check(self, spec: ModelSpec) -> None:
         load_replay(Path(str(spec.arg)))  # read and validate the whole file before the run
 
-    def revision(self, spec: ModelSpec, pack: Any, options: Any) -> str:
+    def revision(self, spec: ModelSpec, pack: PackFiles | None, options: RunSettings) -> str:
         path = Path(str(spec.arg))
         return file_digest(path) if path.is_file() else "missing"
 

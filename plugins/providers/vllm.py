@@ -33,7 +33,7 @@ from evalrun._util.errors import EvalrunError, SpecError
 from evalrun._util.specs import is_none
 from evalrun.model.embedded import EMBEDDED_NAME, embedded_model_path
 from evalrun.model.generation import Generation, GenerationRequest, ResultSink
-from evalrun.model.providers import ModelSpec, ProviderKind, ProviderOption, local_model_digest
+from evalrun.model.providers import ModelSpec, PackFiles, ProviderKind, ProviderOption, RunSettings, local_model_digest
 from evalrun.plugins.providers.local_model import (
     encode_prompt,
     generate_in_batches,
@@ -267,7 +267,7 @@ class VLLMKind(ProviderKind):
         if Path(path).is_dir():
             check_max_model_len(spec.canonical(), opts, read_model_config(path))
 
-    def revision(self, spec: ModelSpec, pack: Any, options: Any) -> str:
+    def revision(self, spec: ModelSpec, pack: PackFiles | None, options: RunSettings) -> str:
         path = Path(self._path(spec))
         return local_model_digest(path) if path.is_dir() else ""
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from evalrun.attacks import Attack, ModelAttack, parse_attack
 from evalrun.attacks.model import clean_answer
-from evalrun.model.generation import Generation, GenerationRequest, GenParams, Prompt
+from evalrun.model.generation import Generation, GenerationRequest, GenParams, Prompt, Provider
 from evalrun.run.executors import Emit
 from evalrun.run.plan import attack_seed
 
@@ -53,7 +53,7 @@ def _attack(spec: str) -> Attack | ModelAttack | None:
     return parse_attack(spec)
 
 
-def text_attack_task(spec: str, provider: Any, inputs: list[AttackInput], emit: Emit) -> None:
+def text_attack_task(spec: str, provider: Provider, inputs: list[AttackInput], emit: Emit) -> None:
     """A text attack on each input, seeded per generation; one bad input fails alone."""
     attack = _attack(spec)
     assert isinstance(attack, Attack), spec
@@ -71,7 +71,7 @@ def request_budget(text: str) -> int:
     return min(4096, 3 * len(text.split()) + 64)
 
 
-def model_attack_task(spec: str, provider: Any, inputs: list[AttackInput], emit: Emit) -> None:
+def model_attack_task(spec: str, provider: Provider, inputs: list[AttackInput], emit: Emit) -> None:
     """A model attack's calls step by step over all inputs with the attack model's provider:
     each step rewrites the previous step's answer; an input whose call fails stops there."""
     attack = _attack(spec)
