@@ -108,6 +108,21 @@ def test_concept_folders_form_no_cycle() -> None:
     assert cycle is None, "folder cycle: " + " -> ".join(cycle or ())
 
 
+#: the folders in the order docs/layout.md gives: each imports only folders before it
+ORDER = ("kernels", "_util", "testing", "assets", "store", "model", "watermark", "pack", "attacks", "judges",
+         "metrics", "run", "analysis", "unlearning", "report", "plugins", "cli")
+
+
+def test_each_folder_imports_only_the_folders_before_it() -> None:
+    for module, deps in _graph().items():
+        if module == "evalrun":
+            continue
+        area = _area(module)
+        assert area in ORDER, f"{module}: folder {area!r} is missing from ORDER (and docs/layout.md)"
+        later = {_area(d) for d in deps if _area(d) in ORDER and ORDER.index(_area(d)) > ORDER.index(area)}
+        assert not later, f"{module} imports from {sorted(later)}, which come after {area!r}"
+
+
 def test_the_read_side_never_reaches_the_write_side() -> None:
     """Metrics and the report read the store; running a stage is never a consequence of
     rendering one (transitively, not just directly)."""
