@@ -113,11 +113,9 @@ class StoredRun:
 
 def execute_run(store: Store, pack: Pack, options: RunOptions, *, argv: Sequence[str] = (),
                 make_provider: Callable[[str], Provider] | None = None) -> StoredRun:
-    """One run of ``pack`` under ``options`` in this process, the stages of ``evalrun run`` in
-    order -- generate, transform, judge, grade -- each reading what the store already holds
-    (what ``tune`` and ``sweep`` measure a configuration with): the same stages as
-    ``evalrun run``, then every gradable item graded."""
-
+    """One run of ``pack`` under ``options`` in this process: :func:`run_stages`, then every
+    gradable item graded, each stage reusing what the store already holds. ``tune`` and
+    ``sweep`` measure a configuration with it."""
     key = options.resolved_key()
     items = list(make_items(pack, options))
     run_id = uuid.uuid4().hex
