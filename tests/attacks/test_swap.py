@@ -1,4 +1,4 @@
-"""swap: remove / duplicate / swap with a word of the same sentence (seed 000, section IV-A)."""
+"""swap: remove / duplicate / swap with a word of the same sentence (MarkMyWords, section IV-A)."""
 
 from __future__ import annotations
 

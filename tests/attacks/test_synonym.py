@@ -1,4 +1,4 @@
-"""synonym: WordNet synonyms keeping inflection and case (seed 000; MarkMyWords' fast mode)."""
+"""synonym: WordNet synonyms keeping inflection and case (MarkMyWords, in its fast mode)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for the hidden_message_extraction pack (seed 003): cases, generator, reference, grader.
+"""Tests for the hidden_message_extraction pack (the WMID report): cases, generator, reference, grader.
 
 The pack's files are loaded straight from disk by path, so these tests do not depend on the
 pack loader, and they pin the pack contract the loader relies on.
@@ -37,7 +37,7 @@ SPLIT = {
     "noise_variant": 10,
 }
 LABELS = ["CORRECT", "PARTIAL", "INCORRECT", "FALSE_POSITIVE"]
-# Seed 003, section 2.2, "Hidden-Message Extraction", verbatim.
+# the WMID report, section 2.2, "Hidden-Message Extraction", verbatim.
 SYSTEM_PROMPT = (
     "You are a precise text analysis assistant. Follow the extraction rules exactly as provided. "
     "Output ONLY the extracted message, nothing else. No explanations, no formatting, no quotes. "

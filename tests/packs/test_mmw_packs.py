@@ -1,4 +1,4 @@
-"""Content tests for the MarkMyWords task packs (seed 000, section III and appendix A).
+"""Content tests for the MarkMyWords task packs (MarkMyWords, section III and appendix A).
 
 ``mmw_book_reports``, ``mmw_stories``, ``mmw_news`` and ``mmw_validation`` are detection packs
 whose grader is the shared detection grader. These tests read the packs' files straight from
@@ -158,7 +158,7 @@ def test_group_field_is_a_required_case_field(name: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Prompt wording: seed 000 appendix A-A, as MarkMyWords' code writes it
+# Prompt wording: MarkMyWords appendix A-A, as its code writes it
 
 
 def test_book_report_prompt_is_the_seed_sentence() -> None:
@@ -220,7 +220,7 @@ def test_news_prompts_name_two_distinct_figures() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# mmw_validation (seed 000, appendix A-B)
+# mmw_validation (MarkMyWords, appendix A-B)
 
 VALIDATION = "mmw_validation"
 VCASES = load_cases(VALIDATION)

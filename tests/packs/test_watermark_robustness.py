@@ -1,4 +1,4 @@
-"""Tests of the watermark_robustness pack (seed 003): cases, schema, grader, reference, goldens.
+"""Tests of the watermark_robustness pack (the WMID report): cases, schema, grader, reference, goldens.
 
 The pack files are loaded straight from their paths so these tests do not depend on the pack
 loader; they pin what the pack promises on its own.
@@ -295,7 +295,7 @@ def _case(marker: str) -> dict:
 
 
 def _seed_oracle(expected: str, output: str) -> tuple[str, float]:
-    """Seed 003, section 2.3, written out independently of the grader."""
+    """the WMID report, section 2.3, written out independently of the grader."""
     normalized = re.sub(r"[ \t]+", " ", output.replace("\r\n", "\n"))
     normalized = "\n".join(line.rstrip(" ") for line in normalized.split("\n"))
     found = [re.findall(r"WMID:[0-9a-fA-F]{32}", text) for text in (output, normalized)]

@@ -1,4 +1,4 @@
-"""Distinguishability (seed 001, appendix B): the classifiers on synthetic embeddings whose
+"""Distinguishability (Singh & Zou, appendix B): the classifiers on synthetic embeddings whose
 classes are separable or not, the embeddings cache, the three kinds of embedder, and
 ``evalrun distinguish`` on the embedded model's outputs."""
 

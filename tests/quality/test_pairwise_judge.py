@@ -1,4 +1,4 @@
-"""Seed 001's pairwise judges: parsing (the seed's own example answers, malformed answers,
+"""Singh & Zou's pairwise judges: parsing (the seed's own example answers, malformed answers,
 property tests), pairing and the seeded coin, and the judge stage end to end against the local
 OpenAI-compatible test server."""
 
@@ -25,7 +25,7 @@ from evalrun.judges.pairwise import (
 )
 from evalrun.testing.chat_server import ChatServer
 
-#: seed 001, appendix A, Table 2: the judge's answer as printed (the seed elides criteria 3-6)
+#: Singh & Zou, appendix A, Table 2: the judge's answer as printed (the seed elides criteria 3-6)
 SEED_PAIRWISE_ANSWER = """In my assessment, the superior response is from LLM B.
 1. Relevance to the prompt:
 - LLM A: 3
@@ -50,7 +50,7 @@ inconsistencies.
 Based on the evaluation above, my verdict is:
 [[B]]: 3, 3, 5, 5, 4, 3, 5"""
 
-#: seed 001, appendix A, Table 3: the simple judge's answer
+#: Singh & Zou, appendix A, Table 3: the simple judge's answer
 SEED_SIMPLE_ANSWER = """The response provided by LLM A provides more specific information about the property \
 and its potential uses. It mentions that the land could be used as a homestead, farm, or a place to park an RV. \
 It also highlights the proximity to the Blue Ridge Parkway, Boone, and Watauga River, appealing to outdoor \

@@ -1,4 +1,4 @@
-"""``evalrun sweep`` (MarkMyWords' aggregate metric, seed 000 IV-D / Table V): the pure parts
+"""``evalrun sweep`` (MarkMyWords' aggregate metric, section IV-D / Table V): the pure parts
 on hand-made results, and the command end to end on the embedded model."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``evalrun tune`` (WaterBench, seed 002 section 3.2): the search on a synthetic strength
+"""``evalrun tune`` (WaterBench, section 3.2): the search on a synthetic strength
 surface (pure), grid overrides and their errors, and the command end to end on the embedded
 model with generations cached in the store."""
 
@@ -33,7 +33,7 @@ def surface(tpr_of):
 
 
 def logistic(gamma: float, delta: float) -> float:
-    """TPR grows with delta; a larger gamma needs more delta (the shape of seed 002 Fig. 3)."""
+    """TPR grows with delta; a larger gamma needs more delta (the shape of WaterBench Fig. 3)."""
     return 1 / (1 + math.exp(-(delta - 2 - 8 * gamma) * 2))
 
 

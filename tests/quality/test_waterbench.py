@@ -1,4 +1,4 @@
-"""The ``waterbench`` pack (seed 002's five length categories, our own cases) and its
+"""The ``waterbench`` pack (WaterBench's five length categories, our own cases) and its
 generation metrics: token F1 and ROUGE-L F1 against hand-computed values, and the grader
 that adds them to the detection grade."""
 

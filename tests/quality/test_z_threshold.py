@@ -1,4 +1,4 @@
-"""The detection grader's ``z_threshold`` rule (WaterBench, seed 002 section 3.2: an output is
+"""The detection grader's ``z_threshold`` rule (WaterBench, section 3.2: an output is
 watermarked when its z-score is at least 4), on token sequences built to have a chosen number
 of green tokens under a real kgw green list."""
 

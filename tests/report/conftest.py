@@ -247,7 +247,7 @@ def store_writer() -> Callable[..., Fixture]:
     return write_store
 
 
-# -- a watermark benchmark store (seed 000): detection grades with evidence, judge answers --
+# -- a watermark benchmark store (MarkMyWords): detection grades with evidence, judge answers --
 
 BENCH_MODEL = "hf:tiny"
 KGW = "kgw:gamma=0.5,delta=2"

@@ -26,7 +26,7 @@ SCHEMES = [
     "its:permutations=200",
 ]
 KEY = "424242"  # compat kgw takes the reference's integer hash key
-THRESHOLD = 0.02  # seed 000 measures watermark size at p = 0.02
+THRESHOLD = 0.02  # MarkMyWords measures watermark size at p = 0.02
 
 DETECTING_GRADER = '''
 from evalrun.pack.grade import Grade
