@@ -1,4 +1,4 @@
-"""Distinguishability (Singh & Zou, seed 001 section 2.1 and appendix B): can a classifier
+"""Distinguishability (Singh & Zou, section 2.1 and appendix B): can a classifier
 that knows nothing of the watermark tell watermarked from unwatermarked text by its embedding?
 
 **Data.** For each model and watermark in the selection, the watermarked results (label 1)
@@ -51,7 +51,7 @@ from evalrun.store.database import Store, utc_now
 
 #: what ``evalrun distinguish`` trains when no ``--classifier`` is given
 DEFAULT_CLASSIFIERS = ("logreg", "mlp")
-#: seed 001, appendix B, Table 4
+#: Singh & Zou, appendix B, Table 4
 class _MLPGrid(TypedDict):
     lr: tuple[float, ...]
     weight_decay: tuple[float, ...]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Seeded generator for the hidden_message_extraction cases (seed 003, section 2.2).
+"""Seeded generator for the hidden_message_extraction cases (the WMID report, section 2.2).
 
 The committed ``cases/*.json`` files are exactly what this script writes: it draws every choice
 from one ``random.Random(SEED)``, never iterates a set or dict whose order depends on hashing,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Deterministic generator for the mmw_validation cases (seed 000, section III and appendix A-B).
+"""Deterministic generator for the mmw_validation cases (MarkMyWords, section III and appendix A-B).
 
 Writes ``cases/*.jsonl`` (one case per line, ``json.dumps(case, ensure_ascii=False)``):
 
@@ -56,7 +56,7 @@ BOOKS_FILE = PACK_DIR.parent / "mmw_book_reports" / "cases" / "book_reports.json
 SEED = 7_291_000
 
 # ---------------------------------------------------------------------------------------------
-# Prompts. Seed 000 appendix A-B gives V1, V2 and V5 word for word; the seed's slips ("Make sure
+# Prompts. MarkMyWords appendix A-B gives V1, V2 and V5 word for word; the seed's slips ("Make sure
 # is it", "Ecris", "detaillé") are corrected, and the French title is set in guillemets, as
 # MarkMyWords quotes titles in its English book-report prompt. V3 uses MarkMyWords' own
 # paraphrase and translation prompts (src/watermark_benchmark/utils/generation_prompts.py);
