@@ -146,7 +146,6 @@ def tune_table(results: Sequence[dict[str, Any]]) -> Table | None:
 
 
 def waterbench_table(records: Sequence[Any]) -> Table | None:
-
     rows = table_rows(records)
     if not rows:
         return None

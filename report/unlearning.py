@@ -82,7 +82,6 @@ def draw_calibration(summary: Summary, path: Path) -> Path:
 def records(summary: Summary, retrained: str, d4_auroc: float | None) -> list[Any]:
     """``metrics.json`` records: D1, D2 (and D4) plus each model's scaled aggregates
     (``waterdrum_forget_scaled`` / ``waterdrum_retain_scaled``, params ``{"label": <model label>}``)."""
-
     def est(value: float | None, low: float | None = None, high: float | None = None) -> Estimate:
         return Estimate(*(math.nan if x is None else float(x) for x in (value, low, high)))
 
@@ -106,7 +105,6 @@ def write_report(db: Path, out: Path, summary: Summary, retrained: str, *, confi
                  timings: dict[str, Any], d4_auroc: float | None,
                  data: Sequence[dict[str, Any]], secret: bool) -> dict[str, Any]:
     """Build the report (store report + WaterDrum section) into ``out``; the headline."""
-
     out.mkdir(parents=True, exist_ok=True)
     draw_fig4(summary, out / FIG4)
     draw_calibration(summary, out / FIG3)

@@ -82,7 +82,6 @@ def forward(target: str) -> Callable[[str], Any]:
     """A module ``__getattr__`` that reads names from ``target`` on first use: a package that
     replaced a flat module of the same name (``evalrun.store``, ``evalrun.pack``,
     ``evalrun.cli``) keeps answering the old module's names without importing it eagerly."""
-
     def __getattr__(name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)

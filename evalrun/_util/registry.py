@@ -34,7 +34,6 @@ class Registry(Generic[T]):
 
     def register(self, name: str, obj: T | None = None) -> Callable[[T], T]:
         """``@registry.register("name")`` above a definition, or ``register("name", obj)``."""
-
         def add(value: T) -> T:
             self._check_new(name)
             self._objects[name] = value

@@ -164,7 +164,6 @@ def _roc_auc(y: np.ndarray, scores: np.ndarray) -> float:
     """ROC AUC of ``scores`` for labels ``y`` (1 = watermarked): the one AUROC,
     :func:`evalrun.metrics.detection.auroc` (ties count half, as scikit-learn's
     ``roc_auc_score``, which it equals up to float rounding)."""
-
     return auroc(scores[y == 1], scores[y == 0])
 
 
@@ -285,7 +284,6 @@ class Dataset:
 
 
 def _text(store: Store, row: Mapping[str, Any] | sqlite3.Row) -> str | None:
-
     if row["raw_output"] is None or (row["error"] and row["label"] not in ("GRADER_ERROR",)):
         return None
     if is_none(row["attack"]):

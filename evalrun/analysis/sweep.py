@@ -62,7 +62,6 @@ DEFAULT_INNER = (1.0, 2.0, 4.0)
 def grid_points(scheme: str, overrides: Sequence[str]) -> tuple[Spec, list[str]]:
     """The base spec and the canonical spec of every grid point: ``--grid name=v1,v2,...``
     lists replace the registered grid's values for that parameter."""
-
     base = parse_spec(scheme, what="--scheme")
     grid = STRENGTH_GRIDS.get(base.name)
     values: dict[str, tuple[float, ...]] = {grid.outer: grid.outer_values, grid.inner: DEFAULT_INNER}
@@ -97,7 +96,6 @@ def _graded(row: Mapping[str, Any]) -> bool:
 def summarise(rows: Sequence[Mapping[str, Any]], spec: str, method: str, *, seed: int) -> dict[str, Any]:
     """Size, quality degradation and tamper resistance of ``spec`` from stored results (see
     the module docstring). Pure."""
-
     plain = [r for r in rows if r["watermark"] == spec and is_none(r["attack"]) and _graded(r)]
     base = [r for r in rows if is_none(r["watermark"]) and is_none(r["attack"]) and _graded(r)]
     sizes = [row_metadata(r).get("size") for r in plain]
@@ -133,7 +131,6 @@ def choose(configs: Sequence[Mapping[str, Any]], *, max_degradation: float, min_
 
 def remeasure_key(key: str, i: int) -> str:
     """The i-th re-measurement key, derived from the run's key (used, never stored)."""
-
     return sha256_hex("sweep-remeasure", key, i)
 
 
@@ -151,7 +148,6 @@ def sweep(store: Store, pack: Pack, options: RunOptions, *, scheme: str, grid_ov
           max_degradation: float, min_tamper: float, remeasure: int = 2, argv: Sequence[str] = (),
           progress: Any = None) -> dict[str, Any]:
     """The sweep of the module docstring; stored as an analysis (kind ``sweep``) and returned."""
-
     if len(options.judges) != 1:
         raise EvalrunError("--judge: sweep needs exactly one quality judge, e.g. perplexity:embedded (offline) or "
                            "rating:<model>")

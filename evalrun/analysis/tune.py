@@ -119,7 +119,6 @@ Measure = Callable[[str], Trial]
 
 def candidate_spec(base: Spec, grid: StrengthGrid, outer: float, inner: float) -> str:
     """The canonical spec of one grid point (``base``'s other parameters kept)."""
-
     params = {**base.params, grid.outer: f"{outer:g}", grid.inner: f"{round(inner, grid.decimals):g}"}
     scheme = parse_watermark(Spec(name=base.name, params=params).canonical())
     assert scheme is not None
@@ -231,7 +230,6 @@ class StoreMeasure:
 
 def detected_at(evidence: Mapping[str, Any], z_threshold: float) -> bool:
     """Whether a watermarked result's stored evidence is a detection at ``z_threshold``."""
-
     return is_detected(evidence.get("z_score"), float(evidence["p_value"]), threshold=z_tail(z_threshold),
                        z_threshold=z_threshold)
 
@@ -262,7 +260,6 @@ def tune(store: Store, pack: Pack, options: RunOptions, *, scheme: str, target: 
          progress: Callable[[Trial], None] | None = None) -> dict[str, Any]:
     """Run the search on ``pack`` with the one model of ``options``; store it as an analysis
     and return what ``--json`` writes: ``{"watermark", "tpr", "tried", ...}``."""
-
     base, grid = plan_search(scheme, grid_overrides, target=target, z_threshold=z_threshold, steps=steps,
                              tolerance=tolerance)
     start = time.perf_counter()
@@ -290,5 +287,4 @@ def tune(store: Store, pack: Pack, options: RunOptions, *, scheme: str, target: 
 
 
 def _max_tokens(pack: Pack, options: RunOptions) -> int:
-
     return params_for(options, pack).max_tokens

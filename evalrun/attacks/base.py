@@ -59,7 +59,6 @@ def text_attack(name: str, *, keys: tuple[str, ...] | frozenset[str] = (), rando
     """Register ``fn(text, spec, rng) -> text`` as the attack ``name`` (its docstring's first
     line becomes the description). ``registry=None`` only builds the definition, for a
     third-party entry point."""
-
     def wrap(fn: TextFn) -> AttackDef:
         doc = (fn.__doc__ or "").strip().splitlines()
         definition = AttackDef(name=name, keys=frozenset(keys), fn=fn, random=random,

@@ -83,7 +83,6 @@ TRANSLATE = ATTACKS.register("translate", ModelAttackDef(
 def bind(definition: ModelAttackDef, text: str) -> ModelAttack:
     """``<name>:<leading args>:<model-spec>`` -> a bound attack whose name is canonical (the
     model's identity, without options that only change how it runs)."""
-
     name, _, rest = text.strip().partition(":")
     parts = rest.split(":", len(definition.leading))
     if len(parts) <= len(definition.leading) or not all(parts):

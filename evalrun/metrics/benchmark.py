@@ -139,7 +139,6 @@ def _z_threshold(rows: Iterable[Row]) -> float | None:
 
 def _detected(evidence: Mapping[str, Any], threshold: float, z_threshold: float | None) -> bool:
     """The grader's one rule (:func:`evalrun.pack.detection_grader.is_detected`) on stored evidence."""
-
     return is_detected(evidence.get("z_score"), float(evidence["p_value"]), threshold=threshold,
                        z_threshold=z_threshold)
 

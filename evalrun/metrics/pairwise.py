@@ -89,7 +89,6 @@ class PairAnswer:
 
 def pairwise_methods(methods: Iterable[str]) -> list[str]:
     """The methods among ``methods`` whose judge is a pairwise one (known to this install)."""
-
     out = []
     for m in sorted(set(methods)):
         try:
@@ -102,7 +101,6 @@ def pairwise_methods(methods: Iterable[str]) -> list[str]:
 
 def pair_answers(store: Store, rows: Sequence[Mapping[str, Any]]) -> list[PairAnswer]:
     """Every stored pairwise answer about two results of ``rows`` (a selection), parsed."""
-
     if not store.has_table("judgements"):
         return []
     methods = pairwise_methods(m for (m,) in store.conn.execute("SELECT DISTINCT method FROM judgements"))
@@ -218,5 +216,4 @@ def preference_records(answers: Sequence[PairAnswer]) -> list[MetricRecord]:
 
 
 def _criteria() -> tuple[str, ...]:
-
     return CRITERIA

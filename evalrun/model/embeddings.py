@@ -35,7 +35,6 @@ def text_digest(text: str) -> str:
 
 def embedder_identity(spec: str, *, base_url: str | None = None) -> str:
     """What the cache is keyed by besides the text: ``<model identity>|<revision>``."""
-
     parsed = parse_model(spec)
     revision = provider_kind(parsed.name).revision(parsed, None, SimpleNamespace(base_url=base_url))
     return f"{parsed.identity()}|{revision}" if revision else parsed.identity()
@@ -45,7 +44,6 @@ def embed_texts(store: Store, spec: str, texts: Sequence[str], *, base_url: str 
                 make: Callable[..., Any] | None = None) -> tuple[np.ndarray, int]:
     """``(vectors [len(texts), dim], number of texts newly embedded)``: cached vectors are read,
     the others computed by the embedder's provider in one call and stored."""
-
     check_model(spec)
     identity = embedder_identity(spec, base_url=base_url)
     digests = [text_digest(t) for t in texts]

@@ -68,7 +68,6 @@ class GenerationRequest:
     @property
     def sample_seed(self) -> int:
         """Per-repetition seed so repetitions are distinct yet reproducible generations."""
-
         return stable_int(self.params.seed, self.repetition, self.pack, self.case_id)
 
 

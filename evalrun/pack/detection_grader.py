@@ -114,7 +114,6 @@ def prepare_detection(batch: Sequence[tuple[Mapping[str, Any], str, GradeContext
     ``prefix_p_values_many``, equal text by text to the single-text methods), everything the
     coming :func:`grade_detection` calls will ask for. Items the grader would refuse are
     left to it; a group whose batched call fails is left to the item-by-item path."""
-
     groups: dict[tuple[str, int, str, float], dict[tuple[int, ...], None]] = {}
     for _case, _output, context in batch:
         vocab_size = context.extra.get("vocab_size")
@@ -182,7 +181,6 @@ def grade_with_generation_metric(case: Mapping[str, Any], output: str, context: 
     """:func:`grade_detection`, with the output's generation metric (WaterBench's GM)
     against ``case["reference"]`` in the metadata: ``gm`` (None when the case's ``gm_metric``
     is ``none``) and ``gm_metric``."""
-
     grade = grade_detection(case, output, context)
     name = case.get("gm_metric", "none")
     if name != "none" and name not in OVERLAP_METRICS:

@@ -359,7 +359,6 @@ def load_cases(cases_dir: Path, schema: Mapping[str, Any],
     """Load and validate every case; invalid ones become errors, duplicates are errors, and so
     are cases over ``max_bytes`` (a .json file, or one line of a .jsonl file), which are
     never read into memory whole."""
-
     def over(size: int) -> str:
         return (f"case of {size:,} bytes is over the limit of {max_bytes:,} bytes per case"
                 " (max_case_bytes in pack.toml)")

@@ -312,7 +312,6 @@ def pytest_args_for(values: Mapping[str, Any]) -> list[str]:
 
 def expand_suites(suites: Iterable[str]) -> list[str]:
     """Attack specs of ``--attack-suite NAME[:placeholder=value,...]`` arguments."""
-
     out: list[str] = []
     for text in suites:
         name, sep, rest = text.partition(":")
@@ -323,7 +322,6 @@ def expand_suites(suites: Iterable[str]) -> list[str]:
 
 def parse_judge(text: str) -> tuple[str, str]:
     """``<method>:<model-spec>`` -> (method, model spec), both checked (nothing loaded)."""
-
     method, sep, model = text.partition(":")
     if not sep or not model:
         raise EvalrunError(f"--judge {text}: expected <method>:<model-spec>, e.g. perplexity:embedded")
@@ -345,7 +343,6 @@ def check_options(options: RunOptions) -> None:
 def run_options(values: Mapping[str, Any], *, default_models: Sequence[str]) -> RunOptions:
     """RunOptions from resolved option values: specs canonical and checked, suites expanded,
     provider options merged into each model's spec."""
-
     model_args = parse_model_args(values.get("model_args") or ())
     models = [parse_model(m, model_args).full() for m in (values.get("models") or default_models)]
     watermarks = []

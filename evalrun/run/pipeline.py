@@ -77,7 +77,6 @@ def run_stages(items: Sequence[Item], store: Store, run_id: str, options: RunOpt
                show_progress: bool = False) -> StagesSummary:
     """Generate, transform and judge everything ``items`` need, then let their graders prepare
     (e.g. batched detection). ``factory`` builds a provider from a model spec."""
-
     def bar(title: str) -> ProgressBar | None:
         return ProgressBar(f"evalrun: {title}", stream=sys.stderr) if show_progress else None
 

@@ -136,7 +136,6 @@ def make_items(pack: Pack, options: RunOptions, *, models: Sequence[str] | None 
 
 def prompt_rewrite(attack: str) -> Any:
     """The prompt rewrite of a prompt attack (``emoji``), else None."""
-
     parsed = parse_attack(attack)
     return parsed.definition.prompt if isinstance(parsed, Attack) else None
 

@@ -44,7 +44,6 @@ class _Worker:
     """One provider (or none), built once in the actor's process; runs tasks on chunks."""
 
     def __init__(self, model: str | None, provider_options: Mapping[str, Any]) -> None:
-
         self.provider = make_provider(model, **provider_options) if model is not None else None
 
     def batch_size(self) -> int:

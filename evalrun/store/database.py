@@ -195,7 +195,6 @@ def _v2_to_v3(conn: sqlite3.Connection) -> None:
     ``random_letters`` and old rows are renamed (their item keys follow), so a new run's
     ``swap`` (MarkMyWords' attack) never reuses an old result.
     """
-
     for stmt in filter(str.strip, _STAGE_TABLES.split(";")):
         conn.execute(stmt)
     conn.execute("ALTER TABLE results ADD COLUMN metadata_json TEXT")
@@ -225,7 +224,6 @@ def _v3_to_v4(conn: sqlite3.Connection) -> None:
 def transform_key(gen_key: str, attack: str, revision: str = "") -> str:
     """Key of one attack applied to one generation: everything that decides its output
     (``revision``: the attack model's, for model attacks)."""
-
     return sha256_hex("transform", gen_key, attack, revision)
 
 

@@ -19,7 +19,6 @@ COMMANDS = ("watermark-data", "unlearning")
 
 
 def _secret(args: argparse.Namespace) -> str | None:
-
     return args.key or os.environ.get(KEY_ENV) or None
 
 
@@ -61,7 +60,6 @@ def unlearning_parser() -> argparse.ArgumentParser:
 
 
 def cmd_watermark_data(argv: Sequence[str]) -> int:
-
     args = watermark_data_parser().parse_args(argv)
     if args.max_tokens < 1:
         raise EvalrunError(f"--max-tokens {args.max_tokens}: must be at least 1")
@@ -83,7 +81,6 @@ def cmd_watermark_data(argv: Sequence[str]) -> int:
 
 
 def cmd_unlearning(argv: Sequence[str], write_report: Callable[..., dict[str, Any]]) -> int:
-
     args = unlearning_parser().parse_args(argv)
     headline = run_demo(Path(args.out), quick=args.quick, secret=_secret(args), d4=args.d4,
                         seed=args.seed, threads=args.threads, log=lambda s: print(s, file=sys.stderr),

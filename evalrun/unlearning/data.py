@@ -162,7 +162,6 @@ def watermark_data(records: Sequence[Mapping[str, Any]], *, model: str, watermar
     """Watermark each record under its owner's Waterfall id with ``model``; append one JSON
     line per record to ``out`` as soon as its batch ends; return all lines (old and new)
     in the order of ``records``."""
-
     if mode not in MODES:
         raise EvalrunError(f"--mode {mode}: unknown; known: {', '.join(sorted(MODES))}")
     scheme = parse_watermark(watermark)

@@ -121,7 +121,6 @@ def duplicates(points: list[dict[str, Any]], config: DemoConfig) -> list[dict[st
 
 def write_pack(out: Path, cases: list[dict[str, Any]]) -> Path:
     """The shipped ``waterdrum`` pack with this experiment's cases (same grader and settings)."""
-
     shipped = shipped_packs_dir() / "waterdrum"
     out.mkdir(parents=True, exist_ok=True)
     for name in ("pack.toml", "case.schema.json", "grader.py"):
@@ -154,7 +153,6 @@ def run_pack(pack: Path, models: list[Path], db: Path, config: DemoConfig,
 
 def store_scores(db: Path) -> dict[str, dict[str, dict[str, float]]]:
     """Per model identity, :func:`point_scores` of its waterdrum results."""
-
     with Store(str(db), readonly=True, what="--db") as store:
         cur = store.conn.execute("SELECT * FROM results WHERE pack = 'waterdrum'")
         names = [d[0] for d in cur.description]

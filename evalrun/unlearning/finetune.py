@@ -59,7 +59,6 @@ def load(model_dir: str | Path) -> tuple[Any, Any]:
 
 def sequences(tokenizer: Any, points: Sequence[Mapping[str, Any]]) -> list[tuple[list[int], int]]:
     """``(token ids, prompt length)`` per data point: rendered query + completion + EOS."""
-
     out = []
     for p in points:
         prompt = encode_prompt(tokenizer, Prompt(system=None, user=str(p["prompt"])))

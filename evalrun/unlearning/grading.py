@@ -29,7 +29,6 @@ DEFAULT_THRESHOLD = 0.05
 
 def verifier(settings: Mapping[str, Any]) -> Any:
     """The Waterfall scheme the pack verifies with (``k_p``, ``n_gram`` of pack.toml)."""
-
     return Waterfall(k_p=int(settings.get("k_p", DEFAULT_K_P)),
                      n_gram=int(settings.get("n_gram", DEFAULT_N_GRAM)))
 

@@ -489,14 +489,12 @@ class EmbeddedKind(HFKind):
     needs_arg = False
 
     def _path(self, spec: ModelSpec) -> str:
-
         if spec.arg is not None and spec.arg != EMBEDDED_NAME:
             raise SpecError(f"--model {spec}: the embedded model is {EMBEDDED_NAME!r} "
                             f"(use `embedded` or `embedded:{EMBEDDED_NAME}`)")
         return str(embedded_model_path())
 
     def make(self, spec: ModelSpec, *, task: str | None = None, **_: Any) -> Any:
-
         if task == "embed":
             return HFEncoder(self._path(spec), spec=spec.identity(), **spec.typed_options())
         return HFProvider(self._path(spec), spec=spec.identity(), served_model=EMBEDDED_NAME,

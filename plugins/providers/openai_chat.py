@@ -492,7 +492,6 @@ class OpenAIKind(ProviderKind):
     }
 
     def revision(self, spec: ModelSpec, pack: PackFiles | None, options: RunSettings) -> str:
-
         return redact_url(options.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1")
 
     def make(self, spec: ModelSpec, *, base_url: str | None = None, concurrency: int = 16,
