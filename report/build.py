@@ -8,7 +8,7 @@ from typing import Callable, NamedTuple, Sequence
 from evalrun._util.errors import EvalrunError
 from evalrun.metrics.aggregates import MetricRecord, compute, write_metrics_json
 from evalrun.report import benchmark, charts, quality, tables
-from evalrun.report.data import PackView, ReportData, Result, default_view, is_detection_view, load
+from evalrun.report.data import PackView, ReportData, Result, default_view, is_detection_view, load, slug
 from evalrun.report.document import Block, Document, Figure, Paragraph, Section, render_html, render_markdown
 
 
@@ -89,7 +89,7 @@ def compose(data: ReportData, out: Path, records: Sequence[MetricRecord] | None 
         view = data.view(pack)
         sections += _pack_sections(view, items, out)
         appendix.append(Section(
-            f"Per-case results: {view.title}", f"appendix-{tables.slug(pack)}", 3,
+            f"Per-case results: {view.title}", f"appendix-{slug(pack)}", 3,
             [tables.per_case(view, items)]))
         if is_detection_view(view):
             detection[pack] = items
@@ -109,7 +109,7 @@ def compose(data: ReportData, out: Path, records: Sequence[MetricRecord] | None 
         crashed = tables.grader_errors(view, items)
         if crashed is not None:
             blocks.insert(0, crashed)
-        sections.append(Section(f"Failures: {view.title}", f"failures-{tables.slug(pack)}", 3,
+        sections.append(Section(f"Failures: {view.title}", f"failures-{slug(pack)}", 3,
                                 blocks))
     sections.append(Section("Provenance", "provenance-section", 2, [
         Paragraph("Runs whose results this report covers (a run may reuse results cached by "
@@ -125,25 +125,28 @@ def compose(data: ReportData, out: Path, records: Sequence[MetricRecord] | None 
     return Document(title="evalrun report", intro=intro, sections=sections)
 
 
+#: the non-chart blocks a view's ``blocks`` may name
+BLOCKS: dict[str, Callable[[PackView, list[Result]], Block]] = {
+    "label_summary": tables.label_summary,
+    "group_breakdown": tables.group_breakdown,
+    "detection_note": lambda view, items: Paragraph(DETECTION_NOTE),
+    "generic_note": lambda view, items: Paragraph(f"Pack {view.name}: generic summary (no pack-specific view)."),
+}
+
+
 def _block(name: str, view: PackView, items: list[Result], out: Path) -> Block:
     """One block of a pack's section, named in its view's ``blocks``."""
-    if name == "label_summary":
-        return tables.label_summary(view, items)
-    if name == "group_breakdown":
-        return tables.group_breakdown(view, items)
-    if name == "detection_note":
-        return Paragraph(DETECTION_NOTE)
-    if name == "generic_note":
-        return Paragraph(f"Pack {view.name}: generic summary (no pack-specific view).")
     if name in CHARTS:
         chart = CHARTS[name]
         return _chart(chart.draw, view, items, out, f"{view.chart_prefix}{name}.png", chart.alt)
-    known = ", ".join(["label_summary", "group_breakdown", "detection_note", "generic_note", *CHARTS])
-    raise EvalrunError(f"report view of pack {view.name}: unknown block {name!r}; known: {known}")
+    if name not in BLOCKS:
+        raise EvalrunError(f"report view of pack {view.name}: unknown block {name!r}; "
+                           f"known: {', '.join([*BLOCKS, *CHARTS])}")
+    return BLOCKS[name](view, items)
 
 
 def _pack_sections(view: PackView, items: list[Result], out: Path) -> list[Section]:
-    sid = tables.slug(view.name)
+    sid = slug(view.name)
     blocks: list[Block] = [_block(name, view, items, out) for name in view.blocks]
     known = set(view.labels) if view.success else set()
     if not view.success or {r.label for r in items if r.graded} - known:

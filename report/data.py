@@ -286,10 +286,11 @@ def view_for(pack: str, items: Sequence[Result], report_view: str | None = None)
         raise EvalrunError(f"pack {pack}: {exc}") from None
     if view.name == pack:
         return view
-    return replace(view, name=pack, title=f"{view.title} ({pack})", chart_prefix=f"{_slug(pack)}-")
+    return replace(view, name=pack, title=f"{view.title} ({pack})", chart_prefix=f"{slug(pack)}-")
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
+    """A name as an id or file-name part: lower case, runs of other characters as ``-``."""
     return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
 
 

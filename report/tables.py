@@ -23,7 +23,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from evalrun.metrics import aggregates, stats
-from evalrun.report.data import PackView, ReportData, Result, systems
+from evalrun.report.data import PackView, ReportData, Result, slug, systems
 from evalrun.report.document import Example, Table
 from evalrun.store.database import run_status
 
@@ -55,10 +55,6 @@ def shorten(text: str | None, limit: int) -> str:
         return NA
     text = str(text)
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def slug(text: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
 
 
 # -- shared aggregates ---------------------------------------------------------------------
