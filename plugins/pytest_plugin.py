@@ -13,12 +13,13 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import sys
 import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping, Sequence
 
 import pytest
 
@@ -157,7 +158,7 @@ def _state_from(config: pytest.Config, values: dict[str, Any]) -> EvalrunState:
     options = run_options(values, default_models=("reference",))
     for model in options.models:
         check_model(model)
-        check_watermark_support(model, options.watermarks)
+        check_watermark_support(model, options.watermarks, elsewhere=True)
     workerinput = getattr(config, "workerinput", None)
     db = Path(values["db"])
     if not db.is_absolute():
@@ -414,7 +415,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
     def factory(model: str) -> Provider:
         try:
-            return make_provider(model, base_url=options.base_url, concurrency=options.concurrency)
+            return make_provider(model, base_url=options.base_url, concurrency=options.concurrency,
+                                 vocab_size=options.vocab_size)
         except EvalrunError as exc:
             raise pytest.UsageError(str(exc)) from None
 
@@ -425,7 +427,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             with make_executor(options.executor, ray_address=options.ray_address,
                                workers=options.executor_workers,
                                provider_options={"base_url": options.base_url,
-                                                 "concurrency": options.concurrency}) as executor:
+                                                 "concurrency": options.concurrency,
+                                                 "vocab_size": options.vocab_size}) as executor:
                 summary = run_stages(items, store, state.run_id, options, factory, executor=executor,
                                      show_progress=show)
         except EvalrunError as exc:  # e.g. a provider refusing the run; stored results stay
@@ -483,8 +486,36 @@ class SummarySink:
 
     def __init__(self) -> None:
         self.lines: list[str] = []
+        #: one line per distinct error of the run's results, for stderr
+        self.error_lines: list[str] = []
         #: the run's mean score, ungraded results counting 0 (what --fail-under compares)
         self.mean: float | None = None
+
+
+#: distinct error messages shown on stderr at the end of a run (the report has them all)
+MAX_ERROR_LINES = 10
+#: the case a grader error names (:func:`evalrun.run.stages.grade.grader_error`)
+_CASE_SUFFIX = re.compile(r" \(case [^()]*\)$")
+
+
+def error_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per distinct error message of ``rows`` (generation, attack or grader), with
+    how many results it ended, most frequent first: a failure that repeats per item is said
+    once. The case a grader error names is left out of the message, so that equal failures
+    of different cases count together."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        if r["error"] is None:
+            continue
+        kind = {GRADER_ERROR: "grader", ATTACK_ERROR: "attack"}.get(r["label"], "generation")
+        message = f"{kind} error: {_CASE_SUFFIX.sub('', str(r['error']))}"
+        counts[message] = counts.get(message, 0) + 1
+    ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    lines = [f"evalrun: {n} result(s): {message}" for message, n in ordered[:MAX_ERROR_LINES]]
+    if len(ordered) > MAX_ERROR_LINES:
+        lines.append(f"evalrun: ... and {len(ordered) - MAX_ERROR_LINES} more distinct error message(s); the"
+                     " report lists every failed result")
+    return lines
 
 
 def _closing_lines(state: EvalrunState, graded: int, cases: int, labels: dict[str, int],
@@ -567,10 +598,14 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.write_line(f"report: evalrun report --db {state.db} --out reports/")
     terminalreporter.write_line(f"metrics: {metrics}")
     closing = _closing_lines(state, graded_n, cases, totals, gen_errors, grader_errors)
+    errors_seen = error_lines(rows)
     sinks = [p for p in config.pluginmanager.get_plugins() if isinstance(p, SummarySink)]
     if sinks:
         sinks[0].lines.extend(closing)
+        sinks[0].error_lines.extend(errors_seen)
         sinks[0].mean = run_mean
     else:
         for line in closing:
             terminalreporter.write_line(line)
+        for line in errors_seen:
+            print(line, file=sys.stderr)

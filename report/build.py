@@ -82,6 +82,11 @@ def compose(data: ReportData, out: Path, records: Sequence[MetricRecord] | None 
         "each case's repetitions first (a result without a grade counting 0) and carry 95% bootstrap intervals over cases "
         "(2000 resamples, fixed seed). Errors are counted apart from every label.",
     ]
+    elsewhere = sorted({(r.row["model"], r.row["watermark"]) for r in data.results if r.watermarked_elsewhere})
+    if elsewhere:
+        intro.append("Watermarks applied outside evalrun (a replay file's outputs, an API server's): evalrun "
+                     "detected them only, on the token ids of the run's tokenizer: "
+                     + "; ".join(f"{model} under {watermark}" for model, watermark in elsewhere) + ".")
     sections: list[Section] = []
     appendix: list[Section] = []
     detection: dict[str, list[Result]] = {}

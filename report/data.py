@@ -14,6 +14,7 @@ from evalrun._util.registry import Registry
 from evalrun.metrics.benchmark import is_detection
 from evalrun.metrics.judgements import with_judgements
 from evalrun.metrics.quality_records import distinguish_analyses, quality_records, sweep_analyses, tune_analyses
+from evalrun.model.generation import WATERMARKED_ELSEWHERE
 from evalrun.pack.loading import PACK_FILE, declared_report_view, discover_packs
 from evalrun.report.export import open_store, select_rows
 from evalrun.store.database import ATTACK_ERROR, GRADER_ERROR
@@ -124,6 +125,12 @@ class Result:
     @property
     def graded(self) -> bool:
         return self.row["error"] is None and self.row["label"] is not None
+
+    @property
+    def watermarked_elsewhere(self) -> bool:
+        """Its watermark was applied outside evalrun (a replay file, an API server): detected only."""
+        extra = json.loads(self.row["extra_json"]) if self.row.get("extra_json") else {}
+        return all(extra.get(k) == v for k, v in WATERMARKED_ELSEWHERE.items())
 
     @property
     def grader_error(self) -> bool:

@@ -29,6 +29,7 @@ import numpy as np
 
 from evalrun._util.errors import EvalrunError
 from evalrun._util.token_lines import decode_lines
+from evalrun.model.tokenization import model_vocab_size
 from evalrun.watermark.base import WatermarkScheme
 from evalrun.watermark.registry import KEY_ENV, parse_watermark
 
@@ -76,13 +77,7 @@ def load_tokenizer(path: str) -> tuple[Any, int]:
         hf = AutoTokenizer.from_pretrained(str(p), local_files_only=True)
     except Exception as exc:  # tokenizers/transformers raise many kinds; one line names the path
         raise EvalrunError(f"--tokenizer {path}: cannot load ({type(exc).__name__}: {exc})") from None
-    vocab_size = len(hf)
-    config = p / "config.json"
-    if config.is_file():
-        try:
-            vocab_size = int(json.loads(config.read_text(encoding="utf-8")).get("vocab_size", vocab_size))
-        except (ValueError, TypeError):
-            raise EvalrunError(f"{config}: vocab_size is not an integer") from None
+    vocab_size = model_vocab_size(p, len(hf))
     return (lambda text: hf.encode(text, add_special_tokens=False)), vocab_size
 
 

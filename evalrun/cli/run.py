@@ -76,9 +76,12 @@ def _run_values(args: argparse.Namespace, models: list[str] | None) -> dict:
     options = run_options(values, default_models=("embedded",))
     values["models"] = list(options.models)
     values["model_args"] = None  # merged into each model's spec
+    values["watermarks"] = list(options.watermarks)  # a replay file's own, when none is given
     for m in options.models:
         check_model(m)
-        check_watermark_support(m, options.watermarks)
+        note = check_watermark_support(m, options.watermarks, elsewhere=True)
+        if note:
+            print(f"evalrun: {note}", file=sys.stderr)
     report = values["report"]
     if report and Path(report).exists() and not Path(report).is_dir():
         raise EvalrunError(f"--report {report}: exists and is not a directory")
@@ -96,6 +99,8 @@ def run_packs(args: argparse.Namespace, user_argv: list[str], models: list[str] 
     code = int(pytest.main(_pytest_args(args, values, run_id, user_argv), plugins=[sink]))
     for line in sink.lines:  # after everything pytest printed
         print(line)
+    for line in sink.error_lines:
+        print(line, file=sys.stderr)
     if values["report"] and code in (0, 1):
         # evalrun.report loads matplotlib (~1 s): only for a run that asks for a report
         from evalrun.report import build_report

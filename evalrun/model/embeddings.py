@@ -36,7 +36,7 @@ def text_digest(text: str) -> str:
 def embedder_identity(spec: str, *, base_url: str | None = None) -> str:
     """What the cache is keyed by besides the text: ``<model identity>|<revision>``."""
     parsed = parse_model(spec)
-    revision = provider_kind(parsed.name).revision(parsed, None, SimpleNamespace(base_url=base_url))
+    revision = provider_kind(parsed.name).revision(parsed, None, SimpleNamespace(base_url=base_url, vocab_size=None))
     return f"{parsed.identity()}|{revision}" if revision else parsed.identity()
 
 

@@ -89,6 +89,10 @@ class Generation:
 
 ResultSink = Callable[[GenerationRequest, Generation], None]
 
+#: the extra fields of an output that carries a watermark evalrun did not apply (a replay
+#: file's, an API server's): the run detects it only, and the report says so
+WATERMARKED_ELSEWHERE: Mapping[str, str] = {"watermark_origin": "outside evalrun"}
+
 
 class Provider(Protocol):
     """A model behind one interface. ``generate`` must call ``sink`` once per request, as

@@ -41,10 +41,14 @@ class PackFiles(Protocol):
 
 
 class RunSettings(Protocol):
-    """What a provider may read of the run's options (an API endpoint)."""
+    """What a provider may read of the run's options (an API endpoint, the vocabulary of
+    token ids produced elsewhere)."""
 
     @property
     def base_url(self) -> str | None: ...
+
+    @property
+    def vocab_size(self) -> int | None: ...
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,9 @@ class ProviderKind(ABC):
     needs_arg: bool = True
     #: whether it has logits to apply a watermark to
     logits: bool = False
+    #: whether its outputs may carry a watermark applied outside evalrun (a replay file, a
+    #: server that watermarks on its side): a ``--watermark`` is then detected, not applied
+    detects_only: bool = False
     #: options a spec may carry (``?key=value``) or ``--model-arg`` may set
     options: Mapping[str, ProviderOption] = {}
     #: run options (``base_url``, ``concurrency``) the provider is built with
@@ -129,6 +136,10 @@ class ProviderKind(ABC):
         folded into cache keys: changing it regenerates instead of reusing. ``pack`` is None
         outside a pack (an embedder's identity)."""
         return ""
+
+    def named_watermarks(self, spec: ModelSpec) -> list[str]:
+        """Watermark specs the model's outputs declare (a replay file's lines), canonical."""
+        return []
 
     def tokenizer_dir(self, spec: ModelSpec) -> str | None:
         """A local directory holding the model's tokenizer (to re-tokenize attacked texts),
@@ -192,14 +203,23 @@ def check_model(text: str, model_args: Mapping[str, Mapping[str, str]] | None = 
     return spec
 
 
-def check_watermark_support(model: str, watermarks: Sequence[str]) -> None:
-    """A watermark needs a provider with logits; say so before any model is loaded."""
+def check_watermark_support(model: str, watermarks: Sequence[str], *, elsewhere: bool = False) -> str | None:
+    """A watermark needs a provider with logits or, where ``elsewhere`` allows it (a run, not
+    a strength sweep), one whose outputs were watermarked elsewhere; say so before any model
+    is loaded. Returns a note for the second case: the watermark is detected, not applied."""
     marked = [w for w in watermarks if not is_none(w)]
     spec = parse_model(model)
-    if marked and not provider_kind(spec.name).logits:
-        logit_kinds = [n for n in PROVIDERS.names() if provider_kind(n).logits]
-        raise SpecError(f"--model {model} cannot apply --watermark {marked[0]}: watermarking needs a provider"
-                        f" with logits ({', '.join(logit_kinds)})")
+    kind = provider_kind(spec.name)
+    if not marked or kind.logits:
+        return None
+    if kind.detects_only and elsewhere:
+        return (f"--model {model}: evalrun applies no watermark to its outputs; {', '.join(marked)} "
+                "will be detected in them as produced elsewhere (detect-only)")
+    logit_kinds = [n for n in PROVIDERS.names() if provider_kind(n).logits]
+    others = [n for n in PROVIDERS.names() if provider_kind(n).detects_only]
+    raise SpecError(f"--model {model} cannot apply --watermark {marked[0]}: watermarking needs a provider"
+                    f" with logits ({', '.join(logit_kinds)}); outputs watermarked elsewhere come through"
+                    f" {', '.join(others)}")
 
 
 def make_provider(text: str, **run_options: Any) -> "Provider":

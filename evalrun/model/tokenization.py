@@ -10,6 +10,7 @@ the transform stage can check it has the same tokenizer before it trusts the ids
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -49,13 +50,33 @@ def tokenizer_fingerprint(tokenizer: Any, source: str | Path) -> str:
     return hashlib.sha256(canonical_json(tokenizer.get_vocab()).encode()).hexdigest()
 
 
+def model_vocab_size(source: str | Path, tokenizer_count: int) -> int:
+    """The vocabulary a watermark's green lists are drawn over: the model's logit width.
+
+    A model directory's ``config.json`` ``vocab_size`` wins over the tokenizer's own count,
+    since many models pad their embedding matrix beyond the tokenizer (a detector given the
+    tokenizer's count would draw other green lists than the generator did)."""
+    config = Path(source) / "config.json"
+    if not config.is_file():
+        return tokenizer_count
+    try:
+        value = json.loads(config.read_text(encoding="utf-8")).get("vocab_size", tokenizer_count)
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError) as exc:
+        raise EvalrunError(f"{config}: cannot read vocab_size ({type(exc).__name__}: {exc})") from None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise EvalrunError(f"{config}: vocab_size {value!r} is not a positive integer")
+    return value
+
+
 @dataclass(frozen=True)
 class TextTokenizer:
-    """``encode(text) -> ids`` without special tokens, and the tokenizer's fingerprint."""
+    """``encode(text) -> ids`` without special tokens, the tokenizer's fingerprint, and the
+    vocabulary size its ids index (:func:`model_vocab_size`)."""
 
     encode: Callable[[str], list[int]]
     fingerprint: str
     source: str
+    vocab_size: int
 
 
 @lru_cache(maxsize=8)
@@ -74,4 +95,5 @@ def load_tokenizer(source: str) -> TextTokenizer:
     def encode(text: str) -> list[int]:
         return list(tok.encode(text, add_special_tokens=False))
 
-    return TextTokenizer(encode=encode, fingerprint=tokenizer_fingerprint(tok, source), source=source)
+    return TextTokenizer(encode=encode, fingerprint=tokenizer_fingerprint(tok, source), source=source,
+                         vocab_size=model_vocab_size(source, len(tok)))

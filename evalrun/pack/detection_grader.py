@@ -151,18 +151,20 @@ def grade_detection(case: Mapping[str, Any], output: str, context: GradeContext)
     rule: dict[str, Any] = {"threshold": threshold}
     if z_threshold is not None:
         rule["z_threshold"] = z_threshold
+    marked = not is_none(context.watermark)
+    specs = _specs(context)
+    if not specs:  # an unwatermarked output with nothing to detect: no ids or key needed
+        return Grade(0.0, NOT_DETECTED, "no watermark in this pack and model to detect",
+                     {**rule, "detections": {}})
     if context.token_ids is None:
         raise ValueError(f"no token ids to detect on: {context.token_note or 'the store holds none'}")
     vocab_size = context.extra.get("vocab_size")
     if not isinstance(vocab_size, int):
-        raise ValueError("the stored output does not record its model's vocab_size, which detection needs")
+        raise ValueError("the stored output does not record the vocabulary size its token ids index, which "
+                         "detection needs: pass --vocab-size N (or --tokenizer PATH) for outputs produced"
+                         " outside evalrun")
     if not context.key:
         raise ValueError("detection needs the watermark key (--key or EVALRUN_WATERMARK_KEY)")
-    marked = not is_none(context.watermark)
-    specs = _specs(context)
-    if not specs:
-        return Grade(0.0, NOT_DETECTED, "no watermark in this pack and model to detect",
-                     {**rule, "detections": {}})
     found = {spec: _detect(spec, context.token_ids, context.key, vocab_size, threshold, z_threshold)
              for spec in specs}
     if marked:

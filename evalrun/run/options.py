@@ -19,7 +19,7 @@ from evalrun._util.specs import is_none, parse_spec
 from evalrun.attacks import canonical_attack
 from evalrun.attacks.suites import read_suite
 from evalrun.judges import get_judge
-from evalrun.model.providers import parse_model
+from evalrun.model.providers import parse_model, provider_kind
 from evalrun.run.executors import EXECUTORS
 from evalrun.watermark.registry import KEY_ENV, parse_watermark
 
@@ -68,6 +68,10 @@ class Option:
         return None if self.toml is None else (self.toml or self.name)
 
 
+#: the largest --vocab-size taken (well above any released model's, ~262k)
+MAX_VOCAB_SIZE = 1 << 24
+
+
 def _at_least(lo: float) -> Callable[[Any], str | None]:
     return lambda v: None if v is None or v >= lo else f"must be at least {lo:g}"
 
@@ -114,8 +118,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("db", str, "results database (default results.sqlite)", default="results.sqlite", flag="--out",
            metavar="PATH", pytest_name="--evalrun-db"),
     Option("base_url", str, "OpenAI-compatible server (default: $OPENAI_BASE_URL)"),
-    Option("tokenizer", str, "local tokenizer directory for API models, so attacked and generated texts "
-           "get token ids (detection needs them)", metavar="PATH"),
+    Option("tokenizer", str, "local tokenizer directory for API and replay models, so attacked and generated "
+           "texts get token ids (detection needs them)", metavar="PATH"),
+    Option("vocab_size", int, "vocabulary size that outputs produced outside evalrun were watermarked over (the "
+           "model's logit width; default: the --tokenizer directory's config.json vocab_size, else its "
+           "tokenizer's size)", metavar="N", check=_between(1, MAX_VOCAB_SIZE)),
     Option("concurrency", int, "concurrent API requests per model (default 32; lowered automatically on "
            "HTTP 429)", default=32, check=_at_least(1)),
     Option("packs_dirs", str, "extra pack directory, repeatable", many=True, metavar="DIR",
@@ -165,6 +172,8 @@ class RunOptions:
     base_url: str | None = None
     concurrency: int = 32
     tokenizer: str | None = None
+    #: vocabulary of token ids produced outside evalrun (None: the tokenizer's)
+    vocab_size: int | None = None
     #: provider name -> {option: value} applied to every model of that provider
     model_args: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     #: (judge method, judge model spec) pairs run after the transform stage
@@ -186,6 +195,7 @@ class RunOptions:
             "max_tokens": self.max_tokens, "seed": self.seed, "concurrency": self.concurrency,
             "tokenizer": self.tokenizer, "judges": [f"{m}:{j}" for m, j in self.judges],
             "model_args": {k: dict(v) for k, v in sorted(self.model_args.items())},
+            **({"vocab_size": self.vocab_size} if self.vocab_size is not None else {}),
         }
 
     def resolved_key(self) -> str | None:
@@ -340,13 +350,23 @@ def check_options(options: RunOptions) -> None:
             scheme.check_key(options.resolved_key() or "")
 
 
+def named_watermarks(models: Sequence[str]) -> list[str]:
+    """The watermarks the models' outputs say they carry (a replay file's ``"watermark"``
+    fields): a run's watermarks when ``--watermark`` is not given."""
+    named: list[str] = []
+    for model in models:
+        spec = parse_model(model)
+        named += provider_kind(spec.name).named_watermarks(spec)
+    return list(dict.fromkeys(named))
+
+
 def run_options(values: Mapping[str, Any], *, default_models: Sequence[str]) -> RunOptions:
     """RunOptions from resolved option values: specs canonical and checked, suites expanded,
     provider options merged into each model's spec."""
     model_args = parse_model_args(values.get("model_args") or ())
     models = [parse_model(m, model_args).full() for m in (values.get("models") or default_models)]
     watermarks = []
-    for w in values.get("watermarks") or ["none"]:
+    for w in values.get("watermarks") or named_watermarks(models) or ["none"]:
         scheme = parse_watermark(w)
         watermarks.append("none" if scheme is None else scheme.spec.canonical())
     attack_specs = [*(values.get("attacks") or ()), *expand_suites(values.get("attack_suite") or ())]
@@ -356,7 +376,7 @@ def run_options(values: Mapping[str, Any], *, default_models: Sequence[str]) -> 
         attacks=tuple(dict.fromkeys(attacks)), n=values.get("n", 1), temperature=values.get("temperature"),
         max_tokens=values.get("max_tokens"), seed=values.get("seed", 0), key=values.get("key"),
         base_url=values.get("base_url"), concurrency=values.get("concurrency", 32),
-        tokenizer=values.get("tokenizer"), model_args=model_args,
+        tokenizer=values.get("tokenizer"), vocab_size=values.get("vocab_size"), model_args=model_args,
         judges=tuple(dict.fromkeys(parse_judge(j) for j in values.get("judges") or ())),
         executor=values.get("executor") or "local", ray_address=values.get("ray_address"),
         executor_workers=values.get("executor_workers") or 2, commit_ms=float(values.get("commit_ms") or 0.0),

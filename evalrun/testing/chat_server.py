@@ -1,8 +1,9 @@
-"""A local OpenAI-compatible chat-completions server for tests, benchmarks and CI.
+"""A local OpenAI-compatible server for tests, benchmarks and CI.
 
 It speaks just enough HTTP/1.1 (keep-alive, ``Content-Length`` bodies) over asyncio streams to
-serve ``POST /v1/chat/completions``, ``POST /v1/embeddings`` (a scripted ``embedder``, by
-default :func:`hash_embedding`) and ``GET /v1/models`` to the official ``openai`` client,
+serve ``POST /v1/chat/completions``, ``POST /v1/completions`` (a ``prompt`` string; the
+responder sees it as the body's ``prompt``), ``POST /v1/embeddings`` (a scripted ``embedder``,
+by default :func:`hash_embedding`) and ``GET /v1/models`` to the official ``openai`` client,
 with a scripted reply, a fixed latency and a seeded fault plan::
 
     plan = FaultPlan([FaultRule(Fault.status(429, retry_after="1"), first=1, match="case-3")])
@@ -63,7 +64,15 @@ LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 _MAX_BODY = 32 * 1024 * 1024
 
 
+#: what vLLM's server answers (HTTP 400) to a chat request for a model whose tokenizer has no
+#: chat template; ``ChatServer(chat_template=False)`` answers the same
+NO_CHAT_TEMPLATE = ("As of transformers v4.44, default chat template is no longer allowed, so you must "
+                    "provide a chat template if the tokenizer does not define one.")
+
+
 def _last_user_message(body: Mapping[str, Any]) -> str:
+    if isinstance(body.get("prompt"), str):  # a /completions request
+        return str(body["prompt"])
     for message in reversed(body.get("messages") or []):
         if isinstance(message, Mapping) and message.get("role") == "user":
             content = message.get("content")
@@ -84,9 +93,10 @@ def _count_tokens(text: str) -> int:
 
 
 def _prompt_key(body: Mapping[str, Any]) -> str:
-    """Identity of a logical request: its messages and seed (repetitions differ by seed)."""
+    """Identity of a logical request: its messages (or prompt) and seed (repetitions differ by
+    seed)."""
     return json.dumps(
-        {"messages": body.get("messages"), "seed": body.get("seed")},
+        {"messages": body.get("messages"), "prompt": body.get("prompt"), "seed": body.get("seed")},
         sort_keys=True,
         separators=(",", ":"),
         ensure_ascii=False,
@@ -254,6 +264,8 @@ class ChatServer:
     JSON to reply text (default :func:`echo_responder`); ``latency_s`` is slept per successful
     request; ``faults`` injects errors; ``served_model`` overrides the ``model`` field of
     responses (default: echo the requested model). ``port=0`` picks an ephemeral port.
+    ``chat_template=False`` serves a base model as vLLM does: chat requests get HTTP 400
+    (:data:`NO_CHAT_TEMPLATE`), completions work.
     """
 
     def __init__(
@@ -266,6 +278,7 @@ class ChatServer:
         host: str = "127.0.0.1",
         port: int = 0,
         embedder: Embedder | None = None,
+        chat_template: bool = True,
     ) -> None:
         if host not in LOOPBACK_HOSTS:
             raise ValueError(f"ChatServer binds loopback addresses only {LOOPBACK_HOSTS}, not {host!r}")
@@ -276,6 +289,7 @@ class ChatServer:
         #: texts embedded so far (``/v1/embeddings``), over all requests
         self.texts_embedded = 0
         self.latency_s = latency_s
+        self.chat_template = chat_template
         self.faults = faults
         self.served_model = served_model
         self.host = host
@@ -472,6 +486,11 @@ class ChatServer:
                 return _Response(405, _error_payload(f"{method} not allowed; use POST",
                                                      "invalid_request_error"))
             return await self._chat(headers, body, reader)
+        if path in ("/v1/completions", "/completions"):
+            if method != "POST":
+                return _Response(405, _error_payload(f"{method} not allowed; use POST",
+                                                     "invalid_request_error"))
+            return await self._chat(headers, body, reader, endpoint="completions")
         if path in ("/v1/embeddings", "/embeddings"):
             if method != "POST":
                 return _Response(405, _error_payload(f"{method} not allowed; use POST",
@@ -516,18 +535,24 @@ class ChatServer:
             "data": [{"object": "embedding", "index": i, "embedding": encoded(v)} for i, v in enumerate(vectors)],
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 
-    def _validate(self, body: Any) -> str | None:
+    def _validate(self, body: Any, endpoint: str) -> str | None:
         if not isinstance(body, dict):
             return "request body must be a JSON object"
         if not isinstance(body.get("model"), str) or not body["model"]:
             return "you must provide a model parameter"
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not messages:
-            return "messages must be a non-empty array"
-        for i, m in enumerate(messages):
-            if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant",
-                                                                "developer", "tool"):
-                return f"messages[{i}] must be an object with a valid role"
+        if endpoint == "completions":
+            if not isinstance(body.get("prompt"), str):
+                return "prompt must be a string"
+        else:
+            messages = body.get("messages")
+            if not isinstance(messages, list) or not messages:
+                return "messages must be a non-empty array"
+            for i, m in enumerate(messages):
+                if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant",
+                                                                    "developer", "tool"):
+                    return f"messages[{i}] must be an object with a valid role"
+            if not self.chat_template:
+                return NO_CHAT_TEMPLATE
         if body.get("stream"):
             return "stream=true is not supported by the evalrun test server"
         temperature = body.get("temperature")
@@ -542,7 +567,7 @@ class ChatServer:
         return None
 
     async def _chat(self, headers: Mapping[str, str], raw: bytes,
-                    reader: asyncio.StreamReader) -> _Response | object:
+                    reader: asyncio.StreamReader, endpoint: str = "chat") -> _Response | object:
         started = time.monotonic()
         with self._lock:
             self.requests_seen += 1
@@ -562,7 +587,7 @@ class ChatServer:
                 status = 400
                 return _Response(400, _error_payload(f"invalid JSON body: {exc}",
                                                      "invalid_request_error"))
-            problem = self._validate(body)
+            problem = self._validate(body, endpoint)
             if problem is not None:
                 status = 400
                 return _Response(400, _error_payload(problem, "invalid_request_error"))
@@ -596,7 +621,7 @@ class ChatServer:
                 return _Response(500, _error_payload(
                     f"responder raised {type(exc).__name__}: {exc}", "server_error"))
             status = 200
-            return _Response(200, self._completion(body, text, seq))
+            return _Response(200, self._completion(body, text, seq, endpoint))
         finally:
             with self._lock:
                 self.in_flight -= 1
@@ -614,7 +639,7 @@ class ChatServer:
         except (asyncio.TimeoutError, ConnectionError):
             pass
 
-    def _completion(self, body: Mapping[str, Any], text: str, seq: int) -> dict[str, Any]:
+    def _completion(self, body: Mapping[str, Any], text: str, seq: int, endpoint: str) -> dict[str, Any]:
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
         words = text.split()
         finish = "stop"
@@ -626,19 +651,20 @@ class ChatServer:
             content = message.get("content")
             if isinstance(content, str):
                 prompt_tokens += _count_tokens(content)
+        if endpoint == "completions":
+            prompt_tokens = _count_tokens(body["prompt"])
+            choice: dict[str, Any] = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+        else:
+            choice = {"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
+                      "logprobs": None, "finish_reason": finish}
         completion_tokens = _count_tokens(text)
         return {
-            "id": f"chatcmpl-evalrun-{seq}",
-            "object": "chat.completion",
+            "id": f"{'cmpl' if endpoint == 'completions' else 'chatcmpl'}-evalrun-{seq}",
+            "object": "text_completion" if endpoint == "completions" else "chat.completion",
             "created": int(time.time()),
             "model": self.served_model or body["model"],
             "system_fingerprint": "fp_evalrun_test",
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": text, "refusal": None},
-                "logprobs": None,
-                "finish_reason": finish,
-            }],
+            "choices": [choice],
             "usage": {
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,

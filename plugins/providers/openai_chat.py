@@ -1,4 +1,10 @@
-"""``openai:<model>``: any OpenAI-compatible chat-completions server over HTTP.
+"""``openai:<model>``: any OpenAI-compatible server over HTTP, chat or completions.
+
+``openai:<model>`` sends the prompt as chat messages to ``/chat/completions``;
+``openai:<model>?api=completions`` sends evalrun's own prompt text (system, blank line, user,
+blank line: what a local model without a chat template is given) to ``/completions``, for
+base models and servers without a chat template. A ``--watermark`` with this provider is
+detected, not applied: the server is taken to watermark on its side.
 
 Requests are sent concurrently from one asyncio event loop through the official ``openai``
 client (its own retries switched off). The number of requests in flight follows an AIMD
@@ -28,8 +34,9 @@ from urllib.parse import urlsplit, urlunsplit
 from evalrun._util.errors import EvalrunError
 from evalrun._util.provenance import redact_url
 from evalrun._util.specs import is_none
-from evalrun.model.generation import Generation, GenerationRequest, ResultSink
+from evalrun.model.generation import WATERMARKED_ELSEWHERE, Generation, GenerationRequest, ResultSink
 from evalrun.model.providers import ModelSpec, PackFiles, ProviderKind, ProviderOption, RunSettings
+from evalrun.model.tokenization import render_plain
 
 if TYPE_CHECKING:
     import openai
@@ -37,6 +44,9 @@ if TYPE_CHECKING:
 __all__ = ["KIND", "OpenAIProvider", "AdaptiveLimiter", "parse_retry_after"]
 
 log = logging.getLogger("evalrun.providers.openai")
+
+#: the endpoints ``?api=`` chooses between
+APIS = ("chat", "completions")
 
 LOCAL_PLACEHOLDER_KEY = "evalrun-no-key"
 """Sent when a ``base_url`` is given but no key: local servers (vLLM, llama.cpp, the evalrun
@@ -167,7 +177,8 @@ class _Outcome:
 
 
 class OpenAIProvider:
-    """Chat completions from an OpenAI-compatible endpoint (see the module docstring)."""
+    """Chat completions or completions from an OpenAI-compatible endpoint (see the module
+    docstring)."""
 
     supports_watermark = False
 
@@ -183,7 +194,10 @@ class OpenAIProvider:
         timeout_s: float = 60.0,
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 30.0,
+        api: str = "chat",
     ) -> None:
+        if api not in APIS:
+            raise EvalrunError(f"{spec}: api={api!r} is not one of {', '.join(APIS)}")
         if not model:
             raise EvalrunError(f"{spec}: no model name (use openai:<model>, e.g. openai:gpt-4o-mini)")
         if concurrency < 1:
@@ -213,6 +227,7 @@ class OpenAIProvider:
                             spec, _redact_url(base_url))
         self.spec = spec
         self.model = model
+        self.api = api
         self.base_url = base_url
         self._api_key = api_key
         self.concurrency = concurrency
@@ -241,12 +256,8 @@ class OpenAIProvider:
     # ---- public entry point
 
     def generate(self, requests: Sequence[GenerationRequest], sink: ResultSink) -> None:
-        """Send every request, calling ``sink`` on the event-loop thread as each finishes."""
-        for request in requests:
-            if not is_none(request.watermark):
-                raise EvalrunError(
-                    f"{self.spec} cannot apply watermark {request.watermark}: it needs a "
-                    "provider with logits (hf:, vllm:, embedded)")
+        """Send every request, calling ``sink`` on the event-loop thread as each finishes.
+        A request's watermark is not applied (the server's own, if any, is detected later)."""
         if not requests:
             return
         try:
@@ -386,14 +397,15 @@ class OpenAIProvider:
         import openai
 
         t0 = time.monotonic()
+        sampling = {"temperature": request.params.temperature, "max_tokens": request.params.max_tokens,
+                    "seed": request.sample_seed}
         try:
-            response = await client.chat.completions.create(
-                model=self.model,
-                messages=request.prompt.messages(),  # type: ignore[arg-type]
-                temperature=request.params.temperature,
-                max_tokens=request.params.max_tokens,
-                seed=request.sample_seed,
-            )
+            if self.api == "completions":
+                response = await client.completions.create(
+                    model=self.model, prompt=render_plain(request.prompt), **sampling)  # type: ignore[call-overload]
+            else:
+                response = await client.chat.completions.create(
+                    model=self.model, messages=request.prompt.messages(), **sampling)  # type: ignore[call-overload]
         except openai.APIStatusError as exc:
             status = exc.status_code
             retryable = status == 429 or status == 408 or status >= 500
@@ -436,8 +448,11 @@ class OpenAIProvider:
         fingerprint = getattr(response, "system_fingerprint", None)
         if fingerprint:
             extra["system_fingerprint"] = fingerprint
+        if not is_none(request.watermark):
+            extra.update(WATERMARKED_ELSEWHERE)
+        text = choice.text if self.api == "completions" else choice.message.content
         return Generation(
-            text=choice.message.content or "",
+            text=text or "",
             latency_ms=outcome.latency_s * 1000.0,
             tokens_in=getattr(usage, "prompt_tokens", None),
             tokens_out=getattr(usage, "completion_tokens", None),
@@ -463,6 +478,9 @@ class OpenAIProvider:
             text = f"{text} ({type(cause).__name__}: {cause})"
         if status == 401:
             text += " (check OPENAI_API_KEY)"
+        if status == 400 and self.api == "chat" and "chat template" in text.lower():
+            text += (f" (the server has no chat template for {self.model}: use --model "
+                     f"'openai:{self.model}?api=completions' to send the prompt as plain text)")
         return f"{type(exc).__name__}: {self._scrub(text)}"
 
     def _scrub(self, text: str) -> str:
@@ -481,15 +499,24 @@ def _status_of(exc: BaseException) -> int | None:
 
 
 class OpenAIKind(ProviderKind):
-    """Any OpenAI-compatible chat server; the endpoint is part of what decides outputs."""
+    """Any OpenAI-compatible server; the endpoint is part of what decides outputs."""
 
     name = "openai"
     example = "openai:gpt-4o-mini"
+    detects_only = True
     run_options = frozenset({"base_url", "concurrency"})
     options = {
         "max_retries": ProviderOption(int, "retries of a failed call (default 6)"),
         "timeout_s": ProviderOption(float, "seconds before a call times out (default 60)"),
+        "api": ProviderOption(str, "chat (default: /chat/completions with messages) or completions "
+                              "(/completions with evalrun's plain prompt text, for base models)",
+                              affects_output=True),
     }
+
+    def check(self, spec: ModelSpec) -> None:
+        api = spec.typed_options().get("api", "chat")
+        if api not in APIS:
+            raise EvalrunError(f"--model {spec.full()}: api={api!r} is not one of {', '.join(APIS)}")
 
     def revision(self, spec: ModelSpec, pack: PackFiles | None, options: RunSettings) -> str:
         return redact_url(options.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1")

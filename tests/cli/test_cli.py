@@ -64,7 +64,9 @@ def test_scores_do_not_set_the_exit_code_unless_fail_under_is_given(tmp_path: Pa
     proc = evalrun("grade", "--pack", "hidden_message_extraction", "--outputs", str(outputs), "--out", str(db),
                    "--select", "index_of_word_001", cwd=tmp_path)
     assert query(db, "SELECT error FROM results WHERE case_id = 'index_of_word_001'")[0][0].endswith(
-        "no output for case 'index_of_word_001' of pack 'hidden_message_extraction'")
+        "no output for this case of pack hidden_message_extraction")
+    # ... and said once on stderr, with how many results it ended
+    assert "evalrun: 1 result(s): generation error:" in proc.stderr
 
 
 @pytest.mark.parametrize("args, message", [

@@ -112,8 +112,14 @@ def _context(pack: Pack, row: StoredRow, *, key: str | None, transform: Mapping[
              judgements: Sequence[Mapping[str, Any]], run_watermarks: Sequence[str]) -> GradeContext:
     """What a context-reading grader sees besides the text: token ids (of the attacked text
     when there is one), judge answers, the run's watermarks, the pack's settings."""
+    extra = json.loads(row["extra_json"]) if row["extra_json"] else {}
     if transform is not None and transform["error"] is None:
         tokens, tokenizer_hash, note = transform["token_ids_json"], transform["tokenizer_hash"], transform["token_note"]
+        # ids of the run's --tokenizer come with the vocabulary they index; a model's own
+        # tokenizer's ids index the vocabulary its output recorded
+        ids_extra = json.loads(transform["extra_json"]) if transform["extra_json"] else {}
+        if "vocab_size" in ids_extra:
+            extra = {**extra, "vocab_size": ids_extra["vocab_size"]}
     else:
         tokens, tokenizer_hash = row["output_tokens_json"], row["tokenizer_hash"]
         note = None if tokens else (f"model {row['model']} stored no token ids (an API or replay model): pass "
@@ -121,7 +127,7 @@ def _context(pack: Pack, row: StoredRow, *, key: str | None, transform: Mapping[
     return GradeContext(
         token_ids=tuple(json.loads(tokens)) if tokens else None, tokenizer_hash=tokenizer_hash,
         watermark=row["watermark"], key=key, attack=row["attack"], model=row["model"],
-        extra=json.loads(row["extra_json"]) if row["extra_json"] else {}, token_note=note,
+        extra=extra, token_note=note,
         judgements=read_judgements(judgements), run_watermarks=tuple(run_watermarks), settings=pack.meta,
     )
 

@@ -9,7 +9,10 @@ batched like generation. Both are executor tasks (:mod:`evalrun.run.stages.trans
 executor may spread them over other processes, while tokenizing and storing stay here.
 Transforms are keyed by their inputs: a re-run reuses finished ones and retries failed ones,
 and each is stored the moment it is complete, so a run killed here resumes here. Unattacked
-API outputs get token ids the same way when a tokenizer is given.
+API outputs get token ids the same way when a tokenizer is given. Ids from the run's
+``--tokenizer`` (a model evalrun has no tokenizer of its own for) are stored with the
+vocabulary size they index (``--vocab-size``, else the tokenizer's), which detection needs, and
+that tokenizer is part of the transform's key.
 """
 
 from __future__ import annotations
@@ -78,6 +81,22 @@ class _Tokens:
         spec = parse_model(model)
         return provider_kind(spec.name).tokenizer_dir(spec) or self.options.tokenizer
 
+    def external_vocab(self, model: str) -> int | None:
+        """The vocabulary size of ids from the run's ``--tokenizer`` (None for a model whose
+        own tokenizer evalrun has, whose outputs record their model's size)."""
+        spec = parse_model(model)
+        if provider_kind(spec.name).tokenizer_dir(spec):
+            return None
+        tok = self._load(model)
+        return None if isinstance(tok, str) else (self.options.vocab_size or tok.vocab_size)
+
+    def identity(self, model: str) -> str:
+        """What besides the text decides the ids of an external tokenizer (its fingerprint and
+        vocabulary), for the transform's key: another ``--tokenizer`` gives other ids."""
+        vocab = self.external_vocab(model)
+        tok = self._load(model)
+        return "" if vocab is None or isinstance(tok, str) else f"tokenizer={tok.fingerprint};vocab_size={vocab}"
+
     def _load(self, model: str) -> TextTokenizer | str:
         if model not in self._cache:
             source = self.source(model)
@@ -125,6 +144,8 @@ def run_transforms(items: Sequence[Item], store: Store, run_id: str, options: Ru
             attack_text = item.attack
             attack = parse_attack(item.attack)
             revision = model_revision(attack.model, item.pack, options) if isinstance(attack, ModelAttack) else ""
+        if tokens.identity(item.model):
+            revision = f"{revision}|{tokens.identity(item.model)}"
         key = transform_key(item.gen_key, attack_text, revision)
         job = jobs.setdefault(key, _Job(key, item.gen_key, attack_text, row, item, [], []))
         job.result_ids.append(row["result_id"])
@@ -151,6 +172,9 @@ def run_transforms(items: Sequence[Item], store: Store, run_id: str, options: Ru
         ids = fingerprint = note = None
         if text is not None:
             ids, fingerprint, note = tokens.encode(job.item.model, job.row["tokenizer_hash"], text)
+            vocab = tokens.external_vocab(job.item.model)
+            if ids is not None and vocab is not None:
+                extra = {**(extra or {}), "vocab_size": vocab}
         store.store_transform({
             "transform_key": job.key, "gen_key": job.gen_key, "attack": job.attack, "seed": seed,
             "text": text, "token_ids_json": json.dumps(ids) if ids is not None else None,
