@@ -382,7 +382,8 @@ class OpenAIProvider:
                 limiter.on_throttle(epoch)
             message = self._describe(outcome.error)
             if not outcome.retryable or retries >= self.max_retries:
-                log.warning("%s %s failed: %s after %d retries", self.spec, request.case_id,
+                # said once per distinct message, with a count, at the end of the run
+                log.info("%s %s failed: %s after %d retries", self.spec, request.case_id,
                             message, retries)
                 return Generation(
                     text=None, retries=retries, error=f"{message} after {retries} retries",

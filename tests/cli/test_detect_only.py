@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from evalrun.model.providers import parse_model, provider_kind
+from evalrun.testing import ChatServer
 
 KEY = "detect-only-key"
 KGW = "kgw:gamma=0.25,delta=2"
@@ -45,10 +46,12 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict]]:
                    "--max-tokens", "80", "--key", KEY, "--out", str(where / "gen.sqlite"), cwd=where)
     assert proc.returncode == 0, proc.stderr
     found: dict[str, list[dict]] = {"none": [], "kgw": []}
-    for case_id, output, tokens, watermark in rows(where / "gen.sqlite", "SELECT case_id, raw_output, "
-                                                   "output_tokens_json, watermark FROM results ORDER BY case_id"):
+    for case_id, output, tokens, watermark, prompt in rows(
+            where / "gen.sqlite", "SELECT case_id, raw_output, output_tokens_json, watermark, prompt_json FROM results"
+                                  " ORDER BY case_id"):
         found["none" if watermark == "none" else "kgw"].append(
             {"case_id": case_id, "output": output, "output_tokens": json.loads(tokens)})
+        found.setdefault("prompts", []).append({"case_id": case_id, "user": json.loads(prompt)["user"]})
     assert len(found["kgw"]) == len(found["none"]) == 19
     return found
 
@@ -113,6 +116,32 @@ def test_ids_given_with_their_vocabulary_need_no_tokenizer(tmp_path: Path, outpu
     assert labels(db2) == {("kgw", "GRADER_ERROR"): 19}
     line = [x for x in proc.stderr.splitlines() if "grader error" in x]
     assert len(line) == 1 and line[0].startswith("evalrun: 19 result(s): grader error:") and "--vocab-size" in line[0]
+
+
+def test_a_server_that_watermarks_on_its_side_in_completions_mode(tmp_path: Path, outputs: dict) -> None:
+    """A base-model server (no chat template, as vLLM serves the embedded model) whose
+    answers carry kgw: ``openai:<name>?api=completions`` stores them, and they are detected."""
+    by_case = {o["case_id"]: o["output"] for o in outputs["kgw"]}
+    prompts = {p["user"]: p["case_id"] for p in outputs["prompts"]}
+
+    def watermarking_server(body: dict) -> str:
+        (case_id,) = {cid for user, cid in prompts.items() if user in body["prompt"]}
+        return by_case[case_id]
+
+    db = tmp_path / "served.sqlite"
+    with ChatServer(watermarking_server, chat_template=False) as server:
+        proc = evalrun("run", "--pack", PACK, "--model", "openai:austen-5m?api=completions", "--base-url",
+                       server.base_url, "--watermark", KGW, "--tokenizer", TOKENIZER, "--key", KEY,
+                       "--max-tokens", "200", "--out", str(db), "--select", "book-00 or book-01", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert labels(db) == {("kgw", "DETECTED"): 19}
+        assert rows(db, "SELECT DISTINCT model FROM results") == [("openai:austen-5m?api=completions",)]
+        # the chat endpoint of the same server: one line with the fix, not 19 silent errors
+        proc = evalrun("run", "--pack", PACK, "--model", "openai:austen-5m", "--base-url", server.base_url,
+                       "--out", str(tmp_path / "chat.sqlite"), "--select", "book-00 or book-01", cwd=tmp_path)
+    line = [x for x in proc.stderr.splitlines() if "chat template" in x]
+    assert len(line) == 1 and line[0].startswith("evalrun: 19 result(s): generation error:")
+    assert "?api=completions" in line[0]
 
 
 def test_unwatermarked_api_style_outputs_are_not_grader_errors(tmp_path: Path, outputs: dict) -> None:

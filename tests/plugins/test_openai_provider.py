@@ -13,7 +13,7 @@ import pytest
 
 from evalrun._util.errors import EvalrunError, SpecError
 from evalrun.model.generation import Generation, GenerationRequest, GenParams, Prompt
-from evalrun.model.providers import make_provider
+from evalrun.model.providers import check_model, make_provider
 from evalrun.plugins.providers.openai_chat import (
     AdaptiveLimiter,
     OpenAIProvider,
@@ -360,19 +360,43 @@ def test_bad_base_url_is_rejected() -> None:
         OpenAIProvider("m", spec="openai:m", base_url="127.0.0.1:8000")
 
 
-def test_watermark_request_fails_before_any_http_call() -> None:
+def test_a_watermarked_request_is_sent_as_is_and_marked_as_watermarked_elsewhere() -> None:
+    """The server is taken to watermark on its side: evalrun applies nothing, and says so."""
     with ChatServer() as server:
-        provider = provider_for(server)
-        sink = Collector()
-        requests = [make_request(0), make_request(1, watermark="kgw:delta=2,gamma=0.5")]
-        with pytest.raises(EvalrunError) as info:
-            provider.generate(requests, sink)
-        assert server.requests_seen == 0
-    assert str(info.value) == (
-        "openai:gpt-test cannot apply watermark kgw:delta=2,gamma=0.5: it needs a provider "
-        "with logits (hf:, vllm:, embedded)")
-    assert sink.results == {}
+        sink = run(provider_for(server), [make_request(0), make_request(1, watermark="kgw:delta=2,gamma=0.5")])
+        bodies = [r.body for r in server.records()]
+    assert len(bodies) == 2 and all(set(b) >= {"model", "messages"} and "logit_bias" not in b for b in bodies)
+    assert sink.results["g1"].extra["watermark_origin"] == "outside evalrun"
+    assert "watermark_origin" not in sink.results["g0"].extra
     assert OpenAIProvider.supports_watermark is False
+
+
+def test_completions_mode_sends_evalruns_plain_prompt_text() -> None:
+    with ChatServer(chat_template=False) as server:
+        provider = provider_for(server, api="completions")
+        sink = run(provider, [make_request(0, system="Be brief.")])
+        (record,) = server.records()
+    assert record.body["prompt"] == "Be brief.\n\nquestion #0. please answer\n\n"
+    request = make_request(0)
+    assert "messages" not in record.body and record.body["seed"] == request.sample_seed
+    assert record.body["max_tokens"] == 64
+    generation = sink.results["g0"]
+    assert generation.error is None and generation.text == "echo: " + record.body["prompt"]
+    assert generation.extra["finish_reason"] == "stop"
+
+
+def test_a_server_without_chat_template_fails_with_the_fix_in_one_line() -> None:
+    with ChatServer(chat_template=False) as server:
+        sink = run(provider_for(server), [make_request(0)])
+        assert server.requests_seen == 1  # a 400 is not retried
+    error = sink.results["g0"].error
+    assert error is not None and "\n" not in error
+    assert "chat template" in error and "--model 'openai:gpt-test?api=completions'" in error
+
+
+def test_an_unknown_api_is_refused_by_name() -> None:
+    with pytest.raises(EvalrunError, match="api='legacy' is not one of chat, completions"):
+        check_model("openai:m?api=legacy")
 
 
 def test_kind_reads_the_model_and_its_options_from_the_spec() -> None:
