@@ -168,23 +168,27 @@ def vllm_run(device: str, work: Path, extra: list[str], name: str, timeout: int)
         return Check(name, "skipped", "vLLM is not installed here (GPU: pip install -e \".[vllm]\"; CPU: "
                      "docs/providers.md, vLLM on a CPU-only machine)")
     model = f"vllm:embedded?device={'cuda' if device.startswith('cuda') else 'cpu'}"
-    figures: dict[str, Any] = {}
-    for key in (KEY, "wrong-key"):
-        db = work / f"{name.replace(' ', '_')}-{key}.sqlite"
-        start = time.perf_counter()
-        proc = _evalrun(["run", "--pack", "mmw_book_reports", "-k", "book-00", "--model", model, "--watermark", WM,
-                         "--max-tokens", "200", "--temperature", "1.0", "--key", key, "--out", str(db), *extra],
-                        work, timeout)
-        figures[f"seconds_{'key' if key == KEY else 'wrong_key'}"] = round(time.perf_counter() - start, 1)
-        if proc.returncode != 0:
-            tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-            return Check(name, "failed", f"evalrun run exited {proc.returncode}: {tail}", figures)
-        figures["detected_key" if key == KEY else "detected_wrong_key"] = _labels(db).count("DETECTED")
-        figures["results"] = len(_labels(db))
+    db = work / f"{name.replace(' ', '_')}.sqlite"
+    start = time.perf_counter()
+    proc = _evalrun(["run", "--pack", "mmw_book_reports", "-k", "book-00", "--model", model, "--watermark", WM,
+                     "--max-tokens", "200", "--temperature", "1.0", "--key", KEY, "--out", str(db), *extra],
+                    work, timeout)
+    figures: dict[str, Any] = {"seconds": round(time.perf_counter() - start, 1)}
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return Check(name, "failed", f"evalrun run exited {proc.returncode}: {tail}", figures)
+    figures["results"] = len(_labels(db))
+    figures["detected_key"] = _labels(db).count("DETECTED")
+    # the same outputs graded again with a wrong key (a run with it would generate new ones)
+    proc = subprocess.run([sys.executable, "-m", "evalrun.cli", "regrade", "--db", str(db), "--key", "wrong-key"],
+                          cwd=work, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        return Check(name, "failed", f"evalrun regrade exited {proc.returncode}: {proc.stderr.strip()[-300:]}", figures)
+    figures["detected_wrong_key"] = _labels(db).count("DETECTED")
     ok = figures["results"] == 9 and figures["detected_key"] >= 8 and figures["detected_wrong_key"] <= 1
     return Check(name, "passed" if ok else "failed",
                  f"{figures['detected_key']}/9 DETECTED with the key, {figures['detected_wrong_key']}/9 with a wrong"
-                 f" key; {figures['seconds_key']} s for the run (engine start included)", figures)
+                 f" key (regraded); {figures['seconds']} s for the run (engine start included)", figures)
 
 
 def vllm_in_ray(device: str, work: Path, timeout: int) -> Check:

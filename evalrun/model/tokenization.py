@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from evalrun._util.errors import EvalrunError
 from evalrun._util.hashing import canonical_json
@@ -77,6 +77,8 @@ class TextTokenizer:
     fingerprint: str
     source: str
     vocab_size: int
+    #: ids -> text, special tokens left out (the viewer shows each token's share of the text)
+    decode: Callable[[Sequence[int]], str]
 
 
 @lru_cache(maxsize=8)
@@ -95,5 +97,8 @@ def load_tokenizer(source: str) -> TextTokenizer:
     def encode(text: str) -> list[int]:
         return list(tok.encode(text, add_special_tokens=False))
 
+    def decode(ids: Sequence[int]) -> str:
+        return str(tok.decode(list(ids), skip_special_tokens=True))
+
     return TextTokenizer(encode=encode, fingerprint=tokenizer_fingerprint(tok, source), source=source,
-                         vocab_size=model_vocab_size(source, len(tok)))
+                         vocab_size=model_vocab_size(source, len(tok)), decode=decode)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -77,6 +78,40 @@ class Judgement:
     position: int
     parsed: Mapping[str, Any] = field(default_factory=dict)
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class StoredTokens:
+    """The token ids a stored result is graded on, and what they index.
+
+    After an attack (or for an API output given ids by the run's ``--tokenizer``), the ids are
+    its transform's; else the output's own. ``vocab_size`` is the vocabulary they index: the
+    transform's when its ids came from the run's tokenizer, else the generating model's.
+    ``note`` says why there are no ids."""
+
+    token_ids: tuple[int, ...] | None
+    tokenizer_hash: str | None
+    note: str | None
+    vocab_size: int | None
+    #: the generation's extra fields, with ``vocab_size`` as above
+    extra: Mapping[str, Any]
+
+
+def stored_tokens(row: Mapping[str, Any] | sqlite3.Row, transform: Mapping[str, Any] | sqlite3.Row | None) -> StoredTokens:
+    """:class:`StoredTokens` of a ``results`` row and its ``transforms`` row (or None)."""
+    extra = json.loads(row["extra_json"]) if row["extra_json"] else {}
+    if transform is not None and transform["error"] is None:
+        tokens, tokenizer_hash, note = transform["token_ids_json"], transform["tokenizer_hash"], transform["token_note"]
+        ids_extra = json.loads(transform["extra_json"]) if transform["extra_json"] else {}
+        if "vocab_size" in ids_extra:
+            extra = {**extra, "vocab_size": ids_extra["vocab_size"]}
+    else:
+        tokens, tokenizer_hash = row["output_tokens_json"], row["tokenizer_hash"]
+        note = None if tokens else (f"model {row['model']} stored no token ids (an API or replay model): pass "
+                                    "--tokenizer PATH to tokenize its outputs")
+    vocab = extra.get("vocab_size")
+    return StoredTokens(token_ids=tuple(json.loads(tokens)) if tokens else None, tokenizer_hash=tokenizer_hash,
+                        note=note, vocab_size=vocab if isinstance(vocab, int) else None, extra=extra)
 
 
 @dataclass(frozen=True)

@@ -76,11 +76,16 @@ def _at_least(lo: float) -> Callable[[Any], str | None]:
     return lambda v: None if v is None or v >= lo else f"must be at least {lo:g}"
 
 
+def _shown(bound: float) -> str:
+    """A bound as a reader writes it: 16,777,216, not 1.67772e+07."""
+    return f"{int(bound):,}" if float(bound).is_integer() and abs(bound) >= 1e6 else f"{bound:g}"
+
+
 def _between(lo: float, hi: float) -> Callable[[Any], str | None]:
     def check(v: Any) -> str | None:
         if v is None:
             return None
-        return None if math.isfinite(v) and lo <= v <= hi else f"must be in [{lo:g}, {hi:g}]"
+        return None if math.isfinite(v) and lo <= v <= hi else f"must be in [{_shown(lo)}, {_shown(hi)}]"
     return check
 
 

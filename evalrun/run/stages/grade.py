@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 
 from evalrun._util.specs import is_none
 from evalrun.metrics.judgements import read_judgements
-from evalrun.pack.grade import Grade, GradeContext
+from evalrun.pack.grade import Grade, GradeContext, stored_tokens
 from evalrun.pack.loading import Pack
 from evalrun.store.commit_batch import CommitBatch
 from evalrun.store.database import ATTACK_ERROR, GRADER_ERROR, GradeRecord, Store
@@ -112,22 +112,11 @@ def _context(pack: Pack, row: StoredRow, *, key: str | None, transform: Mapping[
              judgements: Sequence[Mapping[str, Any]], run_watermarks: Sequence[str]) -> GradeContext:
     """What a context-reading grader sees besides the text: token ids (of the attacked text
     when there is one), judge answers, the run's watermarks, the pack's settings."""
-    extra = json.loads(row["extra_json"]) if row["extra_json"] else {}
-    if transform is not None and transform["error"] is None:
-        tokens, tokenizer_hash, note = transform["token_ids_json"], transform["tokenizer_hash"], transform["token_note"]
-        # ids of the run's --tokenizer come with the vocabulary they index; a model's own
-        # tokenizer's ids index the vocabulary its output recorded
-        ids_extra = json.loads(transform["extra_json"]) if transform["extra_json"] else {}
-        if "vocab_size" in ids_extra:
-            extra = {**extra, "vocab_size": ids_extra["vocab_size"]}
-    else:
-        tokens, tokenizer_hash = row["output_tokens_json"], row["tokenizer_hash"]
-        note = None if tokens else (f"model {row['model']} stored no token ids (an API or replay model): pass "
-                                    "--tokenizer PATH to tokenize its outputs")
+    tokens = stored_tokens(row, transform)
     return GradeContext(
-        token_ids=tuple(json.loads(tokens)) if tokens else None, tokenizer_hash=tokenizer_hash,
+        token_ids=tokens.token_ids, tokenizer_hash=tokens.tokenizer_hash,
         watermark=row["watermark"], key=key, attack=row["attack"], model=row["model"],
-        extra=extra, token_note=note,
+        extra=tokens.extra, token_note=tokens.note,
         judgements=read_judgements(judgements), run_watermarks=tuple(run_watermarks), settings=pack.meta,
     )
 
