@@ -55,7 +55,11 @@ def test_validation_errors_are_openai_shaped() -> None:
         with pytest.raises(openai.BadRequestError, match="messages"):
             client.chat.completions.create(model="m", messages=[])
         with pytest.raises(openai.NotFoundError):
-            client.completions.create(model="m", prompt="x")
+            client.moderations.create(input="x")
+        # completions are served (base models), with the prompt as the responder's text
+        assert client.completions.create(model="m", prompt="x").choices[0].text == "echo: x"
+        with pytest.raises(openai.BadRequestError, match="prompt must be a string"):
+            client.completions.create(model="m", prompt=[1, 2])
 
 
 def test_keep_alive_serves_several_requests_on_one_connection() -> None:
