@@ -44,6 +44,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "grade": ("evalrun.cli.grade", "grade outputs produced elsewhere (replay file) against a pack"),
     "report": ("evalrun.cli.report", "render Markdown + HTML report and charts from a database"),
     "export": ("evalrun.cli.export", "export results as CSV or JSONL (one row per result)"),
+    "view": ("evalrun.cli.view", "browse a results database in a local, read-only web viewer, token evidence included"),
     "regrade": ("evalrun.cli.regrade", "re-run current graders on stored outputs (no model calls)"),
     "validate": ("evalrun.cli.validate", "check case files, golden grader examples and reference solvers"),
     "list": ("evalrun.cli.list_packs", "list packs on the search path"),

@@ -1,0 +1,321 @@
+"""What the viewer reads from a store: runs, results paged, filtered and sorted in SQL, one
+result with everything stored about it, and two runs or watermarks side by side.
+
+Every query runs on a read-only connection (SQLite ``mode=ro``, one per server thread), so a
+viewing session never changes a byte of the store, and a store of 100,000 results is never
+loaded whole: filters, sorting and paging are SQL clauses with bound parameters, and sort
+columns come from a fixed table, never from the request's text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+from evalrun._util.errors import EvalrunError
+from evalrun.metrics.judgements import read_judgements
+from evalrun.report.export import open_store
+from evalrun.store.database import Store
+
+#: the columns of a results listing, in the order the page shows them
+LISTED = ("result_id", "pack", "case_id", "model", "watermark", "attack", "repetition", "label", "score",
+          "latency_ms", "run_id")
+#: what ``sort=`` may name (a fixed set: the request's text never reaches SQL as a name)
+SORTABLE = frozenset(LISTED)
+#: the filters that match one column exactly
+EXACT = ("pack", "model", "watermark", "attack", "label")
+#: ``label=`` value that selects results without a label (failed generations)
+NO_LABEL = "(none)"
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 500
+#: result pairs a comparison lists at most (its summary counts all of them)
+MAX_COMPARED = 2000
+
+
+class QueryError(EvalrunError):
+    """A request parameter that cannot be used, named: the server answers 400 with it."""
+
+
+def _int(params: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> int:
+    text = params.get(name)
+    if text in (None, ""):
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise QueryError(f"{name}={text!r}: not an integer") from None
+    if not lo <= value <= hi:
+        raise QueryError(f"{name}={value}: must be in [{lo}, {hi}]")
+    return value
+
+
+def _float(params: Mapping[str, str], name: str) -> float | None:
+    text = params.get(name)
+    if text in (None, ""):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise QueryError(f"{name}={text!r}: not a number") from None
+    if not math.isfinite(value):
+        raise QueryError(f"{name}={text!r}: must be a finite number")
+    return value
+
+
+@dataclass(frozen=True)
+class ResultQuery:
+    """One page of results: exact filters, a score range, a text search, an order."""
+
+    pack: str | None = None
+    model: str | None = None
+    watermark: str | None = None
+    attack: str | None = None
+    label: str | None = None
+    run: str | None = None
+    q: str | None = None
+    score_min: float | None = None
+    score_max: float | None = None
+    sort: str = "result_id"
+    order: str = "asc"
+    offset: int = 0
+    limit: int = DEFAULT_LIMIT
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, str]) -> ResultQuery:
+        """From a query string's values; unknown names and bad values are a :class:`QueryError`."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(params) - known)
+        if unknown:
+            raise QueryError(f"unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        sort = params.get("sort") or "result_id"
+        if sort not in SORTABLE:
+            raise QueryError(f"sort={sort!r}: expected one of {', '.join(sorted(SORTABLE))}")
+        order = params.get("order") or "asc"
+        if order not in ("asc", "desc"):
+            raise QueryError(f"order={order!r}: expected asc or desc")
+        return cls(**{name: params.get(name) or None for name in (*EXACT, "run", "q")},
+                   score_min=_float(params, "score_min"), score_max=_float(params, "score_max"),
+                   sort=sort, order=order, offset=_int(params, "offset", 0, 0, 10**12),
+                   limit=_int(params, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT))
+
+    def params(self, **changes: Any) -> dict[str, str]:
+        """The query string of this query with ``changes`` (empty values left out)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values.update(changes)
+        defaults = ResultQuery()
+        return {k: str(v) for k, v in values.items() if v not in (None, "") and v != getattr(defaults, k)}
+
+    def where(self) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        args: list[Any] = []
+        for name in EXACT:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if name == "label" and value == NO_LABEL:
+                clauses.append("label IS NULL")
+            else:
+                clauses.append(f"{name} = ?")
+                args.append(value)
+        if self.run is not None:
+            clauses.append("result_id IN (SELECT result_id FROM run_items WHERE run_id = ?)")
+            args.append(self.run)
+        if self.score_min is not None:
+            clauses.append("score >= ?")
+            args.append(self.score_min)
+        if self.score_max is not None:
+            clauses.append("score <= ?")
+            args.append(self.score_max)
+        if self.q:
+            like = "%" + self.q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            clauses.append("(" + " OR ".join(f"{c} LIKE ? ESCAPE '\\'" for c in (
+                "case_id", "raw_output", "attacked_output", "reason", "error")) + ")")
+            args += [like] * 5
+        return (" WHERE " + " AND ".join(clauses)) if clauses else "", args
+
+
+def store_state(db: Path) -> tuple[int, ...]:
+    """What changes when a writer changes the store (the file's and its log's modification
+    times and sizes): answers computed from a whole store are cached under it."""
+    parts: list[int] = []
+    for path in (db, db.with_name(db.name + "-wal")):
+        stat = path.stat() if path.exists() else None
+        parts += [stat.st_mtime_ns, stat.st_size] if stat else [0, 0]
+    return tuple(parts)
+
+
+def _loads(text: str | None) -> Any:
+    return json.loads(text) if text else None
+
+
+class StoreView:
+    """Read-only access to one store for the viewer's threads (a connection per thread)."""
+
+    def __init__(self, db: str | Path) -> None:
+        self.db = Path(db)
+        self._local = threading.local()
+        #: answers that read the whole store (runs, facets), under the store's state
+        self._cache: dict[tuple[Any, ...], Any] = {}
+        self._cache_lock = threading.Lock()
+        store = self.store()  # one-line errors for a missing, damaged or foreign store, now
+        try:
+            store.conn.execute("SELECT result_id FROM results LIMIT 1").fetchall()
+        except Exception as exc:  # sqlite3.DatabaseError on damaged pages
+            raise EvalrunError(f"--db {self.db}: cannot be read as an evalrun store ({exc})") from None
+
+    def store(self) -> Store:
+        store = getattr(self._local, "store", None)
+        if store is None:
+            store = self._local.store = open_store(self.db)
+        return store
+
+    def close(self) -> None:
+        store = getattr(self._local, "store", None)
+        if store is not None:
+            store.close()
+            self._local.store = None
+
+    def _cached(self, name: str, compute: Any) -> Any:
+        key = (name, *store_state(self.db))
+        with self._cache_lock:
+            if key in self._cache:
+                return self._cache[key]
+        value = compute()
+        with self._cache_lock:
+            self._cache = {k: v for k, v in self._cache.items() if k[1:] == key[1:]}
+            self._cache[key] = value
+        return value
+
+    # -- runs -----------------------------------------------------------------------------
+    def runs(self) -> list[dict[str, Any]]:
+        return list(self._cached("runs", self._runs))
+
+    def _runs(self) -> list[dict[str, Any]]:
+        conn = self.store().conn
+        counts = dict(conn.execute("SELECT run_id, COUNT(*) FROM run_items GROUP BY run_id").fetchall())
+        out = []
+        for r in conn.execute("SELECT * FROM runs ORDER BY started_at"):
+            row = dict(r)
+            out.append({
+                "run_id": row["run_id"], "status": row.get("status") or ("finished" if row["finished_at"] else "interrupted"),
+                "started_at": row["started_at"], "finished_at": row["finished_at"], "git_sha": row["git_sha"],
+                "git_dirty": bool(row["git_dirty"]), "evalrun_version": row["evalrun_version"],
+                "python": row["python"], "platform": row["platform"], "argv": _loads(row["argv"]),
+                "seed": row["seed"], "config": _loads(row["config_json"]), "host": row.get("host"),
+                "results": counts.get(row["run_id"], 0)})
+        return out
+
+    def run(self, run_id: str) -> dict[str, Any] | None:
+        return next((r for r in self.runs() if r["run_id"] == run_id), None)
+
+    # -- listing --------------------------------------------------------------------------
+    def facets(self) -> dict[str, list[str]]:
+        """The values each exact filter can take (for the filter menus)."""
+        return dict(self._cached("facets", self._facets))
+
+    def _facets(self) -> dict[str, list[str]]:
+        conn = self.store().conn
+        out = {}
+        for name in EXACT:
+            values = [r[0] for r in conn.execute(f"SELECT DISTINCT {name} FROM results ORDER BY {name}")]
+            out[name] = [NO_LABEL if v is None else str(v) for v in values]
+        return out
+
+    def results(self, query: ResultQuery) -> dict[str, Any]:
+        where, args = query.where()
+        conn = self.store().conn
+        total = conn.execute(f"SELECT COUNT(*) FROM results{where}", args).fetchone()[0]
+        order = f"{query.sort} {query.order.upper()}" + ("" if query.sort == "result_id" else ", result_id ASC")
+        rows = conn.execute(f"SELECT {', '.join(LISTED)}, error FROM results{where} ORDER BY {order} LIMIT ? OFFSET ?",
+                            [*args, query.limit, query.offset]).fetchall()
+        return {"results": [{**{k: r[k] for k in LISTED}, "error": r["error"]} for r in rows], "total": total,
+                "offset": query.offset, "limit": query.limit, "sort": query.sort, "order": query.order}
+
+    # -- one result -----------------------------------------------------------------------
+    def row(self, result_id: int) -> dict[str, Any] | None:
+        found = self.store().conn.execute("SELECT * FROM results WHERE result_id = ?", (result_id,)).fetchone()
+        return None if found is None else dict(found)
+
+    def transform(self, row: Mapping[str, Any]) -> dict[str, Any] | None:
+        key = row.get("transform_key")
+        if not key:
+            return None
+        found = self.store().transforms([key]).get(key)
+        return None if found is None else dict(found)
+
+    def result(self, result_id: int) -> dict[str, Any] | None:
+        """Everything stored about one result (its tokens' evidence is :mod:`evalrun.view.evidence`'s)."""
+        row = self.row(result_id)
+        if row is None:
+            return None
+        store = self.store()
+        transform = self.transform(row)
+        siblings = store.conn.execute(
+            "SELECT result_id, attack, label, score, attacked_output FROM results WHERE gen_key = ? ORDER BY attack",
+            (row["gen_key"],)).fetchall()
+        judgements = read_judgements(store.judgements_for(row["item_key"])) if store.has_judgements() else ()
+        return {
+            "result_id": row["result_id"], "pack": row["pack"], "case_id": row["case_id"], "model": row["model"],
+            "watermark": row["watermark"], "attack": row["attack"], "repetition": row["repetition"],
+            "case": _loads(row["case_json"]), "prompt": _loads(row["prompt_json"]), "params": _loads(row["params_json"]),
+            "output": row["raw_output"], "attacked_output": transform["text"] if transform else row["attacked_output"],
+            "attack_error": transform["error"] if transform else None,
+            "label": row["label"], "score": row["score"], "reason": row["reason"], "error": row["error"],
+            "metadata": _loads(row["metadata_json"]) or {}, "grader_hash": row["grader_hash"],
+            "graded_at": row["graded_at"], "latency_ms": row["latency_ms"], "tokens_in": row["tokens_in"],
+            "tokens_out": row["tokens_out"], "served_model": row["served_model"], "retries": row["retries"],
+            "extra": _loads(row["extra_json"]) or {}, "created_at": row["created_at"],
+            "judgements": [{"judge": j.judge, "method": j.method, "raw": j.raw, "parsed": dict(j.parsed),
+                            "position": j.position, "error": j.error} for j in judgements],
+            "attacks": [{"result_id": s["result_id"], "attack": s["attack"], "label": s["label"], "score": s["score"]}
+                        for s in siblings],
+            "run": self.run(row["run_id"]),
+        }
+
+    # -- comparison -----------------------------------------------------------------------
+    def compare(self, *, run_a: str | None = None, run_b: str | None = None, watermark_a: str | None = None,
+                watermark_b: str | None = None, pack: str | None = None, model: str | None = None,
+                changed_only: bool = True) -> dict[str, Any]:
+        """Two runs (``run_a``/``run_b``) or two watermarks (``watermark_a``/``watermark_b``) on
+        the same cases: the pairs' labels and scores, and how labels moved."""
+        by_run = run_a is not None or run_b is not None
+        if by_run and not (run_a and run_b):
+            raise QueryError("compare two runs with run_a and run_b")
+        if not by_run and not (watermark_a and watermark_b):
+            raise QueryError("compare two runs (run_a, run_b) or two watermarks (watermark_a, watermark_b)")
+        match = ["pack", "case_id", "model", "attack", "repetition"] + (["watermark"] if by_run else [])
+        side = ("result_id IN (SELECT result_id FROM run_items WHERE run_id = ?)" if by_run else "watermark = ?")
+        extra, args = "", []
+        for name, value in (("pack", pack), ("model", model)):
+            if value:
+                extra += f" AND {name} = ?"
+                args.append(value)
+        # each side read once and joined here (a hash join): an SQL self-join on these columns
+        # has no index to use and grows with the square of a pack's results
+        sql = (f"SELECT result_id, {', '.join(match)}, label, score FROM results WHERE {side}{extra}"
+               " ORDER BY pack, case_id, attack, repetition, result_id")
+        first, second = (run_a, run_b) if by_run else (watermark_a, watermark_b)
+        conn = self.store().conn
+        b_side = {tuple(r[c] for c in match): r for r in conn.execute(sql, [second, *args])}
+        pairs = []
+        for a in conn.execute(sql, [first, *args]):
+            b = b_side.get(tuple(a[c] for c in match))
+            if b is not None:
+                pairs.append({"a_id": a["result_id"], "b_id": b["result_id"], **{c: a[c] for c in match},
+                              "label_a": a["label"], "label_b": b["label"], "score_a": a["score"], "score_b": b["score"]})
+        transitions: dict[tuple[str, str], int] = {}
+        listed: list[dict[str, Any]] = []
+        for pair in pairs:
+            pair["changed"] = pair["label_a"] != pair["label_b"]
+            key = (str(pair["label_a"]), str(pair["label_b"]))
+            transitions[key] = transitions.get(key, 0) + 1
+            if (pair["changed"] or not changed_only) and len(listed) < MAX_COMPARED:
+                listed.append(pair)
+        return {"by": "run" if by_run else "watermark", "a": first, "b": second, "pairs": len(pairs),
+                "changed": sum(n for (a, b), n in transitions.items() if a != b),
+                "transitions": [{"label_a": a, "label_b": b, "count": n} for (a, b), n in sorted(transitions.items())],
+                "rows": listed, "listed_at_most": MAX_COMPARED}
