@@ -145,13 +145,17 @@ def browse_page(query: ResultQuery, listing: Mapping[str, Any], facets: Mapping[
 
 
 # -- runs -----------------------------------------------------------------------------------
-def runs_page(runs: Sequence[Mapping[str, Any]]) -> str:
+def runs_page(runs: Sequence[Mapping[str, Any]], packs: Sequence[Mapping[str, Any]]) -> str:
     rows = [[f"<a href='{href('/', {'run': r['run_id']})}'>{clean(r['run_id'])}</a>", clean(r["status"]),
              clean(r["started_at"]), clean(r["finished_at"]), _num(r["results"]),
              clean((r["git_sha"] or "")[:12]) + (" (dirty)" if r["git_dirty"] else ""), clean(r["evalrun_version"]),
              f"<code>{clean(' '.join(map(str, r['argv'] or [])))}</code>"] for r in runs]
+    pack_rows = [[f"<a href='{href('/', {'pack': p['pack']})}'>{clean(p['pack'])}</a>", _num(p["results"]),
+                  _num(p["errors"]), clean(" ".join(f"{k}={v}" for k, v in sorted(p["labels"].items())))]
+                 for p in packs]
     return layout("Runs", table(["run", "status", "started", "finished", "results", "git", "evalrun", "command"],
-                                rows, table_id="runs"))
+                                rows, table_id="runs")
+                  + "<h2>Packs</h2>" + table(["pack", "results", "errors", "labels"], pack_rows, table_id="packs"))
 
 
 def provenance(run: Mapping[str, Any] | None) -> str:

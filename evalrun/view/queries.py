@@ -148,6 +148,14 @@ def store_state(db: Path) -> tuple[int, ...]:
     return tuple(parts)
 
 
+class _Row(dict):
+    """A stored row; a column an older schema version lacks (``metadata_json`` before
+    version 3, ...) reads as None, as for a row that never had a value there."""
+
+    def __missing__(self, key: str) -> None:
+        return None
+
+
 def _loads(text: str | None) -> Any:
     return json.loads(text) if text else None
 
@@ -199,13 +207,13 @@ class StoreView:
         counts = dict(conn.execute("SELECT run_id, COUNT(*) FROM run_items GROUP BY run_id").fetchall())
         out = []
         for r in conn.execute("SELECT * FROM runs ORDER BY started_at"):
-            row = dict(r)
+            row = _Row(r)
             out.append({
-                "run_id": row["run_id"], "status": row.get("status") or ("finished" if row["finished_at"] else "interrupted"),
+                "run_id": row["run_id"], "status": row["status"] or ("finished" if row["finished_at"] else "interrupted"),
                 "started_at": row["started_at"], "finished_at": row["finished_at"], "git_sha": row["git_sha"],
                 "git_dirty": bool(row["git_dirty"]), "evalrun_version": row["evalrun_version"],
                 "python": row["python"], "platform": row["platform"], "argv": _loads(row["argv"]),
-                "seed": row["seed"], "config": _loads(row["config_json"]), "host": row.get("host"),
+                "seed": row["seed"], "config": _loads(row["config_json"]), "host": row["host"],
                 "results": counts.get(row["run_id"], 0)})
         return out
 
@@ -213,6 +221,22 @@ class StoreView:
         return next((r for r in self.runs() if r["run_id"] == run_id), None)
 
     # -- listing --------------------------------------------------------------------------
+    def packs(self) -> list[dict[str, Any]]:
+        """Each pack's results, errors and labels."""
+        return list(self._cached("packs", self._packs))
+
+    def _packs(self) -> list[dict[str, Any]]:
+        conn = self.store().conn
+        out: dict[str, dict[str, Any]] = {}
+        for pack, label, errors, n in conn.execute(
+                "SELECT pack, label, SUM(error IS NOT NULL), COUNT(*) FROM results GROUP BY pack, label ORDER BY pack"):
+            entry = out.setdefault(pack, {"pack": pack, "results": 0, "errors": 0, "labels": {}})
+            entry["results"] += n
+            entry["errors"] += errors
+            if label is not None:
+                entry["labels"][label] = n
+        return list(out.values())
+
     def facets(self) -> dict[str, list[str]]:
         """The values each exact filter can take (for the filter menus)."""
         return dict(self._cached("facets", self._facets))
@@ -238,14 +262,14 @@ class StoreView:
     # -- one result -----------------------------------------------------------------------
     def row(self, result_id: int) -> dict[str, Any] | None:
         found = self.store().conn.execute("SELECT * FROM results WHERE result_id = ?", (result_id,)).fetchone()
-        return None if found is None else dict(found)
+        return None if found is None else _Row(found)
 
     def transform(self, row: Mapping[str, Any]) -> dict[str, Any] | None:
         key = row.get("transform_key")
         if not key:
             return None
         found = self.store().transforms([key]).get(key)
-        return None if found is None else dict(found)
+        return None if found is None else _Row(found)
 
     def result(self, result_id: int) -> dict[str, Any] | None:
         """Everything stored about one result (its tokens' evidence is :mod:`evalrun.view.evidence`'s)."""

@@ -7,8 +7,8 @@ holding the others. Routes:
 
 * HTML: ``/`` (results: filter, sort, page), ``/results/<id>``, ``/runs``, ``/compare``,
   ``/charts``; ``/static/view.css``;
-* JSON: ``/api/runs``, ``/api/results``, ``/api/results/<id>``, ``/api/compare``,
-  ``/api/facets`` (see docs/view.md).
+* JSON: ``/api/runs``, ``/api/packs``, ``/api/results``, ``/api/results/<id>``,
+  ``/api/compare``, ``/api/facets`` (see docs/view.md).
 
 Safe by default: GET and HEAD only; a strict Content-Security-Policy (no script at all, styles
 and images from the viewer only, forms posting to it only, no framing); requests whose
@@ -160,6 +160,8 @@ class Viewer:
             data = self.store.results(ResultQuery.from_params(params))
         elif path == "/api/facets":
             data = self.store.facets()
+        elif path == "/api/packs":
+            data = self.store.packs()
         elif path == "/api/compare":
             data = self.compare(params)
         elif (m := _RESULT.match(path)) is not None:
@@ -174,7 +176,7 @@ class Viewer:
             return pages.browse_page(query, self.store.results(query), self.store.facets(), self.store.runs(),
                                      str(self.store.db))
         if path == "/runs":
-            return pages.runs_page(self.store.runs())
+            return pages.runs_page(self.store.runs(), self.store.packs())
         if path == "/compare":
             found, error = None, None
             if params:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import urllib.request
@@ -13,16 +15,35 @@ from pathlib import Path
 
 import pytest
 
+from evalrun.view.server import Viewer
+
+RELEASE1 = Path(__file__).resolve().parents[1] / "data" / "release1.sqlite"
+
 
 def view(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "evalrun.cli", "view", *args], capture_output=True, text=True,
                           timeout=120)
 
 
+def damaged(path: Path) -> None:
+    """A store whose pages past the header are overwritten."""
+    shutil.copy(RELEASE1, path)
+    data = bytearray(path.read_bytes())
+    data[100:] = b"\xff" * (len(data) - 100)
+    path.write_bytes(bytes(data))
+
+
+def foreign(path: Path) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE notes (x TEXT)")
+
+
 @pytest.mark.parametrize("setup, message", [
     (lambda p: None, "no such database"),
     (lambda p: p.write_text("hello"), "not an SQLite file"),
     (lambda p: p.mkdir(), "is a directory"),
+    (damaged, "database disk image is malformed"),
+    (foreign, "not an evalrun results database"),
 ])
 def test_a_store_that_cannot_be_viewed_is_one_line_and_exit_2(tmp_path: Path, setup, message: str) -> None:
     db = tmp_path / "x.sqlite"
@@ -68,3 +89,18 @@ def test_listening_beyond_loopback_warns(view_db: Path) -> None:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     assert "warning: listening on 0.0.0.0, not loopback" in err
+
+
+def test_a_store_of_the_first_release_is_viewed_as_it_is(tmp_path: Path) -> None:
+    """Schema version 1 (no transforms, judgements or grade metadata): every page answers."""
+    db = tmp_path / "release1.sqlite"
+    shutil.copy(RELEASE1, db)
+    before = db.read_bytes()
+    viewer = Viewer(db, key="k")
+    with sqlite3.connect(db) as conn:
+        ids = [r[0] for r in conn.execute("SELECT result_id FROM results")]
+    paths = ["/", "/runs", "/compare", "/charts", "/api/runs", "/api/packs", "/api/results", "/api/facets",
+             *(f"/results/{i}" for i in ids), *(f"/api/results/{i}" for i in ids)]
+    assert [viewer.handle(path, {})[0] for path in paths] == [200] * len(paths)
+    viewer.store.close()
+    assert db.read_bytes() == before
