@@ -1,10 +1,26 @@
-"""Input checks shared by the metrics: errors name the offending entry."""
+"""Input checks shared by the metrics and the commands: errors name the offending entry."""
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
+
+from evalrun._util.errors import EvalrunError
+
+
+def finite_number(text: str, where: str, *, integer: bool = False,
+                  error: type[EvalrunError] = EvalrunError) -> float:
+    """``text`` as a finite number (an integer with ``integer``); NaN, infinities and words
+    are an ``error`` naming ``where``."""
+    try:
+        value = int(text) if integer else float(text)
+    except ValueError:
+        raise error(f"{where}: {text!r} is not {'an integer' if integer else 'a number'}") from None
+    if not math.isfinite(value):
+        raise error(f"{where}: {text!r} is not a finite number")
+    return value
 
 
 def check_p_threshold(threshold: float) -> None:

@@ -40,11 +40,12 @@ import time
 from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
+from evalrun._util.checks import finite_number
 from evalrun._util.errors import EvalrunError
 from evalrun._util.hashing import canonical_json, sha256_hex, stable_int
 from evalrun._util.provenance import collect
 from evalrun._util.specs import Spec, is_none, parse_spec
-from evalrun.analysis.tune import _number, candidate_spec
+from evalrun.analysis.tune import candidate_spec
 from evalrun.metrics import quality_retention, tamper_resistance, watermark_size_ci
 from evalrun.metrics.aggregates import row_metadata
 from evalrun.metrics.quality import quality_degradation
@@ -72,7 +73,7 @@ def grid_points(scheme: str, overrides: Sequence[str]) -> tuple[Spec, list[str]]
                                "tries listed values)")
         if name not in values:
             raise EvalrunError(f"--grid {text}: this scheme's grid has {grid.outer} and {grid.inner}")
-        values[name] = tuple(dict.fromkeys(_number(v, f"--grid {text}") for v in body.split(",")))
+        values[name] = tuple(dict.fromkeys(finite_number(v, f"--grid {text}") for v in body.split(",")))
     fixed = sorted(set(base.params) & set(values))
     if fixed:
         raise EvalrunError(f"--scheme {scheme}: {', '.join(fixed)} is what the sweep sets; use --grid")

@@ -42,6 +42,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
+from evalrun._util.checks import finite_number
 from evalrun._util.errors import EvalrunError
 from evalrun._util.hashing import canonical_json, sha256_hex
 from evalrun._util.provenance import collect
@@ -57,16 +58,6 @@ from evalrun.watermark.strength import STRENGTH_GRIDS, StrengthGrid
 from evalrun.watermark.verdict import is_detected, z_tail
 
 
-def _number(text: str, where: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise EvalrunError(f"{where}: {text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise EvalrunError(f"{where}: {text!r} is not a finite number")
-    return value
-
-
 def apply_grid(grid: StrengthGrid, overrides: Sequence[str]) -> StrengthGrid:
     """``grid`` with ``--grid`` overrides: ``<outer>=v1,v2,...`` (values to try) and
     ``<inner>=lo:hi`` (the bisection range)."""
@@ -76,13 +67,13 @@ def apply_grid(grid: StrengthGrid, overrides: Sequence[str]) -> StrengthGrid:
         if not sep or not body:
             raise EvalrunError(f"{where}: expected {grid.outer}=v1,v2,... or {grid.inner}=lo:hi")
         if name == grid.outer:
-            values = tuple(_number(v, where) for v in body.split(","))
+            values = tuple(finite_number(v, where) for v in body.split(","))
             grid = replace(grid, outer_values=tuple(dict.fromkeys(values)))
         elif name == grid.inner:
             lo, colon, hi = body.partition(":")
             if not colon:
                 raise EvalrunError(f"{where}: expected {grid.inner}=lo:hi, a range to bisect")
-            bounds = (_number(lo, where), _number(hi, where))
+            bounds = (finite_number(lo, where), finite_number(hi, where))
             if not bounds[0] < bounds[1]:
                 raise EvalrunError(f"{where}: the range must have lo < hi")
             grid = replace(grid, inner_range=bounds)

@@ -10,12 +10,12 @@ columns come from a fixed table, never from the request's text.
 from __future__ import annotations
 
 import json
-import math
 import threading
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping
 
+from evalrun._util.checks import finite_number
 from evalrun._util.errors import EvalrunError
 from evalrun.metrics.judgements import read_judgements
 from evalrun.report.export import open_store
@@ -42,12 +42,9 @@ class QueryError(EvalrunError):
 
 def _int(params: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> int:
     text = params.get(name)
-    if text in (None, ""):
+    if not text:
         return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise QueryError(f"{name}={text!r}: not an integer") from None
+    value = int(finite_number(text, name, integer=True, error=QueryError))
     if not lo <= value <= hi:
         raise QueryError(f"{name}={value}: must be in [{lo}, {hi}]")
     return value
@@ -55,15 +52,7 @@ def _int(params: Mapping[str, str], name: str, default: int, lo: int, hi: int) -
 
 def _float(params: Mapping[str, str], name: str) -> float | None:
     text = params.get(name)
-    if text in (None, ""):
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise QueryError(f"{name}={text!r}: not a number") from None
-    if not math.isfinite(value):
-        raise QueryError(f"{name}={text!r}: must be a finite number")
-    return value
+    return finite_number(text, name, error=QueryError) if text else None
 
 
 @dataclass(frozen=True)

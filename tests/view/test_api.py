@@ -67,7 +67,8 @@ def test_runs_and_results_pages_filters_sorts_in_sql(viewer_url: str, view_db: P
     ("order=sideways", "order='sideways'"),
     ("limit=100000", "limit=100000: must be in [1, 500]"),
     ("offset=-1", "offset=-1"),
-    ("score_min=nan", "must be a finite number"),
+    ("score_min=nan", "score_min: 'nan' is not a finite number"),
+    ("offset=x", "offset: 'x' is not an integer"),
     ("colour=red", "unknown parameter(s) colour"),
 ])
 def test_bad_parameters_are_400_naming_them(viewer_url: str, query: str, message: str) -> None:
