@@ -8,6 +8,7 @@ the names and keys it owns.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -83,6 +84,8 @@ def spec_float(spec: Spec, key: str, default: float, *, what: str, lo: float | N
         value = float(raw)
     except ValueError:
         raise SpecError(f"{what} {spec}: {key}={raw!r} is not a number") from None
+    if not math.isfinite(value):  # NaN passes every range comparison
+        raise SpecError(f"{what} {spec}: {key}={raw} is not a finite number")
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         raise SpecError(f"{what} {spec}: {key}={raw} out of range [{lo}, {hi}]")
     return value

@@ -21,7 +21,7 @@ from evalrun.pack.loading import resolve_pack
 from evalrun.plugins.pytest_plugin import SummarySink
 from evalrun.run.executors import EXECUTORS
 from evalrun.run.options import BY_NAME, pytest_args_for, resolve, run_options
-from evalrun.store.database import check_store_path
+from evalrun.store.database import Store, check_store_path
 from evalrun.watermark.registry import KEY_ENV
 
 #: `evalrun run` only runs pack items, which neither assert nor print nor log: pytest's
@@ -86,6 +86,12 @@ def _run_values(args: argparse.Namespace, models: list[str] | None) -> dict:
     if report and Path(report).exists() and not Path(report).is_dir():
         raise EvalrunError(f"--report {report}: exists and is not a directory")
     check_store_path(values["db"], what="--out", write=True)
+    db = Path(values["db"])
+    if db.is_file():
+        with db.open("rb") as fh:
+            version = fh.read(100)[60:64]
+        if version.strip(b"\0"):  # a store already (schema version > 0): damaged pages are one line now
+            Store(db, readonly=True, what="--out").close()
     return values
 
 

@@ -16,6 +16,7 @@ stored, shown, and part of cache keys) and its full spec (identity plus options 
 from __future__ import annotations
 
 import hashlib
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,10 +105,13 @@ def _typed(spec: ModelSpec, key: str, value: str, option: ProviderOption) -> Any
             return False
         raise SpecError(f"--model {spec}: {key}={value!r} must be true or false")
     try:
-        return option.kind(value)
+        typed = option.kind(value)
     except ValueError:
         wanted = {int: "an integer", float: "a number"}.get(option.kind, option.kind.__name__)
         raise SpecError(f"--model {spec}: {key}={value!r} must be {wanted}") from None
+    if isinstance(typed, float) and not math.isfinite(typed):
+        raise SpecError(f"--model {spec}: {key}={value!r} must be a finite number")
+    return typed
 
 
 class ProviderKind(ABC):

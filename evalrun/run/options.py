@@ -70,22 +70,29 @@ class Option:
 
 #: the largest --vocab-size taken (well above any released model's, ~262k)
 MAX_VOCAB_SIZE = 1 << 24
-
-
-def _at_least(lo: float) -> Callable[[Any], str | None]:
-    return lambda v: None if v is None or v >= lo else f"must be at least {lo:g}"
+#: upper bounds of the count options: beyond them a value is a typo, not a plan
+MAX_REPETITIONS = 10_000
+MAX_NEW_TOKENS = 1_000_000
+MAX_WORKERS = 1_024
+MAX_CONCURRENCY = 4_096
+#: --seed is stored in an SQLite INTEGER: a signed 64-bit number
+SEED_RANGE = (-(1 << 63), (1 << 63) - 1)
 
 
 def _shown(bound: float) -> str:
     """A bound as a reader writes it: 16,777,216, not 1.67772e+07."""
-    return f"{int(bound):,}" if float(bound).is_integer() and abs(bound) >= 1e6 else f"{bound:g}"
+    return f"{int(bound):,}" if float(bound).is_integer() and abs(bound) >= 1e4 else f"{bound:g}"
 
 
 def _between(lo: float, hi: float) -> Callable[[Any], str | None]:
     def check(v: Any) -> str | None:
         if v is None:
             return None
-        return None if math.isfinite(v) and lo <= v <= hi else f"must be in [{_shown(lo)}, {_shown(hi)}]"
+        if isinstance(v, int) and not isinstance(v, bool):  # exact: 2**63 is not a float's neighbour of it
+            return None if lo <= v <= hi else f"must be in [{_shown(lo)}, {_shown(hi)}]"
+        if not math.isfinite(v):  # NaN passes no comparison, infinity fails one: say which it is
+            return f"must be a finite number in [{_shown(lo)}, {_shown(hi)}]"
+        return None if lo <= v <= hi else f"must be in [{_shown(lo)}, {_shown(hi)}]"
     return check
 
 
@@ -116,10 +123,13 @@ OPTIONS: tuple[Option, ...] = (
            "rating:openai:gpt-4o-mini (MarkMyWords' quality rating) or perplexity:embedded (an offline "
            "quality proxy)", many=True, metavar="METHOD:MODEL", flag="--judge", toml_aliases=("judge",)),
     Option("key", str, f"secret watermark key (default: ${KEY_ENV}); never stored", toml=None),
-    Option("n", int, "repetitions per case (default 1)", default=1, check=_at_least(1)),
+    Option("n", int, f"repetitions per case (default 1, at most {MAX_REPETITIONS:,})", default=1,
+           check=_between(1, MAX_REPETITIONS)),
     Option("temperature", float, "sampling temperature (default: the pack's)", check=_between(0.0, 5.0)),
-    Option("max_tokens", int, "max new tokens (default: the pack's)", check=_at_least(1)),
-    Option("seed", int, "base seed (default 0)", default=0),
+    Option("max_tokens", int, f"max new tokens (default: the pack's; at most {MAX_NEW_TOKENS:,})",
+           check=_between(1, MAX_NEW_TOKENS)),
+    Option("seed", int, "base seed (default 0; a signed 64-bit integer, as the store keeps it)", default=0,
+           check=_between(*SEED_RANGE)),
     Option("db", str, "results database (default results.sqlite)", default="results.sqlite", flag="--out",
            metavar="PATH", pytest_name="--evalrun-db"),
     Option("base_url", str, "OpenAI-compatible server (default: $OPENAI_BASE_URL)"),
@@ -128,8 +138,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("vocab_size", int, "vocabulary size that outputs produced outside evalrun were watermarked over (the "
            "model's logit width; default: the --tokenizer directory's config.json vocab_size, else its "
            "tokenizer's size)", metavar="N", check=_between(1, MAX_VOCAB_SIZE)),
-    Option("concurrency", int, "concurrent API requests per model (default 32; lowered automatically on "
-           "HTTP 429)", default=32, check=_at_least(1)),
+    Option("concurrency", int, f"concurrent API requests per model (default 32, at most {MAX_CONCURRENCY:,}; "
+           "lowered automatically on HTTP 429)", default=32, check=_between(1, MAX_CONCURRENCY)),
     Option("packs_dirs", str, "extra pack directory, repeatable", many=True, metavar="DIR",
            flag="--packs-dir", toml_aliases=("packs_dir",)),
     Option("no_progress", bool, "no progress bar", default=False, toml=None),
@@ -137,7 +147,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("select", str, "pytest -k expression selecting items", metavar="EXPR", pytest=False, toml=None),
     Option("workers", int, "parallel workers: pytest-xdist processes that grade (--executor local), or "
            "the executor's own workers, e.g. Ray actors each holding the model once (--executor ray; "
-           "default 2)", default=0, pytest=False, toml=None, check=_at_least(0)),
+           f"default 2; at most {MAX_WORKERS:,})", default=0, pytest=False, toml=None,
+           check=_between(0, MAX_WORKERS)),
     Option("executor", str, "where a run's unique model calls run (generations, attacks, judges): "
            "local (this process) or ray (Ray actors; pip install \"evalrun[ray]\")", default="local",
            check=_executor),
@@ -145,7 +156,7 @@ OPTIONS: tuple[Option, ...] = (
            metavar="ADDR"),
     Option("executor_workers", int, "workers per model of an executor that runs its own (Ray actors "
            "with --executor ray, default 2); evalrun run sets it with --workers", default=2,
-           check=_at_least(1), cli=False, toml_aliases=("ray_actors",)),
+           check=_between(1, MAX_WORKERS), cli=False, toml_aliases=("ray_actors",)),
     Option("commit_ms", float, "group the writes of fast results (a reference solver's) and of grades "
            "into one transaction per MS milliseconds of their work: a kill -9 then loses at "
            "most that much work, which the next run redoes; model calls are still stored one by one "

@@ -402,7 +402,9 @@ class Store:
             if readonly:
                 if self.version == 0:
                     raise EvalrunError(f"{what} {self.path}: empty database (no evalrun results)")
-            else:
+            if self.version:
+                self._check_integrity()
+            if not readonly:
                 self._init_schema()
         except sqlite3.Error as exc:
             self.conn.close()
@@ -435,6 +437,15 @@ class Store:
         if "not a database" in text or "malformed" in text:
             return f"{self.what} {self.path}: not an evalrun results database ({text})"
         return f"{self.what} {self.path}: cannot open ({text})"
+
+    def _check_integrity(self) -> None:
+        """SQLite's ``quick_check``: damaged pages are one line now, not a DatabaseError in the
+        middle of a run, nor a report silently built from what could still be read."""
+        found = self.conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+        if found != "ok":
+            found = " ".join(found.replace("*** in database main ***", "").split())
+            raise EvalrunError(f"{self.what} {self.path}: damaged ({found}); restore it from a copy, or recover what "
+                               f"SQLite still reads with `sqlite3 {self.path} .recover`")
 
     def _tables(self) -> list[str]:
         return [r[0] for r in self.conn.execute(
