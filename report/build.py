@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple, Sequence
 
 from evalrun._util.errors import EvalrunError
+from evalrun._util.files import write_text
 from evalrun.metrics.aggregates import MetricRecord, compute, write_metrics_json
 from evalrun.report import benchmark, charts, quality, tables
 from evalrun.report.data import PackView, ReportData, Result, default_view, is_detection_view, load, slug
@@ -48,19 +49,21 @@ def build_report(db: str | Path, out_dir: str | Path, run_id: str | None = None,
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise EvalrunError(f"--out {out}: exists and is not a directory")
-    out.mkdir(parents=True, exist_ok=True)
-    for stale in (*CHART_NAMES, *benchmark.CHART_NAMES):  # a chart must not outlive its data
-        (out / stale).unlink(missing_ok=True)
-    for name in CHART_NAMES:  # nor one of a pack that shares a view (prefixed with its name)
-        for stale_file in out.glob(f"*-{name}"):
-            stale_file.unlink(missing_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for stale in (*CHART_NAMES, *benchmark.CHART_NAMES):  # a chart must not outlive its data
+            (out / stale).unlink(missing_ok=True)
+        for name in CHART_NAMES:  # nor one of a pack that shares a view (prefixed with its name)
+            for stale_file in out.glob(f"*-{name}"):
+                stale_file.unlink(missing_ok=True)
+    except OSError as exc:
+        raise EvalrunError(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
     records = compute(r.row for r in data.results)
     doc = compose(data, out, records)
     doc.sections[:0] = list(sections)
-    write_metrics_json([*metrics, *records, *data.quality], out / "metrics.json")
-    md_path = out / "report.md"
-    md_path.write_text(render_markdown(doc), encoding="utf-8")
-    (out / "report.html").write_text(render_html(doc, out), encoding="utf-8")
+    write_metrics_json([*metrics, *records, *data.quality], out / "metrics.json", what="--out")
+    md_path = write_text(out / "report.md", render_markdown(doc), what="--out")
+    write_text(out / "report.html", render_html(doc, out), what="--out")
     return md_path
 
 

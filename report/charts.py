@@ -15,6 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
+from evalrun._util.files import atomic_open
 from evalrun.metrics import stats
 from evalrun.report.data import PackView, Result, systems
 from evalrun.report.tables import label_rate
@@ -68,7 +69,8 @@ def _wrap(label: str, width: int = 12) -> str:
 
 def _save(fig: Figure, path: Path) -> Path:
     FigureCanvasAgg(fig)
-    fig.savefig(path, dpi=DPI, bbox_inches="tight", metadata={"Software": None})
+    with atomic_open(path, what="--out", binary=True) as fh:
+        fig.savefig(fh, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": None})
     return path
 
 

@@ -19,6 +19,8 @@ from typing import Sequence, Union
 
 from tabulate import tabulate
 
+from evalrun._util.display import show_controls
+
 
 @dataclass
 class Paragraph:
@@ -81,7 +83,7 @@ _MD_SPECIAL = re.compile(r"([\\`*\[\]|])")
 
 def md_escape(text: str) -> str:
     """One-line Markdown text: HTML-escaped, Markdown specials backslash-escaped, newlines as ⏎."""
-    text = html.escape(str(text), quote=False)
+    text = html.escape(show_controls(str(text)), quote=False)
     text = _MD_SPECIAL.sub(r"\\\1", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     return " ⏎ ".join(part.strip() for part in text.split("\n")) if "\n" in text else text
@@ -135,7 +137,7 @@ def _md_block(block: Block) -> str:
 # -- HTML ----------------------------------------------------------------------------------
 
 def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    return html.escape(show_controls(str(text)), quote=True)
 
 
 def render_html(doc: Document, asset_dir: Path) -> str:

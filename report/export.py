@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evalrun._util.errors import EvalrunError
+from evalrun._util.files import atomic_open
 from evalrun.metrics.aggregates import compute, metrics_path_beside, write_metrics_json
 from evalrun.metrics.judgements import with_judgements
 from evalrun.metrics.quality_records import quality_records
@@ -68,8 +69,23 @@ def flatten_metadata(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def export_results(db: str | Path, fmt: str, out: str | Path, run_id: str | None = None) -> int:
-    """Write one row per result to ``out`` as ``csv`` or ``jsonl``; returns the rows written."""
+#: what a spreadsheet takes for the start of a formula in a CSV cell (OWASP's list)
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def guard_formula(value: object) -> object:
+    """A CSV cell a spreadsheet will not run: text starting like a formula gets a leading
+    apostrophe (shown, not evaluated); numbers stay numbers."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def export_results(db: str | Path, fmt: str, out: str | Path, run_id: str | None = None, *,
+                   formulas_guarded: bool = True) -> int:
+    """Write one row per result to ``out`` as ``csv`` or ``jsonl``, whole or not at all;
+    returns the rows written. CSV cells that start like a spreadsheet formula are
+    :func:`guard_formula`-ed unless ``formulas_guarded`` is off (for programs, not people)."""
     if fmt not in FORMATS:
         raise EvalrunError(f"--format {fmt!r}: must be one of {', '.join(FORMATS)}")
     store = open_store(db)
@@ -96,17 +112,16 @@ def export_results(db: str | Path, fmt: str, out: str | Path, run_id: str | None
     if fmt == "csv":
         records = flatten_metadata(records)
     out_path = Path(out)
-    if out_path.parent and not out_path.parent.exists():
-        out_path.parent.mkdir(parents=True, exist_ok=True)
     columns = list(dict.fromkeys(k for rec in records for k in rec))
-    with out_path.open("w", encoding="utf-8", newline="") as fh:
+    with atomic_open(out_path, what="--out", newline="") as fh:
         if fmt == "csv":
             writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="raise")
             writer.writeheader()
             for rec in records:
-                writer.writerow({k: ("" if v is None else v) for k, v in rec.items()})
+                writer.writerow({k: "" if v is None else (guard_formula(v) if formulas_guarded else v)
+                                 for k, v in rec.items()})
         else:
             for rec in records:
                 fh.write(json.dumps(rec, ensure_ascii=False, sort_keys=False) + "\n")
-    write_metrics_json([*compute(judged), *extra_metrics], metrics_path_beside(out_path))
+    write_metrics_json([*compute(judged), *extra_metrics], metrics_path_beside(out_path), what="--out")
     return len(records)

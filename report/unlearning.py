@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
+from evalrun._util.files import atomic_open
 from evalrun.metrics.aggregates import record
 from evalrun.metrics.stats import Estimate
 from evalrun.report import build_report
@@ -52,7 +53,8 @@ def draw_fig4(summary: Summary, path: Path) -> Path:
     ax.set_title("Unlearning algorithms with WaterDrum (WaterDrum Fig. 4)")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_open(path, what="--out", binary=True) as fh:
+        fig.savefig(fh, format="png", dpi=110)
     return path
 
 
@@ -75,7 +77,8 @@ def draw_calibration(summary: Summary, path: Path) -> Path:
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_open(path, what="--out", binary=True) as fh:
+        fig.savefig(fh, format="png", dpi=110)
     return path
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from evalrun._util.errors import EvalrunError
+from evalrun._util.files import write_text
 from evalrun.run.options import OPTIONS, add_cli_options
 
 if sys.version_info >= (3, 11):
@@ -52,4 +53,4 @@ def project_config() -> dict:
 def write_json(path: str | None, value: object) -> None:
     """The ``--json PATH`` file of an analysis command (nothing without ``--json``)."""
     if path:
-        Path(path).write_text(json.dumps(value, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        write_text(path, json.dumps(value, indent=1, sort_keys=True) + "\n", what="--json")

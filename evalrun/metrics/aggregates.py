@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Tuple, Union, cast
 
+from evalrun._util.files import write_text
 from evalrun._util.hashing import stable_int
 from evalrun._util.registry import Registry
 from evalrun.metrics import stats
@@ -208,13 +209,11 @@ def compute(rows: Iterable[Row]) -> list[MetricRecord]:
     return out
 
 
-def write_metrics_json(records: Sequence[MetricRecord], path: str | Path) -> Path:
-    """A JSON list of records at ``path``, one per line-wrapped object (NaN written as null)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+def write_metrics_json(records: Sequence[MetricRecord], path: str | Path, *, what: str = "metrics.json") -> Path:
+    """A JSON list of records at ``path``, one per line-wrapped object (NaN written as null),
+    written whole or not at all (``what`` names the option in errors)."""
     body = ",\n".join(" " + json.dumps(r.as_json(), allow_nan=False) for r in records)
-    path.write_text(f"[\n{body}\n]\n" if records else "[]\n", encoding="utf-8")
-    return path
+    return write_text(path, f"[\n{body}\n]\n" if records else "[]\n", what=what)
 
 
 def metrics_path_beside(path: str | Path) -> Path:

@@ -14,10 +14,9 @@ import re
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import urlencode
 
+from evalrun._util.display import show_controls
 from evalrun.view.queries import EXACT, LISTED, NO_LABEL, ResultQuery
 
-#: control characters and bidirectional overrides: shown as visible escapes, never passed raw
-_HOSTILE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 #: per-token score classes of real-valued evidence (exp-family shares average 1 without the watermark)
 SCORE_BUCKETS = (0.5, 1.0, 2.0, 3.0)
 
@@ -45,10 +44,7 @@ svg a circle:hover{stroke:#000;stroke-width:2}
 def clean(value: Any) -> str:
     """A stored value as safe HTML text: escaped, with control characters and bidi overrides
     made visible (``\\x1b``, ``\\u202e``) instead of acting on the page."""
-    text = "" if value is None else str(value)
-    text = _HOSTILE.sub(lambda m: f"\\u{ord(m.group()):04x}" if ord(m.group()) > 0xff else f"\\x{ord(m.group()):02x}",
-                        text)
-    return html.escape(text, quote=True)
+    return html.escape(show_controls("" if value is None else str(value)), quote=True)
 
 
 def href(path: str, params: Mapping[str, Any] | None = None) -> str:

@@ -3,6 +3,8 @@ silent success or a wrong result: now one line, exit 2, and nothing computed is 
 
 from __future__ import annotations
 
+import csv
+import json
 import os
 import sqlite3
 import subprocess
@@ -83,3 +85,99 @@ def test_nan_infinity_and_out_of_range_numbers_are_refused_by_name(tmp_path: Pat
     proc = evalrun("run", "--pack", "mmw_book_reports", *args, "--out", str(db), "--no-progress", cwd=tmp_path)
     one_line(proc, *needles)
     assert list(tmp_path.iterdir()) == []  # no store, no lock left behind
+
+
+def _limited(max_bytes: int):  # type: ignore[no-untyped-def]
+    """A preexec_fn: the child may write files of at most ``max_bytes`` (a full disk, in small)."""
+    def limit() -> None:
+        import resource
+        import signal
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, max_bytes))
+    return limit
+
+
+def limited(*args: str, cwd: Path, max_bytes: int) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "evalrun.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, preexec_fn=_limited(max_bytes))
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_a_failed_export_leaves_the_previous_file_intact(stored: Path, tmp_path: Path, fmt: str) -> None:
+    out = tmp_path / f"results.{fmt}"
+    out.write_text("the previous export\n")
+    proc = limited("export", "--db", str(stored), "--format", fmt, "--out", str(out), cwd=tmp_path, max_bytes=20_000)
+    one_line(proc, f"--out {out}: cannot write it", "the previous file, if any, is unchanged")
+    assert out.read_text() == "the previous export\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]  # no temporary file left
+
+
+def test_a_failed_report_leaves_the_previous_report_intact(stored: Path, tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    assert evalrun("report", "--db", str(stored), "--out", str(reports), cwd=tmp_path).returncode == 0
+    before = {p.name: p.read_bytes() for p in reports.iterdir()}
+    proc = limited("report", "--db", str(stored), "--out", str(reports), cwd=tmp_path, max_bytes=30_000)
+    one_line(proc, f"--out {reports}", "cannot write it")
+    after = {p.name: p.read_bytes() for p in reports.iterdir()}
+    assert {k: v for k, v in after.items() if k in ("report.md", "report.html", "metrics.json")} == \
+        {k: v for k, v in before.items() if k in ("report.md", "report.html", "metrics.json")}
+    assert not [n for n in after if n.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("command", [
+    ["export", "--db", "{db}", "--format", "csv", "--out", "{blocker}/x.csv"],
+    ["report", "--db", "{db}", "--out", "{blocker}/reports"],
+])
+def test_an_unwritable_destination_is_one_line(stored: Path, tmp_path: Path, command: list[str]) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    proc = evalrun(*(c.format(db=stored, blocker=blocker) for c in command), cwd=tmp_path)
+    one_line(proc, str(blocker))
+
+
+HOSTILE = {
+    "acrostic_001": "=HYPERLINK(\"http://evil.example\",\"click\")",
+    "acrostic_002": "+1+1",
+    "acrostic_003": "-2+3",
+    "acrostic_004": "@SUM(A1:A2)",
+    "acrostic_005": "red \x1b[31mALERT\x1b[0m bell\x07 nul\x00 rlo\u202eevil",
+}
+
+
+@pytest.fixture(scope="module")
+def hostile_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    where = tmp_path_factory.mktemp("hostile")
+    outputs = where / "outputs.jsonl"
+    outputs.write_text("".join(json.dumps({"case_id": k, "output": v}) + "\n" for k, v in HOSTILE.items()))
+    db = where / "hostile.sqlite"
+    proc = evalrun("grade", "--pack", "hidden_message_extraction", "--outputs", str(outputs), "--out", str(db),
+                   "--select", "acrostic_001 or acrostic_002 or acrostic_003 or acrostic_004 or acrostic_005",
+                   "--no-progress", cwd=where)
+    assert proc.returncode == 0, proc.stderr
+    return db
+
+
+def test_csv_cells_that_start_like_formulas_are_neutralised(hostile_store: Path, tmp_path: Path) -> None:
+    out = tmp_path / "safe.csv"
+    assert evalrun("export", "--db", str(hostile_store), "--format", "csv", "--out", str(out), cwd=tmp_path).returncode == 0
+    with out.open(newline="", encoding="utf-8") as fh:
+        outputs = {r["case_id"]: r["raw_output"] for r in csv.DictReader(fh)}
+    for case_id in ("acrostic_001", "acrostic_002", "acrostic_003", "acrostic_004"):
+        assert outputs[case_id] == "'" + HOSTILE[case_id]
+    raw = tmp_path / "raw.csv"
+    assert evalrun("export", "--db", str(hostile_store), "--format", "csv", "--out", str(raw), "--raw-csv",
+                   cwd=tmp_path).returncode == 0
+    with raw.open(newline="", encoding="utf-8") as fh:
+        assert {r["case_id"]: r["raw_output"] for r in csv.DictReader(fh)}["acrostic_001"] == HOSTILE["acrostic_001"]
+
+
+def test_reports_show_control_characters_instead_of_passing_them_through(hostile_store: Path,
+                                                                         tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    assert evalrun("report", "--db", str(hostile_store), "--out", str(reports), cwd=tmp_path).returncode == 0
+    for name in ("report.md", "report.html"):
+        text = (reports / name).read_text(encoding="utf-8")
+        assert not any(c in text for c in ("\x1b", "\x07", "\x00", "\u202e")), name
+        shown = text.replace("\\[", "[").replace("\\\\", "\\")  # report.md escapes [ and \\
+        assert "\\x1b[31mALERT" in shown and "\\u202eevil" in shown, name

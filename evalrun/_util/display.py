@@ -1,0 +1,21 @@
+"""Stored text shown to a person: control characters and bidirectional overrides made visible.
+
+A model's output, a case file or a judge's answer may hold NUL, ANSI escape sequences, a bell
+or a right-to-left override. Raw in a report, a terminal or a web page they hide or reorder
+text (or drive the terminal); shown as ``\\x1b`` or ``\\u202e`` they are evidence. Newlines,
+tabs and carriage returns stay: reports and pages lay text out with them.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: C0 and C1 controls (but tab, newline, carriage return), DEL, and the bidirectional
+#: marks, embeddings, overrides and isolates
+HOSTILE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def show_controls(text: str) -> str:
+    """``text`` with every :data:`HOSTILE` character written as its escape."""
+    return HOSTILE.sub(lambda m: f"\\u{ord(m.group()):04x}" if ord(m.group()) > 0xFF else f"\\x{ord(m.group()):02x}",
+                       text)
