@@ -14,6 +14,7 @@ import fcntl
 import json
 import os
 import re
+import sqlite3
 import sys
 import uuid
 from dataclasses import dataclass, field
@@ -87,6 +88,8 @@ class EvalrunState:
     #: grading: one query per ROWS_AHEAD items instead of one per item
     order: list[str] = field(default_factory=list)
     position: dict[str, int] = field(default_factory=dict)
+    #: how the run ended, (status, reason), once recorded
+    ending: tuple[str, str | None] | None = None
     ahead: dict[str, Any] = field(default_factory=dict)
 
     def stored_row(self, item_key: str) -> Any:
@@ -184,6 +187,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if str(path.resolve()) not in config.args:
             config.args.append(str(path.resolve()))
     config.pluginmanager.register(_Tally(state), "evalrun-tally")
+    config.pluginmanager.register(_FailureHook(config), "evalrun-failure")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(config), "evalrun-xdist")
 
@@ -403,6 +407,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if not items:
         return
     state = get_state(config)
+    state.order = [item.item_key for item in items]
+    state.position = {key: i for i, key in enumerate(state.order)}
     try:
         store = state.store()
     except EvalrunError as exc:
@@ -433,27 +439,78 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                                      show_progress=show)
         except EvalrunError as exc:  # e.g. a provider refusing the run; stored results stay
             raise pytest.UsageError(str(exc)) from None
+        except sqlite3.Error as exc:  # e.g. a full disk: one line, and the run records that it failed
+            message = (f"{state.db}: cannot store results ({exc}; is the disk full?); what was stored before "
+                       "is kept, and running the same command again resumes")
+            config.stash[FAILURE_KEY] = message
+            raise pytest.UsageError(message) from None
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     if reporter is not None and not state.is_worker:
         for line in summary.lines(state.db, state.run_id):
             reporter.write_line(line)
-    state.order = [item.item_key for item in items]
-    state.position = {key: i for i, key in enumerate(state.order)}
+
+
+#: why a session failed, from pytest's internal-error hook (the last line of its traceback)
+FAILURE_KEY = pytest.StashKey[str]()
+
+
+class _FailureHook:
+    """Keeps the last line of an internal error, so the run records why it failed."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_internalerror(self, excrepr: Any, excinfo: Any) -> None:
+        message = " ".join(str(excinfo.value).split())[:500]
+        self.config.stash[FAILURE_KEY] = f"{excinfo.typename}: {message}" if message else excinfo.typename
+
+
+def _ending(session: pytest.Session, state: EvalrunState, store: Store, exitstatus: int) -> tuple[str, str | None]:
+    """(status, reason) of the run: ``finished`` only when every selected item reached the end
+    of grading (the controller under xdist checks the items its workers linked to the run)."""
+    failure = session.config.stash.get(FAILURE_KEY, None)
+    keys = state.order or [r[0] for r in store.conn.execute(
+        "SELECT r.item_key FROM run_items i JOIN results r ON r.result_id = i.result_id WHERE i.run_id = ?",
+        (state.run_id,))]
+    missing = store.unfinished(keys) if keys else 0
+    progress = f"{len(set(keys)) - missing} of {len(set(keys))} selected items reached the end of grading"
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        return "interrupted", f"stopped (Ctrl-C or a signal): {progress}"
+    if failure or exitstatus in (pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
+        return "failed", f"{failure or 'pytest ended with exit status ' + str(int(exitstatus))}; {progress}"
+    if missing:
+        return "failed", progress
+    return "finished", None
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = session.config.stash.get(STATE_KEY, None)
     if state is None:
         return
-    state.flush()
+    try:
+        state.flush()
+    except Exception as exc:  # e.g. a full disk: the run failed, and says why below
+        session.config.stash[FAILURE_KEY] = f"storing grades failed: {type(exc).__name__}: {exc}"
     if not state.is_worker and (state._store is not None or state.db.exists()):
         try:
             store = state.store()
         except EvalrunError:  # reported where it was first opened
             return
         if state.run_id in store.run_ids():
-            store.finish_run(state.run_id, interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+            status, reason = _ending(session, state, store, exitstatus)
+            try:
+                store.finish_run(state.run_id, status=status, reason=reason)
+            except sqlite3.Error as exc:  # the store reads it as interrupted: say what it was
+                reason = f"{reason}; the store could not record this ({exc}) and lists the run as interrupted"
+            if status == "failed" and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+                session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+            state.ending = (status, reason)
+            sinks = [p for p in session.config.pluginmanager.get_plugins() if isinstance(p, SummarySink)]
+            for sink in sinks:
+                sink.ending = state.ending
+            if status != "finished" and not sinks:  # `evalrun run` says it after pytest's output
+                print(f"evalrun: run {state.run_id} {status}: {reason}", file=sys.stderr)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -490,6 +547,8 @@ class SummarySink:
         self.error_lines: list[str] = []
         #: the run's mean score, ungraded results counting 0 (what --fail-under compares)
         self.mean: float | None = None
+        #: how the run ended, (status, reason), even when the store could not record it
+        self.ending: tuple[str, str | None] | None = None
 
 
 #: distinct error messages shown on stderr at the end of a run (the report has them all)

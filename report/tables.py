@@ -453,16 +453,21 @@ def runs_table(data: ReportData) -> Table:
             argv = " ".join(json.loads(argv)) if argv else NA
         except (ValueError, TypeError):
             argv = str(argv)
-        rows.append([run["run_id"], run_status(run), run.get("started_at") or NA,
+        status = run_status(run)
+        if run.get("reason"):
+            status += f": {run['reason']}"
+        rows.append([run["run_id"], status, run.get("started_at") or NA,
                      run.get("finished_at") or NA, sha, run.get("evalrun_version") or NA, run.get("python") or NA,
                      run.get("platform") or NA,
                      NA if run.get("seed") is None else str(run["seed"]), argv])
     return Table(id="provenance", headers=["run_id", "status", "started_at", "finished_at", "git_sha",
                                            "evalrun", "python", "platform", "seed", "argv"],
                  rows=rows, text_columns=(9,),
-                 caption="status: finished, or interrupted when the run was stopped or killed before "
-                         "its end (its stored results count as usual; re-running the same command "
-                         "resumes it), or running while its process is alive.")
+                 caption="status: finished when every selected item reached the end of grading; "
+                         "interrupted when the run was stopped or killed before its end, failed (with its "
+                         "reason) after an internal error, a full disk or items that never reached grading "
+                         "(stored results count as usual either way; re-running the same command resumes "
+                         "it); running while its process is alive.")
 
 
 def models_table(data: ReportData) -> Table:

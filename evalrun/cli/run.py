@@ -21,7 +21,7 @@ from evalrun.pack.loading import resolve_pack
 from evalrun.plugins.pytest_plugin import SummarySink
 from evalrun.run.executors import EXECUTORS
 from evalrun.run.options import BY_NAME, pytest_args_for, resolve, run_options
-from evalrun.store.database import Store, check_store_path
+from evalrun.store.database import Store, check_store_path, run_status
 from evalrun.watermark.registry import KEY_ENV
 
 #: `evalrun run` only runs pack items, which neither assert nor print nor log: pytest's
@@ -95,6 +95,30 @@ def _run_values(args: argparse.Namespace, models: list[str] | None) -> dict:
     return values
 
 
+#: exit status of a run that failed (an internal error, a full disk, items that never reached
+#: grading) and of one stopped by Ctrl-C or a signal (128 + SIGINT, as shells report it)
+EXIT_FAILED = 3
+EXIT_INTERRUPTED = 130
+
+
+def run_ending(db: str | Path, run_id: str) -> tuple[str, str | None] | None:
+    """(status, reason) the store recorded for ``run_id``, or None when it holds no such run."""
+    if not Path(db).is_file():
+        return None
+    try:
+        store = Store(db, readonly=True)
+    except EvalrunError:
+        return None
+    try:
+        run = next((r for r in store.runs() if r["run_id"] == run_id), None)
+        if run is None:
+            return None
+        reason = run["reason"] if "reason" in run.keys() else None
+        return run_status(dict(run)), reason
+    finally:
+        store.close()
+
+
 def run_packs(args: argparse.Namespace, user_argv: list[str], models: list[str] | None = None) -> int:
     """Run the packs of ``args`` under pytest (``models``: instead of the command line's)."""
     values = _run_values(args, models)
@@ -107,6 +131,11 @@ def run_packs(args: argparse.Namespace, user_argv: list[str], models: list[str] 
         print(line)
     for line in sink.error_lines:
         print(line, file=sys.stderr)
+    ending = sink.ending or run_ending(values["db"], run_id)
+    if ending is not None and ending[0] != "finished":
+        status, reason = ending
+        print(f"evalrun: {'error: ' if status == 'failed' else ''}run {run_id} {status}: {reason}", file=sys.stderr)
+        return EXIT_FAILED if status == "failed" else EXIT_INTERRUPTED
     if values["report"] and code in (0, 1):
         # evalrun.report loads matplotlib (~1 s): only for a run that asks for a report
         from evalrun.report import build_report

@@ -27,7 +27,7 @@ from evalrun._util.provenance import utc_now
 from evalrun.store.checkpointer import WRITER_PAGES, Checkpointer
 
 #: the schema this evalrun writes; stores from earlier releases are upgraded by MIGRATIONS
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: keys bound per ``IN (...)`` query (SQLite's limit on a statement's variables is 32,766
 #: since 3.32, 999 before)
 IN_CHUNK = 500
@@ -51,7 +51,8 @@ CREATE TABLE IF NOT EXISTS runs (
     config_json TEXT,
     status TEXT,
     host TEXT,
-    pid INTEGER
+    pid INTEGER,
+    reason TEXT
 );
 CREATE TABLE IF NOT EXISTS results (
     result_id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -221,6 +222,12 @@ def _v3_to_v4(conn: sqlite3.Connection) -> None:
         conn.execute(stmt)
 
 
+def _v4_to_v5(conn: sqlite3.Connection) -> None:
+    """-> 5: why a run did not finish (``runs.reason``), next to its status (now also ``failed``)."""
+    if not any(r[1] == "reason" for r in conn.execute("PRAGMA table_info(runs)")):
+        conn.execute("ALTER TABLE runs ADD COLUMN reason TEXT")
+
+
 def transform_key(gen_key: str, attack: str, revision: str = "") -> str:
     """Key of one attack applied to one generation: everything that decides its output
     (``revision``: the attack model's, for model attacks)."""
@@ -228,7 +235,8 @@ def transform_key(gen_key: str, attack: str, revision: str = "") -> str:
 
 
 #: from-version -> the step that upgrades a store to the next version, in place
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4,
+                                                               4: _v4_to_v5}
 
 #: the columns a generation writes (grades are written later by the grading phase)
 GENERATION_COLUMNS = (
@@ -250,7 +258,7 @@ def _alive(pid: int) -> bool:
 
 
 def run_status(run: Mapping[str, Any]) -> str:
-    """``finished``, ``interrupted`` or ``running`` for a row of ``runs``.
+    """``finished``, ``interrupted``, ``failed`` or ``running`` for a row of ``runs``.
 
     A run killed outright (SIGKILL, power loss) never records its end: it stays ``running``
     in the store, and is reported as interrupted unless its process is still alive on this
@@ -265,6 +273,9 @@ def run_status(run: Mapping[str, Any]) -> str:
             return "interrupted"
     return str(status)
 
+
+#: how a run ended (``running`` while it runs)
+RUN_STATUSES = ("finished", "interrupted", "failed")
 
 #: label stored when the grader raised or returned something that is not a valid Grade
 GRADER_ERROR = "GRADER_ERROR"
@@ -525,11 +536,23 @@ class Store:
                 ),
             )
 
-    def finish_run(self, run_id: str, *, interrupted: bool = False) -> None:
-        """Mark the end of a run; ``interrupted`` when it was stopped before its items ran."""
+    def finish_run(self, run_id: str, *, interrupted: bool = False, status: str | None = None,
+                   reason: str | None = None) -> None:
+        """Mark the end of a run: ``finished`` only when every selected item reached the end of
+        grading; ``interrupted`` (stopped before its items ran) or ``failed`` with ``reason``."""
+        status = status or ("interrupted" if interrupted else "finished")
+        if status not in RUN_STATUSES:
+            raise ValueError(f"run status {status!r}: expected one of {', '.join(RUN_STATUSES)}")
         with self.transaction():
-            self.conn.execute("UPDATE runs SET finished_at = ?, status = ? WHERE run_id = ?",
-                              (utc_now(), "interrupted" if interrupted else "finished", run_id))
+            self.conn.execute("UPDATE runs SET finished_at = ?, status = ?, reason = ? WHERE run_id = ?",
+                              (utc_now(), status, reason, run_id))
+
+    def unfinished(self, item_keys: Sequence[str]) -> int:
+        """How many of ``item_keys`` did not reach the end of grading: no stored row, or a row
+        neither graded nor failed at generation."""
+        done = sum(1 for row in self.select_in("SELECT graded_at, error FROM results", "item_key", set(item_keys))
+                   if row["graded_at"] is not None or row["error"] is not None)
+        return len(set(item_keys)) - done
 
     def runs(self) -> list[sqlite3.Row]:
         return self.conn.execute("SELECT * FROM runs ORDER BY started_at").fetchall()

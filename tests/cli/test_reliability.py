@@ -181,3 +181,25 @@ def test_reports_show_control_characters_instead_of_passing_them_through(hostile
         assert not any(c in text for c in ("\x1b", "\x07", "\x00", "\u202e")), name
         shown = text.replace("\\[", "[").replace("\\\\", "\\")  # report.md escapes [ and \\
         assert "\\x1b[31mALERT" in shown and "\\u202eevil" in shown, name
+
+
+def test_a_run_that_fills_the_disk_is_failed_not_finished(tmp_path: Path) -> None:
+    """A file-size limit stands for a full disk: the run stops with one reason, exit 3, no
+    traceback; what was stored stays, and the run is never listed as finished."""
+    db = tmp_path / "full.sqlite"
+    proc = limited("run", "--pack", "hidden_message_extraction", "--model", "reference", "--n", "20", "--out", str(db),
+                   "--no-progress", cwd=tmp_path, max_bytes=300_000)
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stdout + proc.stderr and "INTERNALERROR" not in proc.stdout + proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("evalrun: error: run ") and " failed: " in last and "is the disk full?" in last
+    assert "0 of 1040 selected items reached the end of grading" in last
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM results").fetchone()[0] > 0
+        assert conn.execute("SELECT status FROM runs").fetchone()[0] != "finished"
+    # with room again, the same command resumes and finishes
+    proc = evalrun("run", "--pack", "hidden_message_extraction", "--model", "reference", "--n", "20", "--out", str(db),
+                   "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT status, reason FROM runs ORDER BY started_at DESC").fetchone() == ("finished", None)

@@ -85,12 +85,14 @@ def test_a_run_stopped_with_ctrl_c_is_marked_interrupted(tmp_path: Path, make_pa
                     break
             time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=120)
-    status, finished = sqlite3.connect(db).execute("SELECT status, finished_at FROM runs").fetchone()
-    assert status == "interrupted" and finished is not None
+        _, err = proc.communicate(timeout=120)
+    status, finished, reason = sqlite3.connect(db).execute("SELECT status, finished_at, reason FROM runs").fetchone()
+    assert status == "interrupted" and finished is not None and reason.startswith("stopped (Ctrl-C or a signal): ")
+    # the exit status says so too (128 + SIGINT), with the reason on stderr
+    assert proc.returncode == 130 and f"interrupted: {reason}" in err
     proc = evalrun("report", "--db", str(db), "--out", str(tmp_path / "rep"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "| interrupted |" in (tmp_path / "rep" / "report.md").read_text()
+    assert "| interrupted: stopped (Ctrl-C or a signal): " in (tmp_path / "rep" / "report.md").read_text()
 
 
 def test_evalrun_run_and_plain_pytest_share_the_default_store(tmp_path: Path, make_pack) -> None:
