@@ -228,8 +228,9 @@ class PackFile(pytest.File):
         state = get_state(self.config)
         try:
             pack = load_pack(self.path.parent)
-        except PackError as exc:
-            raise self.CollectError(str(exc)) from None
+        except PackError as exc:  # an error of this pack only: the other packs still run
+            yield BrokenPackItem.from_parent(self, name="pack-error", problem=str(exc))
+            return
         state.packs[self.path.parent] = pack
         self.extra_keyword_matches.add(pack.name)
         for error in pack.case_errors:
@@ -292,7 +293,7 @@ class CaseItem(pytest.Item):
             raise GenerationFailure(f"generation failed: {row['error'] or 'no output'}")
         pack = self.item.pack
         graded = grade_into(state.grades(), pack, store, row, key=state.options.resolved_key(),
-                            case=self.item.case.data)
+                            case=self.item.case.data, timeout=state.options.grader_timeout)
         if graded.grade is None:
             kind = "attack_error" if graded.record.label == ATTACK_ERROR else "grader_error"
             self.user_properties.append((KIND, kind))
@@ -362,6 +363,26 @@ class CaseErrorItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return Path(self.error.path), self.error.line, self.name
+
+
+class BrokenPackItem(pytest.Item):
+    """A pack that cannot be loaded (its pack.toml, schema or grader): fails with the reason,
+    while the other packs of the session run."""
+
+    def __init__(self, *, problem: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.problem = problem
+
+    def runtest(self) -> None:
+        self.user_properties.append((KIND, "pack_error"))
+        self.user_properties.append(("pack", self.path.parent.name))
+        raise PackError(self.problem)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        return self.problem
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"{self.path.parent.name}::pack-error"
 
 
 class GoldenItem(pytest.Item):
@@ -475,7 +496,13 @@ def _ending(session: pytest.Session, state: EvalrunState, store: Store, exitstat
         (state.run_id,))]
     missing = store.unfinished(keys) if keys else 0
     progress = f"{len(set(keys)) - missing} of {len(set(keys))} selected items reached the end of grading"
+    broken = sorted({pack for kind, pack, _, _ in state.outcomes if kind == "pack_error"})
+    if broken:
+        return "failed", f"pack(s) {', '.join(broken)} could not be loaded; {progress}"
     if exitstatus == pytest.ExitCode.INTERRUPTED:
+        collect_errors = getattr(session, "testsfailed", 0) if not keys else 0
+        if collect_errors:
+            return "failed", f"{collect_errors} error(s) while collecting the packs; {progress}"
         return "interrupted", f"stopped (Ctrl-C or a signal): {progress}"
     if failure or exitstatus in (pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
         return "failed", f"{failure or 'pytest ended with exit status ' + str(int(exitstatus))}; {progress}"
@@ -585,6 +612,10 @@ def _closing_lines(state: EvalrunState, graded: int, cases: int, labels: dict[st
     for kind, *_ in state.outcomes:
         kinds[kind] = kinds.get(kind, 0) + 1
     lines = []
+    broken = [text for kind, _, _, text in state.outcomes if kind == "pack_error"]
+    if broken:
+        lines.append(f"evalrun: {len(broken)} pack(s) could not be loaded and were not run:")
+        lines += [f"  {text.strip()}" for text in broken]
     invalid = [text for kind, _, _, text in state.outcomes if kind == "case_error"]
     if invalid:
         lines.append(f"evalrun: {len(invalid)} case file(s) failed their schema and were not run:")

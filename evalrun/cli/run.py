@@ -17,7 +17,7 @@ from evalrun._util.errors import EvalrunError
 from evalrun.cli.common import add_run_options, project_config
 from evalrun.cli.main import EXIT_USAGE
 from evalrun.model.providers import check_model, check_watermark_support
-from evalrun.pack.loading import resolve_pack
+from evalrun.pack.loading import load_pack, resolve_pack
 from evalrun.plugins.pytest_plugin import SummarySink
 from evalrun.run.executors import EXECUTORS
 from evalrun.run.options import BY_NAME, pytest_args_for, resolve, run_options
@@ -71,8 +71,8 @@ def _run_values(args: argparse.Namespace, models: list[str] | None) -> dict:
     if models is not None:  # `grade`: the replay file is the model
         cli["models"] = models
     values = resolve(cli, project_config())
-    for p in args.pack:
-        resolve_pack(p, values["packs_dirs"] or [])
+    for p in args.pack:  # a named pack that cannot be loaded is one line now, before any store exists
+        load_pack(resolve_pack(p, values["packs_dirs"] or []))
     options = run_options(values, default_models=("embedded",))
     values["models"] = list(options.models)
     values["model_args"] = None  # merged into each model's spec

@@ -325,8 +325,10 @@ def load_pack_module(path: Path, pack_name: str, role: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
-        raise PackError(f"{path}: import failed: {type(exc).__name__}: {exc}") from exc
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # sys.exit() at import too: an error of this pack, not the end of the process
+        raise PackError(f"{path}: import failed: {type(exc).__name__}: {exc}") from None
     return module
 
 

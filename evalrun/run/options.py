@@ -20,6 +20,7 @@ from evalrun.attacks import canonical_attack
 from evalrun.attacks.suites import read_suite
 from evalrun.judges import get_judge
 from evalrun.model.providers import parse_model, provider_kind
+from evalrun.pack.time_limit import DEFAULT_GRADER_TIMEOUT
 from evalrun.run.executors import EXECUTORS
 from evalrun.watermark.registry import KEY_ENV, parse_watermark
 
@@ -157,6 +158,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("executor_workers", int, "workers per model of an executor that runs its own (Ray actors "
            "with --executor ray, default 2); evalrun run sets it with --workers", default=2,
            check=_between(1, MAX_WORKERS), cli=False, toml_aliases=("ray_actors",)),
+    Option("grader_timeout", float, f"seconds a grader may take on one item before the item is a GRADER_ERROR "
+           f"(\"timed out after N s\") and the run goes on (default {DEFAULT_GRADER_TIMEOUT:g}; 0: no limit)",
+           default=DEFAULT_GRADER_TIMEOUT, metavar="SECONDS", check=_between(0.0, 86_400.0)),
     Option("commit_ms", float, "group the writes of fast results (a reference solver's) and of grades "
            "into one transaction per MS milliseconds of their work: a kill -9 then loses at "
            "most that much work, which the next run redoes; model calls are still stored one by one "
@@ -202,6 +206,9 @@ class RunOptions:
     #: commit grouping of fast writes (:mod:`evalrun.store.commit_batch`); 0 = one transaction per
     #: stored result. Not stored: it changes when rows are written, never what they hold
     commit_ms: float = 0.0
+    #: seconds a grader may take per item (0: no limit); not stored: it decides only whether a
+    #: grade is reached, never what it is
+    grader_timeout: float = DEFAULT_GRADER_TIMEOUT
 
     def as_json(self) -> dict[str, Any]:
         """The run's configuration as stored in ``runs.config_json`` (no key, no URL secrets)."""
@@ -396,6 +403,7 @@ def run_options(values: Mapping[str, Any], *, default_models: Sequence[str]) -> 
         judges=tuple(dict.fromkeys(parse_judge(j) for j in values.get("judges") or ())),
         executor=values.get("executor") or "local", ray_address=values.get("ray_address"),
         executor_workers=values.get("executor_workers") or 2, commit_ms=float(values.get("commit_ms") or 0.0),
+        grader_timeout=float(values.get("grader_timeout", DEFAULT_GRADER_TIMEOUT)),
     )
     check_options(options)
     return options

@@ -93,7 +93,7 @@ def run_stages(items: Sequence[Item], store: Store, run_id: str, options: RunOpt
                             selection=subjects(store, run_id), progress=bar(f"judging ({method})"),
                             executor=executor, spec=model)
         summary.judges.append((method, model, judged))
-    prepare_items(items, store, key=key)
+    prepare_items(items, store, key=key, timeout=options.grader_timeout)
     return summary
 
 
@@ -131,7 +131,8 @@ def execute_run(store: Store, pack: Pack, options: RunOptions, *, argv: Sequence
                 if not is_gradable(row):
                     errors += 1
                     continue
-                graded = grade_into(grades, pack, store, row, key=key, case=item.case.data)
+                graded = grade_into(grades, pack, store, row, key=key, case=item.case.data,
+                                    timeout=options.grader_timeout)
                 errors += graded.grade is None
         rows = with_judgements(store, [r for r in (store.result_by_key(it.item_key) for it in items) if r is not None])
     finally:

@@ -203,3 +203,55 @@ def test_a_run_that_fills_the_disk_is_failed_not_finished(tmp_path: Path) -> Non
     assert proc.returncode == 0, proc.stderr[-2000:]
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT status, reason FROM runs ORDER BY started_at DESC").fetchone() == ("finished", None)
+
+
+HOSTILE_GRADER = '''
+import sys
+from evalrun.pack.grade import Grade
+
+def grade(case, output):
+    if case["word"] == "w1":
+        while True:  # a grader that never returns
+            pass
+    if case["word"] == "w2":
+        sys.exit(3)
+    return Grade(1.0, "OK", "fine")
+'''
+
+
+def test_a_looping_or_exiting_grader_is_an_error_of_its_item_and_the_run_goes_on(tmp_path: Path, make_pack) -> None:
+    pack = make_pack(grader=HOSTILE_GRADER)
+    db = tmp_path / "g.sqlite"
+    proc = evalrun("run", "--pack", str(pack), "--model", "reference", "--grader-timeout", "1", "--out", str(db),
+                   "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with sqlite3.connect(db) as conn:
+        rows = dict(conn.execute("SELECT case_id, COALESCE(label, '') || ' ' || COALESCE(error, '') FROM results"))
+        status = conn.execute("SELECT status FROM runs").fetchone()[0]
+    assert rows["c1"] == "GRADER_ERROR grader timed out after 1 s (case c1)"
+    assert rows["c2"] == "GRADER_ERROR grader raised SystemExit: 3 (case c2)"
+    assert rows["c3"].startswith("OK") and rows["c4"].startswith("OK") and status == "finished"
+    assert "errors: 0 generation, 2 grader/attack" in proc.stdout
+    assert "grader timed out after 1 s" in proc.stderr and "grader raised SystemExit: 3" in proc.stderr
+
+
+def test_a_grader_that_exits_at_import_is_an_error_of_its_pack_only(tmp_path: Path, make_pack) -> None:
+    good = make_pack("good")
+    make_pack("broken", grader="import sys\nsys.exit('no')\n")
+    listing = evalrun("list", "--packs-dir", str(good.parent), cwd=tmp_path)
+    assert listing.returncode == 1 and "good" in listing.stdout, listing.stderr
+    assert "broken" in listing.stdout + listing.stderr and "SystemExit" in listing.stdout + listing.stderr
+    # on the search path of a run, it fails that pack only: the others run, and the reason is said
+    db = tmp_path / "r.sqlite"
+    proc = evalrun("run", "--pack", str(good), "--model", "reference", "--out", str(db),
+                   "--packs-dir", str(good.parent), "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert "broken/grader.py: import failed: SystemExit: no" in proc.stdout
+    assert "failed: pack(s) broken could not be loaded; 4 of 4 selected items reached the end of grading" in proc.stderr
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM results WHERE label = 'OK'").fetchone()[0] == 4
+    # named on its own, it is refused before anything is created
+    proc = evalrun("run", "--pack", str(good.parent / "broken"), "--model", "reference", "--out",
+                   str(tmp_path / "never.sqlite"), "--no-progress", cwd=tmp_path)
+    one_line(proc, "broken/grader.py: import failed: SystemExit: no")
+    assert not (tmp_path / "never.sqlite").exists()

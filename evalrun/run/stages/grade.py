@@ -19,6 +19,7 @@ from evalrun._util.specs import is_none
 from evalrun.metrics.judgements import read_judgements
 from evalrun.pack.grade import Grade, GradeContext, stored_tokens
 from evalrun.pack.loading import Pack
+from evalrun.pack.time_limit import DEFAULT_GRADER_TIMEOUT, TimeLimitExceeded, call_with_limit
 from evalrun.store.commit_batch import CommitBatch
 from evalrun.store.database import ATTACK_ERROR, GRADER_ERROR, GradeRecord, Store
 
@@ -43,7 +44,8 @@ def grader_error(exc: BaseException, case_id: str, key: str | None) -> str:
     """One line naming the exception and the case, with the watermark key blanked (a grader
     gets the key in its context and a message may repeat it)."""
     message = " ".join(str(exc).split()) or "(no message)"
-    text = f"grader raised {type(exc).__name__}: {message} (case {case_id})"
+    text = (f"grader {message} (case {case_id})" if isinstance(exc, TimeLimitExceeded)
+            else f"grader raised {type(exc).__name__}: {message} (case {case_id})")
     return text.replace(key, "***") if key else text
 
 
@@ -67,8 +69,9 @@ def _repeats(key: str, value: Any) -> bool:
 
 def grade_row(pack: Pack, row: StoredRow, *, key: str | None, case: Mapping[str, Any] | None = None,
               transform: Mapping[str, Any] | None = None, judgements: Sequence[Mapping[str, Any]] = (),
-              run_watermarks: Sequence[str] = ()) -> GradedRow:
-    """Grade a stored result row that has an output. ``case`` defaults to the stored case."""
+              run_watermarks: Sequence[str] = (), timeout: float | None = DEFAULT_GRADER_TIMEOUT) -> GradedRow:
+    """Grade a stored result row that has an output. ``case`` defaults to the stored case; the
+    grader is stopped after ``timeout`` seconds (:mod:`evalrun.pack.time_limit`)."""
     attacked = not is_none(row["attack"])
     text = row["raw_output"]
     error = _attack_error(row, transform)
@@ -82,11 +85,14 @@ def grade_row(pack: Pack, row: StoredRow, *, key: str | None, case: Mapping[str,
                         run_watermarks=run_watermarks) if pack.grader_reads_context else None)
     attacked_output = text if attacked else None
     try:
-        grade = pack.grade(case if case is not None else json.loads(row["case_json"]), text, context)
+        grade = call_with_limit(pack.grade, timeout, case if case is not None else json.loads(row["case_json"]),
+                                text, context)
         metadata = grade.metadata_json() if grade.metadata else None
         if key and _repeats(key, [grade.reason, grade.metadata]):
             raise ValueError("the grade repeats the watermark key in its reason or metadata; it is never stored")
-    except Exception as exc:  # a crash or an invalid Grade is a result of its own, not silence
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # a crash, a timeout, sys.exit or an invalid Grade: a result of its own
         record = GradeRecord(result_id=row["result_id"], score=None, label=GRADER_ERROR, reason="",
                              grader_hash=pack.grader_hash, attacked_output=attacked_output,
                              error=grader_error(exc, row["case_id"], key))
@@ -134,14 +140,14 @@ def _stored_facts(pack: Pack, store: Store, row: StoredRow) -> dict[str, Any]:
 
 
 def grade_stored(pack: Pack, store: Store, row: StoredRow, *, key: str | None,
-                 case: Mapping[str, Any] | None = None) -> GradedRow:
+                 case: Mapping[str, Any] | None = None, timeout: float | None = DEFAULT_GRADER_TIMEOUT) -> GradedRow:
     """Grade ``row`` with everything the store holds about it (that its grader reads)."""
-    return grade_row(pack, row, key=key, case=case, **_stored_facts(pack, store, row))
+    return grade_row(pack, row, key=key, case=case, timeout=timeout, **_stored_facts(pack, store, row))
 
 
 def prepare_stored(pack: Pack, store: Store,
                    rows: Sequence[tuple[StoredRow, Mapping[str, Any] | None]], *,
-                   key: str | None) -> None:
+                   key: str | None, timeout: float | None = DEFAULT_GRADER_TIMEOUT) -> None:
     """Hand the grader of ``pack`` the inputs of the stored ``(row, case)`` pairs about to be
     graded (:meth:`Pack.prepare`), so that it can work in bulk. Rows without an output or
     that cannot be graded are left out; a grader whose ``prepare`` fails is graded item by
@@ -156,12 +162,15 @@ def prepare_stored(pack: Pack, store: Store,
         batch.append((case if case is not None else json.loads(row["case_json"]), text, context))
     if batch:
         try:
-            pack.prepare(batch)
-        except Exception:  # noqa: BLE001 - the item-by-item grading reports it, per item
+            call_with_limit(pack.prepare, timeout * len(batch) if timeout else None, batch)
+        except KeyboardInterrupt:
+            raise
+        except BaseException:  # noqa: BLE001 - the item-by-item grading reports it, per item (timeouts too)
             pass
 
 
-def prepare_items(items: Sequence[Any], store: Store, *, key: str | None) -> None:
+def prepare_items(items: Sequence[Any], store: Store, *, key: str | None,
+                  timeout: float | None = DEFAULT_GRADER_TIMEOUT) -> None:
     """:func:`prepare_stored` for the plan items about to be graded, pack by pack (only for
     packs whose grader has a ``prepare``)."""
     by_pack: dict[int, tuple[Pack, list[tuple[StoredRow, Mapping[str, Any] | None]]]] = {}
@@ -172,14 +181,15 @@ def prepare_items(items: Sequence[Any], store: Store, *, key: str | None) -> Non
         if row is not None:
             by_pack.setdefault(id(item.pack), (item.pack, []))[1].append((row, item.case.data))
     for pack, rows in by_pack.values():
-        prepare_stored(pack, store, rows, key=key)
+        prepare_stored(pack, store, rows, key=key, timeout=timeout)
 
 
 def grade_into(grades: CommitBatch[GradeRecord], pack: Pack, store: Store, row: StoredRow, *,
-               key: str | None, case: Mapping[str, Any] | None = None) -> GradedRow:
+               key: str | None, case: Mapping[str, Any] | None = None,
+               timeout: float | None = DEFAULT_GRADER_TIMEOUT) -> GradedRow:
     """:func:`grade_stored`, its record queued on ``grades`` with what grading took: grades
     are committed in batches holding at most that much work, which a rerun redoes."""
     start = time.perf_counter()
-    graded = grade_stored(pack, store, row, key=key, case=case)
+    graded = grade_stored(pack, store, row, key=key, case=case, timeout=timeout)
     grades.add([graded.record], (time.perf_counter() - start) * 1000.0)
     return graded
