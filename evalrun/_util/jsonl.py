@@ -7,9 +7,10 @@ memory: the rest of it is skipped in chunks, and the caller reports it with its 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 #: default size limit of one case (a .json file or a .jsonl line) and of one replay line
 MAX_RECORD_BYTES = 1_000_000
@@ -18,11 +19,32 @@ _CHUNK = 1 << 20
 
 @dataclass(frozen=True)
 class Line:
-    """One line: its text, or None when it is over the limit (then ``size`` is its length)."""
+    """One line: its text, or None when it is over the limit (then ``size`` is its length) or
+    is not UTF-8 (then ``problem`` says where)."""
 
     number: int
     text: str | None
     size: int
+    problem: str | None = None
+
+
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    return f"not UTF-8 text (byte {exc.start}: {exc.object[exc.start:exc.start + 4]!r})"
+
+
+def parse_json(text: str) -> Any:
+    """``json.loads``, with nesting too deep for the parser (a RecursionError deep in it)
+    reported as the :class:`json.JSONDecodeError` every caller already handles."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested deeper than the JSON reader allows (about 1,000 levels)", text, 0) from None
+
+
+def read_text(path: Path) -> str:
+    """A user's text file as UTF-8; a file that is not raises :class:`UnicodeDecodeError`
+    whose :func:`not_utf8` names the byte."""
+    return path.read_bytes().decode("utf-8")
 
 
 def read_lines(path: Path, limit: int = MAX_RECORD_BYTES) -> Iterator[Line]:
@@ -44,6 +66,10 @@ def read_lines(path: Path, limit: int = MAX_RECORD_BYTES) -> Iterator[Line]:
                         break
                 yield Line(number, None, size)
                 continue
-            text = raw.decode("utf-8").rstrip("\r\n")
+            try:
+                text = raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as exc:  # this line only: the lines after it are still read
+                yield Line(number, None, size, problem=not_utf8(exc))
+                continue
             if text.strip():
                 yield Line(number, text, size)

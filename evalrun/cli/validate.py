@@ -20,7 +20,12 @@ def run(args: argparse.Namespace, user_argv: list[str]) -> int:
         raise EvalrunError("no packs found on the search path")
     failed = False
     for name in names:
-        pack = load_pack(resolve_pack(name, args.packs_dir))
+        try:
+            pack = load_pack(resolve_pack(name, args.packs_dir))
+        except EvalrunError as exc:  # this pack only: the others are still checked
+            print(f"{name}: FAIL -- cannot be loaded\n  {exc}")
+            failed = True
+            continue
         problems = [f"invalid case: {e}" for e in pack.case_errors]
         problems += pack.check_golden()
         reference_problems = pack.check_reference()

@@ -24,7 +24,7 @@ import jsonschema
 
 from evalrun._util.errors import CaseError, PackError
 from evalrun._util.hashing import sha256_hex
-from evalrun._util.jsonl import MAX_RECORD_BYTES, read_lines
+from evalrun._util.jsonl import MAX_RECORD_BYTES, not_utf8, parse_json, read_lines, read_text
 from evalrun.model.generation import Prompt
 from evalrun.pack.grade import Grade, GradeContext
 
@@ -57,8 +57,8 @@ def pack_search_path(extra_dirs: Sequence[str | Path] = ()) -> list[Path]:
 def _declared(pack_dir: Path, key: str) -> str | None:
     """A top-level string of pack.toml, read without loading the pack (no grader import)."""
     try:
-        value = tomllib.loads((pack_dir / PACK_FILE).read_text(encoding="utf-8")).get(key)
-    except (OSError, tomllib.TOMLDecodeError):
+        value = tomllib.loads(read_text(pack_dir / PACK_FILE)).get(key)
+    except (OSError, UnicodeDecodeError, RecursionError, tomllib.TOMLDecodeError):
         return None
     return value if isinstance(value, str) and value else None
 
@@ -266,11 +266,15 @@ class Pack:
         if not path.is_file():
             return []
         out = []
-        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            text = read_text(path)
+        except UnicodeDecodeError as exc:
+            raise PackError(f"{path}: {not_utf8(exc)}") from None
+        for lineno, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = parse_json(line)
                 out.append(GoldenExample(
                     case_id=str(obj.get("case_id") or obj.get("case", {}).get("id")),
                     output=obj["output"], label=obj["label"], score=float(obj["score"]),
@@ -376,13 +380,18 @@ def load_cases(cases_dir: Path, schema: Mapping[str, Any],
             errors.append(CaseError(source, line, "$", f"a case must be a JSON object, got {type(obj).__name__}"))
             return
         if validator is not None:
-            problems = sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path))
+            try:
+                problems = sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path))
+            except RecursionError:
+                errors.append(CaseError(source, line, "$", "nested too deeply to check against case.schema.json"))
+                return
             if problems:
                 err = problems[0]
                 top = err.absolute_path[0] if err.absolute_path else None
                 where = line if line is not None else _line_of_key(text, top if isinstance(top, str) else None)
                 extra = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
-                errors.append(CaseError(source, where, _json_path(err), err.message + extra))
+                message = err.message if len(err.message) <= 300 else err.message[:300] + "…"
+                errors.append(CaseError(source, where, _json_path(err), message + extra))
                 return
         if "id" not in obj or not isinstance(obj["id"], str) or not obj["id"]:
             errors.append(CaseError(source, line, "$.id", "every case needs a non-empty string id"))
@@ -401,10 +410,10 @@ def load_cases(cases_dir: Path, schema: Mapping[str, Any],
             if path.suffix == ".jsonl":
                 for line in read_lines(path, max_bytes):
                     if line.text is None:
-                        errors.append(CaseError(source, line.number, "$", over(line.size)))
+                        errors.append(CaseError(source, line.number, "$", line.problem or over(line.size)))
                         continue
                     try:
-                        obj = json.loads(line.text)
+                        obj = parse_json(line.text)
                     except json.JSONDecodeError as exc:
                         errors.append(CaseError(source, line.number, "$",
                                                 f"invalid JSON: {exc.msg} (column {exc.colno})"))
@@ -415,12 +424,15 @@ def load_cases(cases_dir: Path, schema: Mapping[str, Any],
             if size > max_bytes:
                 errors.append(CaseError(source, None, "$", over(size)))
                 continue
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            errors.append(CaseError(source, None, "$", f"unreadable: {exc}"))
+            text = read_text(path)
+        except OSError as exc:
+            errors.append(CaseError(source, None, "$", f"unreadable: {exc.strerror or exc}"))
+            continue
+        except UnicodeDecodeError as exc:
+            errors.append(CaseError(source, None, "$", not_utf8(exc)))
             continue
         try:
-            obj = json.loads(text)
+            obj = parse_json(text)
         except json.JSONDecodeError as exc:
             errors.append(CaseError(source, exc.lineno, "$", f"invalid JSON: {exc.msg} (column {exc.colno})"))
             continue
@@ -435,9 +447,13 @@ def load_pack(path: str | Path) -> Pack:
     if not meta_path.is_file():
         raise PackError(f"{path}: no {PACK_FILE}")
     try:
-        meta = tomllib.loads(meta_path.read_text(encoding="utf-8"))
+        meta = tomllib.loads(read_text(meta_path))
     except tomllib.TOMLDecodeError as exc:
         raise PackError(f"{meta_path}: invalid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise PackError(f"{meta_path}: {not_utf8(exc)}") from None
+    except RecursionError:
+        raise PackError(f"{meta_path}: nested deeper than the TOML reader allows") from None
     missing = [k for k in _REQUIRED_KEYS if k not in meta]
     if missing:
         raise PackError(f"{meta_path}: missing key(s) {', '.join(missing)}")
@@ -452,10 +468,12 @@ def load_pack(path: str | Path) -> Pack:
     schema_path = path / SCHEMA_FILE
     if schema_path.is_file():
         try:
-            schema = json.loads(schema_path.read_text(encoding="utf-8"))
+            schema = parse_json(read_text(schema_path))
             jsonschema.validators.validator_for(schema).check_schema(schema)
         except (json.JSONDecodeError, jsonschema.SchemaError) as exc:
             raise PackError(f"{schema_path}: invalid schema: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise PackError(f"{schema_path}: {not_utf8(exc)}") from None
     grader_path = path / "grader.py"
     if not grader_path.is_file():
         raise PackError(f"{path}: no grader.py")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from evalrun._util.errors import EvalrunError
-from evalrun._util.jsonl import MAX_RECORD_BYTES, read_lines
+from evalrun._util.jsonl import MAX_RECORD_BYTES, parse_json, read_lines
 from evalrun._util.specs import SpecError, is_none
 from evalrun.model.generation import WATERMARKED_ELSEWHERE, Generation, GenerationRequest, ResultSink
 from evalrun.model.providers import ModelSpec, PackFiles, ProviderKind, RunSettings, file_digest
@@ -60,15 +60,17 @@ def load_replay(path: Path) -> dict[ReplayKey, dict[str, Any]]:
     table: dict[ReplayKey, dict[str, Any]] = {}
     try:
         lines = list(read_lines(path, MAX_RECORD_BYTES))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise EvalrunError(f"--model replay:{path}: unreadable: {exc}") from None
+    except OSError as exc:
+        raise EvalrunError(f"--model replay:{path}: unreadable: {exc.strerror or exc}") from None
     for line in lines:
         lineno = line.number
+        if line.problem is not None:
+            raise EvalrunError(f"{path}:{lineno}: {line.problem}")
         if line.text is None:
             raise EvalrunError(f"{path}:{lineno}: line of {line.size:,} bytes is over the limit of"
                                f" {MAX_RECORD_BYTES:,} bytes per replay line")
         try:
-            obj = json.loads(line.text)
+            obj = parse_json(line.text)
         except json.JSONDecodeError as exc:
             raise EvalrunError(f"{path}:{lineno}: invalid JSON: {exc.msg}") from None
         if not isinstance(obj, dict):

@@ -255,3 +255,38 @@ def test_a_grader_that_exits_at_import_is_an_error_of_its_pack_only(tmp_path: Pa
                    str(tmp_path / "never.sqlite"), "--no-progress", cwd=tmp_path)
     one_line(proc, "broken/grader.py: import failed: SystemExit: no")
     assert not (tmp_path / "never.sqlite").exists()
+
+
+def test_unusual_pack_and_replay_files_are_one_line_naming_file_and_line(tmp_path: Path, make_pack) -> None:
+    deep = make_pack("deep")
+    (deep / "cases" / "deep.jsonl").write_text(
+        '{"id": "d1", "word": ' + "[" * 100_000 + "]" * 100_000 + ', "kind": "a"}\n'
+        + '{"id": "d2", "word": ' + "[" * 400 + "]" * 400 + ', "kind": "a"}\n')
+    (deep / "cases" / "bytes.jsonl").write_bytes(b'{"id": "b1", "word": "\xff", "kind": "a"}\n'
+                                                 b'{"id": "b2", "word": "after", "kind": "b"}\n')
+    (deep / "cases" / "bytes.json").write_bytes(b'{"id": "b3", "word": "\xff", "kind": "a"}')
+    make_pack("badtoml").joinpath("pack.toml").write_bytes(b'name = "x\xff"\n')
+    make_pack("badschema").joinpath("case.schema.json").write_bytes(b'{"type": "object", "x": "\xff"}')
+    proc = evalrun("validate", "--packs-dir", str(deep.parent), cwd=tmp_path)
+    out = proc.stdout
+    assert proc.returncode == 1 and "Traceback" not in out + proc.stderr, proc.stderr[-2000:]
+    assert "deep.jsonl:1: $: invalid JSON: nested deeper than the JSON reader allows" in out
+    assert "deep.jsonl:2: $.word:" in out and "…" in out  # checked against the schema, message cut
+    assert "bytes.jsonl:1: $: not UTF-8 text (byte 22" in out and "bytes.json: $: not UTF-8 text" in out
+    assert "badtoml: FAIL -- cannot be loaded" in out and "pack.toml: not UTF-8 text (byte 9" in out
+    assert "badschema: FAIL -- cannot be loaded" in out and "case.schema.json: not UTF-8 text" in out
+    listing = evalrun("list", "--packs-dir", str(deep.parent), cwd=tmp_path)
+    assert listing.returncode == 1 and "deep " in listing.stdout and "badtoml" in listing.stdout
+    # the line after a non-UTF-8 one is still read: b2 is a case of the pack
+    proc = evalrun("run", "--pack", str(deep), "--model", "reference", "--out", str(tmp_path / "d.sqlite"),
+                   "--no-progress", "--select", "b2", cwd=tmp_path)
+    assert proc.returncode == 0 and "1 results graded" in proc.stdout, proc.stderr[-2000:]
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text('{"case_id": "c1", "output": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    proc = evalrun("run", "--pack", str(deep), "--model", f"replay:{replay}", "--out", str(tmp_path / "x.sqlite"),
+                   cwd=tmp_path)
+    one_line(proc, f"{replay}:1: invalid JSON: nested deeper than the JSON reader allows")
+    replay.write_bytes(b'{"case_id": "c1", "output": "ok"}\n{"case_id": "c2", "output": "\xff"}\n')
+    proc = evalrun("run", "--pack", str(deep), "--model", f"replay:{replay}", "--out", str(tmp_path / "x.sqlite"),
+                   cwd=tmp_path)
+    one_line(proc, f"{replay}:2: not UTF-8 text (byte 29")
