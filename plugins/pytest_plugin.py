@@ -11,11 +11,13 @@ and the others find the outputs stored, so no call is made twice and no row is d
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import re
 import sqlite3
 import sys
+import tempfile
 import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -430,12 +432,48 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     state = get_state(config)
     state.order = [item.item_key for item in items]
     state.position = {key: i for i, key in enumerate(state.order)}
+    created = not state.db.exists()
     try:
         store = state.store()
     except EvalrunError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        raise usage_error(config, str(exc)) from None
     provenance = {**collect_provenance(state.argv), "pid": state.controller_pid}
     store.start_run(state.run_id, provenance, state.options.as_json())
+    try:
+        _generate(config, state, store, items)
+    except pytest.UsageError:
+        try:
+            empty = store.discard_run(state.run_id)
+        except sqlite3.Error:  # a full disk: the run is recorded as failed at the session's end
+            empty = False
+        if empty and created:  # refused before storing anything: leave no store behind
+            state.close()
+            for path in (state.db, *(state.db.with_name(state.db.name + s) for s in ("-wal", "-shm"))):
+                path.unlink(missing_ok=True)
+        raise
+
+
+def usage_error(config: pytest.Config, message: str) -> pytest.UsageError:
+    """The error that stops a session before its items run. Under ``evalrun run`` the command
+    says it (``evalrun: error: ...``, like its other refusals) and pytest prints nothing;
+    under plain pytest, pytest prints it (``ERROR: ...``)."""
+    sinks = [p for p in config.pluginmanager.get_plugins() if isinstance(p, SummarySink)]
+    if sinks:
+        sinks[0].usage_error = message
+        return pytest.UsageError()
+    return pytest.UsageError(message)
+
+
+def generation_lock(db: Path) -> Path:
+    """The lock one process of a store holds while it generates (xdist siblings wait on it):
+    in the temporary folder, keyed by the store's path, so none is left beside the store."""
+    folder = Path(tempfile.gettempdir()) / f"evalrun-{os.getuid()}-locks"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder / f"{hashlib.sha256(str(db.resolve()).encode()).hexdigest()[:32]}.lock"
+
+
+def _generate(config: pytest.Config, state: EvalrunState, store: Store, items: list[Item]) -> None:
+    """The stages before grading, for the session's items, under the store's generation lock."""
     options = state.options
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     show = state.progress and not state.is_worker and reporter is not None
@@ -445,10 +483,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             return make_provider(model, base_url=options.base_url, concurrency=options.concurrency,
                                  vocab_size=options.vocab_size)
         except EvalrunError as exc:
-            raise pytest.UsageError(str(exc)) from None
+            raise usage_error(config, str(exc)) from None
 
     # One process generates at a time; xdist siblings wait, then find everything stored.
-    with open(f"{state.db}.lock", "w") as lock:
+    with open(generation_lock(state.db), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             with make_executor(options.executor, ray_address=options.ray_address,
@@ -459,12 +497,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                 summary = run_stages(items, store, state.run_id, options, factory, executor=executor,
                                      show_progress=show)
         except EvalrunError as exc:  # e.g. a provider refusing the run; stored results stay
-            raise pytest.UsageError(str(exc)) from None
+            raise usage_error(config, str(exc)) from None
         except sqlite3.Error as exc:  # e.g. a full disk: one line, and the run records that it failed
             message = (f"{state.db}: cannot store results ({exc}; is the disk full?); what was stored before "
                        "is kept, and running the same command again resumes")
             config.stash[FAILURE_KEY] = message
-            raise pytest.UsageError(message) from None
+            raise usage_error(config, message) from None
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     if reporter is not None and not state.is_worker:
@@ -576,6 +614,8 @@ class SummarySink:
         self.mean: float | None = None
         #: how the run ended, (status, reason), even when the store could not record it
         self.ending: tuple[str, str | None] | None = None
+        #: why the session stopped before its items ran (said by ``evalrun run``)
+        self.usage_error: str | None = None
 
 
 #: distinct error messages shown on stderr at the end of a run (the report has them all)

@@ -147,7 +147,9 @@ def run_packs(args: argparse.Namespace, user_argv: list[str], models: list[str] 
         print(f"evalrun: report: {path} (and report.html, metrics.json, charts in {Path(values['report'])})")
     # 0: all passed, 1: some items below the pass score -- both are a completed run.
     if code not in (0, 1):
-        if code == 4:  # pytest usage error: the plugin already printed the one-line reason
+        if code == 4:  # a usage error: one line, said here (or by pytest when it found it itself)
+            if sink.usage_error:
+                print(f"evalrun: error: {sink.usage_error}", file=sys.stderr)
             return EXIT_USAGE
         if code == 5:
             print("evalrun: error: no items selected (check --pack and --select)", file=sys.stderr)

@@ -547,6 +547,15 @@ class Store:
             self.conn.execute("UPDATE runs SET finished_at = ?, status = ?, reason = ? WHERE run_id = ?",
                               (utc_now(), status, reason, run_id))
 
+    def discard_run(self, run_id: str) -> bool:
+        """Forget a run that stored nothing (it was refused before its first result); returns
+        whether the store is empty now (no run, no result), so its creator may remove it."""
+        with self.transaction():
+            self.conn.execute("DELETE FROM runs WHERE run_id = ? AND NOT EXISTS"
+                              " (SELECT 1 FROM run_items WHERE run_id = ?)", (run_id, run_id))
+        return (self.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+                and self.conn.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 0)
+
     def unfinished(self, item_keys: Sequence[str]) -> int:
         """How many of ``item_keys`` did not reach the end of grading: no stored row, or a row
         neither graded nor failed at generation."""

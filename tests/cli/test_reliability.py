@@ -290,3 +290,15 @@ def test_unusual_pack_and_replay_files_are_one_line_naming_file_and_line(tmp_pat
     proc = evalrun("run", "--pack", str(deep), "--model", f"replay:{replay}", "--out", str(tmp_path / "x.sqlite"),
                    cwd=tmp_path)
     one_line(proc, f"{replay}:2: not UTF-8 text (byte 29")
+
+
+def test_a_run_refused_at_generation_leaves_nothing_behind(tmp_path: Path) -> None:
+    """No API key: refused when the provider is built, after the store was opened: one line
+    with evalrun's prefix, and no empty store, no lock file beside it."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
+    proc = subprocess.run([sys.executable, "-m", "evalrun.cli", "run", "--pack", "watermark_robustness", "--model",
+                           "openai:gpt-x", "--out", str(tmp_path / "r.sqlite"), "--no-progress"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600, env=env)
+    one_line(proc, "openai:gpt-x: no API key")
+    assert "ERROR:" not in proc.stdout + proc.stderr
+    assert list(tmp_path.iterdir()) == []
