@@ -302,3 +302,28 @@ def test_a_run_refused_at_generation_leaves_nothing_behind(tmp_path: Path) -> No
     one_line(proc, "openai:gpt-x: no API key")
     assert "ERROR:" not in proc.stdout + proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_resuming_the_judge_stage_gives_bit_identical_answers(tmp_path: Path) -> None:
+    """A run killed in the judge stage leaves some answers missing; the resumed run computes
+    them in the same batches as an uninterrupted run, so every answer has the same bits."""
+    db = tmp_path / "whole.sqlite"
+    args = ["run", "--pack", "mmw_book_reports", "--select", "book-00 or book-01", "--watermark", "none",
+            "--attack", "none", "--attack", "lowercase", "--judge", "perplexity:embedded", "--max-tokens", "60",
+            "--no-progress"]
+    assert evalrun(*args, "--out", str(db), cwd=tmp_path).returncode == 0
+    with sqlite3.connect(db) as conn:
+        whole = dict(conn.execute("SELECT judgement_key, raw_answer FROM judgements"))
+    assert len(whole) == 38
+    resumed = tmp_path / "resumed.sqlite"
+    resumed.write_bytes(db.read_bytes())
+    with sqlite3.connect(resumed) as conn:  # what a kill in the judge stage leaves: some answers missing
+        lost = sorted(whole)[::3]
+        conn.executemany("DELETE FROM judged WHERE judgement_key = ?", [(k,) for k in lost])
+        conn.executemany("DELETE FROM judgements WHERE judgement_key = ?", [(k,) for k in lost])
+    proc = evalrun(*args, "--out", str(resumed), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with sqlite3.connect(resumed) as conn:
+        again = dict(conn.execute("SELECT judgement_key, raw_answer FROM judgements"))
+    assert again == whole

@@ -72,12 +72,27 @@ def ask_task(provider: Provider, questions: list[Question], emit: Emit) -> None:
     provider.generate([q.request for q in questions], lambda request, gen: emit(by_request[id(request)], gen))
 
 
-def score_task(judge: Judge, judge_model: str, provider: Provider, questions: list[Question], emit: Emit) -> None:
-    """Executor task: the answers of a :attr:`~evalrun.judges.Judge.local` judge, computed with
-    the judge model (e.g. a perplexity), one per question."""
-    answers = judge.answer_locally(provider, judge_model, [q.group for q in questions])
-    for question, answer in zip(questions, answers):
-        emit(question, Generation(text=answer, served_model=judge_model))
+#: questions a local judge (perplexity) scores together. A local model's answer depends on the
+#: batch it is computed in (left padding), so the batches are fixed: the questions sorted by
+#: their key and cut into chunks of this many, whatever is already answered. A resumed run then
+#: computes every answer in the same company as an uninterrupted one: bit-identical answers.
+LOCAL_CHUNK = 64
+
+
+@dataclass(frozen=True, eq=False)
+class Chunk:
+    """A fixed batch of a local judge's questions; ``pending`` marks those to store."""
+
+    questions: tuple[Question, ...]
+    pending: tuple[bool, ...]
+
+
+def score_task(judge: Judge, judge_model: str, provider: Provider, chunks: list[Chunk], emit: Emit) -> None:
+    """Executor task: the answers of a :attr:`~evalrun.judges.Judge.local` judge (e.g. a
+    perplexity), computed with the judge model one whole chunk at a time."""
+    for chunk in chunks:
+        answers = judge.answer_locally(provider, judge_model, [q.group for q in chunk.questions])
+        emit(chunk, [Generation(text=answer, served_model=judge_model) for answer in answers])
 
 
 def judgement_key(judge_model: str, judge: Judge, prompt_json: str, item_keys: Sequence[str]) -> str:
@@ -93,29 +108,33 @@ def run_judges(store: Store, judge: Judge, judge_model: str, make_provider: Prov
     asks the questions (default: in this process) with the provider of ``spec``, the judge
     model's full spec (default ``judge_model``)."""
     summary = JudgeSummary()
-    pending: dict[str, tuple[tuple[Subject, ...], Any, str]] = {}
+    questions: dict[str, tuple[tuple[Subject, ...], Any, str]] = {}
+    pending: set[str] = set()
     for group in judge.groups(selection):
         prompt = judge.prompt(group)
         prompt_json = canonical_json(prompt.as_json())
         key = judgement_key(judge_model, judge, prompt_json, [s.item_key for s in group])
+        questions[key] = (group, prompt, prompt_json)
         stored = store.judgement(key)
         if stored is not None and stored["error"] is None:
             parsed = judge.parse(stored["raw_answer"] or "")
             if not (retry_unparsed and parsed.get("label") == UNPARSED):
                 summary.cached += 1
                 continue
-        pending[key] = (group, prompt, prompt_json)
+        pending.add(key)
     if not pending:
         return summary
     start = time.perf_counter()
-    requests = [GenerationRequest(gen_key=key, pack=group[0].pack, case={"id": group[0].case_id}, prompt=prompt,
-                                  params=judge.params, repetition=0)
-                for key, (group, prompt, _) in pending.items()]
     done = 0
 
-    def sink(request: GenerationRequest, gen: Generation) -> None:
+    def request(key: str) -> GenerationRequest:
+        group, prompt, _ = questions[key]
+        return GenerationRequest(gen_key=key, pack=group[0].pack, case={"id": group[0].case_id}, prompt=prompt,
+                                 params=judge.params, repetition=0)
+
+    def store_answer(request: GenerationRequest, gen: Generation) -> None:
         nonlocal done
-        group, _, prompt_json = pending[request.gen_key]
+        group, _, prompt_json = questions[request.gen_key]
         error = gen.error if gen.error else (None if gen.text is not None else "judge returned no text")
         extra = {**gen.extra, **judge.annotate(group)}
         store.store_judgement({
@@ -131,11 +150,28 @@ def run_judges(store: Store, judge: Judge, judge_model: str, make_provider: Prov
             summary.unparsed += 1
         done += 1
         if progress:
-            progress(done, len(requests))
+            progress(done, len(pending))
 
-    questions = [Question(request, pending[request.gen_key][0]) for request in requests]
-    task = partial(score_task, judge, judge_model) if judge.local else ask_task
-    (executor or LocalExecutor()).map(spec or judge_model, task, questions,
-                                      lambda q, gen: sink(q.request, gen), make_provider)
+    executor = executor or LocalExecutor()
+    if judge.local:
+        ordered = sorted(questions)
+        chunks = []
+        for begin in range(0, len(ordered), LOCAL_CHUNK):
+            keys = ordered[begin:begin + LOCAL_CHUNK]
+            if pending.intersection(keys):
+                chunks.append(Chunk(tuple(Question(request(k), questions[k][0]) for k in keys),
+                                    tuple(k in pending for k in keys)))
+
+        def store_chunk(chunk: Chunk, answers: list[Generation]) -> None:
+            for question, wanted, gen in zip(chunk.questions, chunk.pending, answers):
+                if wanted:  # the others were answered before, in this same company
+                    store_answer(question.request, gen)
+
+        executor.map(spec or judge_model, partial(score_task, judge, judge_model), chunks, store_chunk,
+                     make_provider)
+    else:
+        asked = [Question(request(k), questions[k][0]) for k in questions if k in pending]
+        executor.map(spec or judge_model, ask_task, asked, lambda q, gen: store_answer(q.request, gen),
+                     make_provider)
     summary.seconds = time.perf_counter() - start
     return summary
