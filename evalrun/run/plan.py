@@ -8,12 +8,11 @@ not, so a re-run of the same command finds its finished work in the store.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Iterator, Mapping, Sequence
 
+from evalrun._util.cache_secret import key_fingerprint
 from evalrun._util.hashing import canonical_json, sha256_hex, stable_int
 from evalrun._util.specs import is_none
 from evalrun.attacks import Attack, parse_attack
@@ -31,18 +30,6 @@ def params_for(options: RunOptions, pack: Pack) -> GenParams:
     temperature = options.temperature if options.temperature is not None else float(defaults.get("temperature", 0.0))
     max_tokens = options.max_tokens if options.max_tokens is not None else int(defaults.get("max_tokens", 512))
     return GenParams(temperature=temperature, max_tokens=max_tokens, seed=options.seed)
-
-
-@lru_cache(maxsize=64)
-def key_fingerprint(key: str | None) -> str:
-    """A slow, salted digest of the watermark key that enters cache keys only.
-
-    Different keys must not share cached generations, yet the store must not hold anything a
-    weak key could be cheaply recovered from; the digest is never stored on its own.
-    """
-    if not key:
-        return ""
-    return hashlib.pbkdf2_hmac("sha256", key.encode(), b"evalrun-cache-key", 200_000).hex()
 
 
 def display_model(model: str) -> str:
@@ -78,6 +65,9 @@ class Item:
     params_json: str
     prompt_json: str
     case_json: str
+    #: what seeds the item's attack: the generation's identity without the watermark key, so
+    #: attacked texts are the same on every machine (``gen_key`` holds the key's fingerprint)
+    seed_key: str = ""
 
     @property
     def name(self) -> str:
@@ -126,11 +116,14 @@ def make_items(pack: Pack, options: RunOptions, *, models: Sequence[str] | None 
                 for rep in range(options.n):
                     for attack in options.attacks:
                         prompt = prompts[attack]
-                        gen_key = sha256_hex("gen", pack.name, case.id, model, revisions[model_spec], params_json,
-                                             watermark, wm_fp, rep, key_jsons[prompt])
+                        parts = (pack.name, case.id, model, revisions[model_spec], params_json, watermark)
+                        gen_key = sha256_hex("gen", *parts, wm_fp, rep, key_jsons[prompt])
+                        # the same without the key: what seeds the attacks, so that attacked texts
+                        # do not depend on the cache secret (see evalrun._util.cache_secret)
+                        seed_key = gen_key if not wm_fp else sha256_hex("gen", *parts, "", rep, key_jsons[prompt])
                         yield Item(pack=pack, case=case, model=model, model_spec=model_spec, watermark=watermark,
                                    attack=attack, repetition=rep, params=params, prompt=prompt,
-                                   gen_key=gen_key, item_key=sha256_hex("item", gen_key, attack),
+                                   gen_key=gen_key, item_key=sha256_hex("item", gen_key, attack), seed_key=seed_key,
                                    params_json=params_json, prompt_json=prompt_jsons[prompt], case_json=case_json)
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
+from evalrun._util.cache_secret import rekey
 from evalrun._util.errors import EvalrunError
 from evalrun._util.hashing import sha256_hex, stable_int
 from evalrun._util.provenance import utc_now
@@ -223,9 +224,39 @@ def _v3_to_v4(conn: sqlite3.Connection) -> None:
 
 
 def _v4_to_v5(conn: sqlite3.Connection) -> None:
-    """-> 5: why a run did not finish (``runs.reason``), next to its status (now also ``failed``)."""
+    """-> 5: why a run did not finish (``runs.reason``), next to its status (now also
+    ``failed``); and the cache keys of watermarked results re-keyed.
+
+    Earlier releases derived those keys from the watermark key with a fixed salt, so the store
+    let anyone test a guessed key offline. Every key-derived value of a watermarked result
+    (its generation, item and transform keys, the keys of judge answers about it, and their
+    subject lists) is replaced by :func:`~evalrun._util.cache_secret.rekey` of itself: the
+    same value wherever it occurs, so every link holds, and nothing a guess can be tested on.
+    The next run regenerates those outputs once instead of reusing them."""
     if not any(r[1] == "reason" for r in conn.execute("PRAGMA table_info(runs)")):
         conn.execute("ALTER TABLE runs ADD COLUMN reason TEXT")
+    items = {r[0] for r in conn.execute("SELECT item_key FROM results WHERE watermark != 'none'")}
+    if not items:
+        return
+    conn.create_function("evalrun_rekey", 1, lambda v: None if v is None else rekey(v), deterministic=True)
+    conn.create_function("evalrun_rekey_subjects", 1, lambda text: json.dumps(
+        [rekey(k) if k in items else k for k in json.loads(text)]), deterministic=True)
+    conn.execute("CREATE TEMP TABLE evalrun_marked_gens AS SELECT DISTINCT gen_key FROM results"
+                 " WHERE watermark != 'none'")
+    conn.execute("CREATE TEMP TABLE evalrun_marked_judgements AS SELECT DISTINCT judgement_key FROM judged WHERE"
+                 " item_key IN (SELECT item_key FROM results WHERE watermark != 'none')")
+    conn.execute("UPDATE results SET gen_key = evalrun_rekey(gen_key), item_key = evalrun_rekey(item_key),"
+                 " transform_key = evalrun_rekey(transform_key) WHERE watermark != 'none'")
+    conn.execute("UPDATE transforms SET transform_key = evalrun_rekey(transform_key), gen_key = evalrun_rekey(gen_key)"
+                 " WHERE gen_key IN (SELECT gen_key FROM evalrun_marked_gens)")
+    conn.execute("UPDATE judgements SET judgement_key = evalrun_rekey(judgement_key),"
+                 " subjects_json = evalrun_rekey_subjects(subjects_json)"
+                 " WHERE judgement_key IN (SELECT judgement_key FROM evalrun_marked_judgements)")
+    conn.execute("UPDATE judged SET judgement_key = evalrun_rekey(judgement_key)"
+                 " WHERE judgement_key IN (SELECT judgement_key FROM evalrun_marked_judgements)")
+    conn.executemany("UPDATE judged SET item_key = ? WHERE item_key = ?", [(rekey(k), k) for k in items])
+    conn.execute("DROP TABLE evalrun_marked_gens")
+    conn.execute("DROP TABLE evalrun_marked_judgements")
 
 
 def transform_key(gen_key: str, attack: str, revision: str = "") -> str:

@@ -327,3 +327,55 @@ def test_resuming_the_judge_stage_gives_bit_identical_answers(tmp_path: Path) ->
     with sqlite3.connect(resumed) as conn:
         again = dict(conn.execute("SELECT judgement_key, raw_answer FROM judgements"))
     assert again == whole
+
+
+@pytest.mark.slow
+def test_the_store_does_not_let_a_guessed_key_be_tested(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cache keys of watermarked outputs come from the key and a secret kept outside the
+    store: the derivation that once let a store confirm a guess (a fixed-salt PBKDF2 of the
+    key) matches nothing in it; caching and resume still work with the same secret."""
+    import hashlib
+
+    from evalrun._util import cache_secret
+    from evalrun.pack.loading import load_pack, shipped_packs_dir
+    from evalrun.run import plan
+    from evalrun.run.options import run_options
+
+    secret, key = "ab" * 32, "the-real-key"
+    db = tmp_path / "k.sqlite"
+    args = ["run", "--pack", "mmw_book_reports", "--select", "book-00", "--watermark", "kgw", "--max-tokens", "30",
+            "--key", key, "--out", str(db), "--no-progress"]
+    env = {**os.environ, cache_secret.ENV: secret}
+    run = subprocess.run([sys.executable, "-m", "evalrun.cli", *args], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=600, env=env)
+    assert run.returncode == 0 and "9 results generated" in run.stdout, run.stderr[-2000:]
+    conn = sqlite3.connect(db)
+    stored = {r[0] for r in conn.execute("SELECT gen_key FROM results")}
+    conn.close()  # before reading the files: another open descriptor would drop SQLite's locks
+    assert all(secret.encode() not in p.read_bytes() and bytes.fromhex(secret) not in p.read_bytes()
+               for p in tmp_path.iterdir() if p.name.startswith("k.sqlite"))
+
+    monkeypatch.setenv(cache_secret.ENV, secret)
+    cache_secret.cache_secret.cache_clear()
+    cache_secret.key_fingerprint.cache_clear()
+    pack = load_pack(shipped_packs_dir() / "mmw_book_reports")
+    options = run_options({"models": ["embedded"], "watermarks": ["kgw"], "max_tokens": 30, "key": key},
+                          default_models=("embedded",))
+    planned = {it.gen_key for it in plan.make_items(pack, options) if it.case.id.startswith("book-00")}
+    assert planned == stored  # the planning here is the run's
+    legacy = {"v": hashlib.pbkdf2_hmac("sha256", key.encode(), b"evalrun-cache-key", 200_000).hex()}
+    monkeypatch.setattr(plan, "key_fingerprint", lambda k: legacy["v"] if k else "")
+    guessed = {it.gen_key for it in plan.make_items(pack, options) if it.case.id.startswith("book-00")}
+    assert not guessed & stored  # the guess test of earlier releases confirms nothing
+    cache_secret.cache_secret.cache_clear()
+    cache_secret.key_fingerprint.cache_clear()
+    # the same secret resumes from the store; another one (another machine) regenerates
+    again = subprocess.run([sys.executable, "-m", "evalrun.cli", *args], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=600, env=env)
+    assert again.returncode == 0 and "results generated" not in again.stdout  # nothing to generate
+    other = subprocess.run([sys.executable, "-m", "evalrun.cli", *args], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=600, env={**env, cache_secret.ENV: "cd" * 32})
+    assert "9 results generated, 0 cached" in other.stdout, other.stdout[-2000:]
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT COUNT(*), COUNT(DISTINCT raw_output) FROM results").fetchone() == (18, 9)
+    conn.close()

@@ -195,8 +195,8 @@ def run_transforms(items: Sequence[Item], store: Store, run_id: str, options: Ru
             for job in group:
                 stored(job, job.row["raw_output"], None, None, None)  # type: ignore[operator, misc]  # the function above, not the loop's row
         else:
-            by_input = {AttackInput(job.key, job.gen_key, job.row["raw_output"], job.item.pack.name,
-                                    job.item.case.id): job for job in group}
+            by_input = {AttackInput(job.key, job.item.seed_key or job.gen_key, job.row["raw_output"],
+                                    job.item.pack.name, job.item.case.id): job for job in group}
 
             def sink(value: AttackInput, outcome: AttackOutcome, _by_input=by_input) -> None:
                 stored(_by_input[value], outcome.text, outcome.error, outcome.seed, outcome.gen, outcome.extra())  # type: ignore[operator, misc]  # the function above

@@ -22,8 +22,9 @@ from evalrun.run.plan import attack_seed
 
 @dataclass(frozen=True, eq=False)
 class AttackInput:
-    """One stored output to attack: its transform key, generation key, text, and the pack
-    and case its calls are labelled with."""
+    """One stored output to attack: its transform key, the generation identity that seeds the
+    attack (without the watermark key: :attr:`evalrun.run.plan.Item.seed_key`), text, and the
+    pack and case its calls are labelled with."""
 
     key: str
     gen_key: str
