@@ -57,7 +57,9 @@ def build_report(db: str | Path, out_dir: str | Path, run_id: str | None = None,
             for stale_file in out.glob(f"*-{name}"):
                 stale_file.unlink(missing_ok=True)
     except OSError as exc:
-        raise EvalrunError(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
+        blocker = next((a for a in out.parents if a.exists() and not a.is_dir()), None)
+        why = f"{blocker} is a file, not a folder" if blocker is not None else (exc.strerror or str(exc))
+        raise EvalrunError(f"--out {out}: cannot write there ({why})") from None
     records = compute(r.row for r in data.results)
     doc = compose(data, out, records)
     doc.sections[:0] = list(sections)

@@ -37,6 +37,9 @@ def atomic_open(path: str | Path, *, what: str, binary: bool = False, newline: s
     replaces ``path``, on an exception it is removed and ``path`` is untouched. ``what`` names
     the option in the one-line errors (``--out``)."""
     path = Path(path)
+    blocker = next((a for a in path.parents if a.exists() and not a.is_dir()), None)
+    if blocker is not None:
+        raise EvalrunError(f"{what} {path}: cannot write there ({blocker} is a file, not a folder)")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
