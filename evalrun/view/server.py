@@ -83,6 +83,10 @@ class Viewer:
     def has_key(self) -> bool:
         return self._key is not None
 
+    def scrub(self, text: str) -> str:
+        """``text`` with the key blanked: for messages that leave the process."""
+        return text.replace(self._key, "***") if self._key else text
+
     def warm(self) -> None:
         """Load the tokenizers token evidence will need (transformers takes seconds to import),
         so that the first result opened does not wait for them; for a background thread."""
@@ -121,8 +125,7 @@ class Viewer:
                     detail["evidence"][name] = evidence(row, transform, detail["run"], key=self._key, watermark=chosen,
                                                         threshold=threshold, attacked=attacked)
                 except (EvalrunError, ValueError) as exc:
-                    message = str(exc).replace(self._key, "***")
-                    detail["evidence"][name] = {"error": message}
+                    detail["evidence"][name] = {"error": self.scrub(str(exc))}
             graded = detail["evidence"].get("attacked text" if len(texts) > 1 else "output", {})
             detail["tokens"] = graded.get("tokens", [])
         return detail, choices, chosen
@@ -227,7 +230,7 @@ def make_handler(viewer: Viewer, allowed_hosts: frozenset[str] | None) -> type[B
             try:
                 status, content_type, body = viewer.handle(parts.path, params)
             except Exception as exc:  # a bug must not kill the server, nor show a traceback page
-                print(f"evalrun view: {parts.path}: {type(exc).__name__}: {exc}", file=sys.stderr)
+                print(f"evalrun view: {parts.path}: {type(exc).__name__}: {viewer.scrub(str(exc))}", file=sys.stderr)
                 status, content_type = 500, "text/html; charset=utf-8"
                 body = pages.error_page(500, f"internal error ({type(exc).__name__})").encode("utf-8")
             self._send(status, content_type, body, head=head)

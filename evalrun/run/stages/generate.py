@@ -101,8 +101,9 @@ def run_generation(items: Sequence[Item], store: Store, run_id: str, make_provid
         for model, work in pending.items():
             # a batch's composition changes a local model's floating-point sums, and so now and
             # then a sampled token: batch in an order of the work itself, never of pytest's items
-            # (pytest-randomly shuffles those), so a rerun generates the same outputs
-            work.sort(key=lambda entry: (entry[0].watermark, entry[0].gen_key))
+            # (pytest-randomly shuffles those), nor of the cache secret (gen_key holds it for
+            # watermarked work), so a rerun here or elsewhere generates the same outputs
+            work.sort(key=lambda entry: (entry[0].watermark, entry[0].seed_key or entry[0].gen_key))
             by_key: Mapping[str, list[Item]] = {first.gen_key: rows for first, rows in work}
             requests: list[GenerationRequest] = [first.request(key) for first, _ in work]
 

@@ -74,8 +74,10 @@ def ask_task(provider: Provider, questions: list[Question], emit: Emit) -> None:
 
 #: questions a local judge (perplexity) scores together. A local model's answer depends on the
 #: batch it is computed in (left padding), so the batches are fixed: the questions sorted by
-#: their key and cut into chunks of this many, whatever is already answered. A resumed run then
-#: computes every answer in the same company as an uninterrupted one: bit-identical answers.
+#: their content (prompt, then the texts judged; the key last) and cut into chunks of this
+#: many, whatever is already answered. A resumed run then computes every answer in the same
+#: company as an uninterrupted one, on any machine (keys hold the cache secret; contents do
+#: not): bit-identical answers.
 LOCAL_CHUNK = 64
 
 
@@ -154,7 +156,7 @@ def run_judges(store: Store, judge: Judge, judge_model: str, make_provider: Prov
 
     executor = executor or LocalExecutor()
     if judge.local:
-        ordered = sorted(questions)
+        ordered = sorted(questions, key=lambda k: (questions[k][2], [s.text for s in questions[k][0]], k))
         chunks = []
         for begin in range(0, len(ordered), LOCAL_CHUNK):
             keys = ordered[begin:begin + LOCAL_CHUNK]
