@@ -379,3 +379,21 @@ def test_the_store_does_not_let_a_guessed_key_be_tested(tmp_path: Path, monkeypa
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT COUNT(*), COUNT(DISTINCT raw_output) FROM results").fetchone() == (18, 9)
     conn.close()
+
+
+def test_an_internal_error_is_a_failed_run_with_its_reason(tmp_path: Path, make_pack) -> None:
+    """A plugin hook that raises mid-run (here a pack's conftest.py): the run is recorded as
+    failed with the error, not finished, and the exit status says so."""
+    pack = make_pack()
+    (pack / "conftest.py").write_text("def pytest_runtest_logreport(report):\n"
+                                      "    if report.when == 'call':\n"
+                                      "        raise RuntimeError('boom in a hook')\n")
+    db = tmp_path / "r.sqlite"
+    proc = evalrun("run", "--pack", str(pack), "--model", "reference", "--out", str(db), "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 3
+    assert proc.stderr.strip().splitlines()[-1].startswith("evalrun: error: run ")
+    assert "failed: RuntimeError: boom in a hook;" in proc.stderr
+    conn = sqlite3.connect(db)
+    status, reason = conn.execute("SELECT status, reason FROM runs").fetchone()
+    conn.close()
+    assert status == "failed" and reason.startswith("RuntimeError: boom in a hook; ")
