@@ -372,15 +372,30 @@ def tamper_svg(panel: Any, links: Mapping[str, str]) -> str:
     return "".join(parts) + "</svg>"
 
 
-def charts_page(summary: Any, panels: Sequence[tuple[Any, Mapping[str, str]]], note: str) -> str:
-    body = [f"<p class='note'>{clean(note)}</p>"]
-    if summary is not None:
-        body.append("<h2>Summary (MarkMyWords Table V)</h2>" + table(
-            [clean(h) for h in summary.headers], [[clean(c) for c in row] for row in summary.rows], table_id="summary"))
-    if panels:
+def _report_block(block: Any) -> str:
+    """One block of the report's benchmark sections (paragraph, table, chart), as the page shows it."""
+    kind = type(block).__name__
+    if kind == "Paragraph":
+        return f"<p>{clean(block.text)}</p>"
+    if kind == "Table":
+        caption = f"<p class='note'>{clean(block.caption)}</p>" if block.caption else ""
+        return caption + table([clean(h) for h in block.headers], [[clean(c) for c in row] for row in block.rows],
+                               table_id=f"report-{block.id}")
+    if kind == "Figure":
+        return f"<figure><img src='/charts/{clean(block.filename)}' alt='{clean(block.alt)}'></figure>"
+    return ""
+
+
+def charts_page(charts: Any) -> str:
+    body = [f"<p class='note'>{clean(charts.note)}</p>"]
+    if charts.panels:
         body.append("<h2>Tamper resistance (MarkMyWords Fig. 3)</h2><p class='note'>Hover a point to see its attack; "
                     "click it to open that attack's results. Hollow points are paraphrases, left out of R.</p>")
-        body += [tamper_svg(panel, links) for panel, links in panels]
+        body += [tamper_svg(panel, links) for panel, links in charts.panels]
+    for section in charts.sections:
+        level = min(6, max(2, section.level))
+        body.append(f"<h{level}>{clean(section.title)}</h{level}>")
+        body += [_report_block(b) for b in section.blocks]
     return layout("Charts", "".join(body))
 
 

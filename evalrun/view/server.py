@@ -6,7 +6,7 @@ keep current, and a thread per request keeps one slow page (token evidence, the 
 holding the others. Routes:
 
 * HTML: ``/`` (results: filter, sort, page), ``/results/<id>``, ``/runs``, ``/compare``,
-  ``/charts``; ``/static/view.css``;
+  ``/charts`` (and its PNG charts, ``/charts/<name>.png``); ``/static/view.css``;
 * JSON: ``/api/runs``, ``/api/packs``, ``/api/results``, ``/api/results/<id>``,
   ``/api/compare``, ``/api/facets`` (see docs/view.md).
 
@@ -189,9 +189,7 @@ class Viewer:
                     error = str(exc)
             return pages.compare_page(params, self.store.runs(), self.store.facets()["watermark"], found, error)
         if path == "/charts":
-            run = params.get("run") or None
-            summary, panels, note = self.charts.get(run)
-            return pages.charts_page(summary, panels, note)
+            return pages.charts_page(self.charts.get(params.get("run") or None))
         if (m := _RESULT.match(path)) is not None and m.group(1) is None:
             detail, choices, chosen = self.result(int(m.group(2)), params.get("watermark"))
             return pages.result_page(detail, detail["evidence"], watermark_choices=choices, chosen=chosen,
@@ -225,6 +223,13 @@ def make_handler(viewer: Viewer, allowed_hosts: frozenset[str] | None) -> type[B
             parts = urlsplit(self.path)
             if parts.path == "/static/view.css":
                 self._send(200, "text/css; charset=utf-8", pages.CSS_BYTES, head=head)
+                return
+            if parts.path.startswith("/charts/") and parts.path.endswith(".png"):
+                image = viewer.charts.image(parts.path.removeprefix("/charts/"))
+                if image is None:
+                    self._send(404, "text/plain; charset=utf-8", b"no such chart: open /charts first\n", head=head)
+                else:
+                    self._send(200, "image/png", image, head=head)
                 return
             params = dict(parse_qsl(parts.query, keep_blank_values=False))
             try:

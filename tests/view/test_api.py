@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import re
 import sqlite3
 import urllib.error
 import urllib.request
@@ -164,3 +165,15 @@ def test_the_key_never_reaches_a_response_and_the_store_is_unchanged(viewer_url:
         *(f"/results/{i}" for i in ids), *(f"/api/results/{i}" for i in ids))]
     assert all(view_key.encode() not in body for body in bodies)
     assert fingerprint() == before
+
+
+def test_the_charts_page_shows_the_reports_benchmark_with_its_charts(viewer_url: str) -> None:
+    status, _, page = get(f"{viewer_url}/charts")
+    text = page.decode()
+    assert status == 200 and "<svg class='tamper'" in text and "Watermark benchmark (MarkMyWords)" in text
+    sources = re.findall(r"<img src='(/charts/[^']+\.png)'", text)
+    assert sources, "the report's PNG charts"
+    for source in sources:
+        status, headers, image = get(f"{viewer_url}{source}")
+        assert status == 200 and headers["Content-Type"] == "image/png" and image.startswith(b"\x89PNG")
+    assert get(f"{viewer_url}/charts/nothing.png")[0] == 404

@@ -66,6 +66,8 @@ def test_browse_filter_open_compare_and_charts(viewer_url: str, view_db: Path, v
         pages.append(browser.html())
         # the tamper-resistance chart: a point names its attack on hover and opens its results
         browser.open(f"{viewer_url}/charts")
+        assert browser.evaluate("document.images.length") > 0  # the report's charts, served by the viewer
+        assert browser.evaluate("[...document.images].every(i => i.complete && i.naturalWidth > 0)")
         tips = browser.evaluate("[...document.querySelectorAll('svg.tamper circle title')].map(t => t.textContent)")
         assert any(t.startswith("lowercase: quality retention") for t in tips)
         target = browser.evaluate("document.querySelector('svg.tamper a').getAttribute('href')")
