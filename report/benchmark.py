@@ -204,7 +204,7 @@ def summary_table(packs: Sequence[PackData], recs: Records) -> Table:
             rows.append(row)
     return Table(id="benchmark-summary", headers=headers, rows=rows, caption=(
         "Per model and watermark, without attack (MarkMyWords Table V's metrics): mean quality (its relative "
-        "loss against the unwatermarked texts), watermark size E (lower median of tokens to the first "
+        "loss against the unwatermarked texts), watermark size E (median of tokens to the first "
         "detected prefix; ∞ when most texts are never detected, null in metrics.json), tamper resistance R "
         "over the attacks (paraphrases left out), detection rate, false-positive rate of unwatermarked texts "
         "under this watermark's detector, ROC AUC of -log10 p. Rates: Wilson 95%; the rest: bootstrap 95%."))

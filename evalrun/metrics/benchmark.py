@@ -12,7 +12,7 @@ source, the target FPR, the temperature), never in the name.
 Per group (one pack, model, watermark, attack; :data:`~evalrun.metrics.aggregates.AGGREGATES`):
 
 * ``detection_rate`` -- watermarked texts with ``p <= threshold`` (Wilson 95%);
-* ``watermark_size`` -- MarkMyWords IV-B, the lower median of per-text sizes (tokens to the
+* ``watermark_size`` -- MarkMyWords IV-B, the median of per-text sizes (tokens to the
   first detected prefix, never detected = +inf), bootstrap 95% over texts. When more than half
   of the texts are never detected the size is +inf, which metrics.json writes as ``null`` (JSON
   has no infinity; the report shows ∞). ``watermark_size`` with params ``{"temperature": T}``

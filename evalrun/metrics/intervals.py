@@ -26,7 +26,7 @@ from evalrun._util.checks import check_fpr, pairs_array, score_array
 from evalrun.metrics import stats
 from evalrun.metrics.calibration import fit_rows
 from evalrun.metrics.detection import auroc_rows, tpr_at_fpr_rows
-from evalrun.metrics.size import lower_median_rows, size_array
+from evalrun.metrics.size import median_rows, size_array
 from evalrun.metrics.tamper import quality_retention, tamper_resistance
 
 __all__ = ["auroc_ci", "calibration_r2_ci", "tamper_resistance_ci", "tpr_at_fpr_ci",
@@ -41,7 +41,7 @@ def watermark_size_ci(sizes: Sequence[int | float | None], *, seed: int,
                       level: float = stats.DEFAULT_LEVEL) -> stats.Estimate:
     """:func:`~evalrun.metrics.watermark_size` with a bootstrap CI over texts; a bound is
     ``inf`` where more than half of the resampled texts may be undetected."""
-    return stats.bootstrap_ci(size_array(sizes), lower_median_rows, seed, n_resamples, level,
+    return stats.bootstrap_ci(size_array(sizes), median_rows, seed, n_resamples, level,
                               vectorized=True)
 
 

@@ -13,12 +13,11 @@ Two choices the paper leaves open are fixed here:
   0-based *position* of the last undetected prefix: two tokens fewer than the first prefix of
   the final detected run holds (one fewer when every prefix is detected, as the walk stops at
   position 0 unchecked), and detections that later lapse are ignored.
-* The median of an even count is the *lower* median, the smallest length by which at least half
-  of the texts are detected (the inverse empirical CDF at 1/2). It is always an observed length,
-  and it is +inf exactly when more than half of the texts are never detected. MarkMyWords
-  (``src/watermark_benchmark/pipeline/summarize.py``) takes ``np.median``, which averages the
-  two middle values: sizes such as 12.5 tokens, and +inf as soon as exactly half the texts are
-  undetected although half of them were detected within a finite length.
+* The median is the ordinary one, as MarkMyWords' tables report it (its
+  ``src/watermark_benchmark/pipeline/summarize.py`` takes ``np.median``; Table V has sizes such
+  as 114.5 and 372.5): for an even count the mean of the two middle lengths, +inf when the upper
+  one is +inf (more than half, or exactly half, of the texts never detected). Earlier releases
+  took the lower median instead.
 """
 
 from __future__ import annotations
@@ -34,15 +33,15 @@ from evalrun.watermark.verdict import first_detected_prefix
 __all__ = ["DEFAULT_P_THRESHOLD", "first_detected_prefix", "watermark_size"]
 
 def watermark_size(sizes: Iterable[int | float | None]) -> float:
-    """Watermark size E: the lower median of per-text sizes, None (undetected) counting as +inf.
+    """Watermark size E: the median of per-text sizes, None (undetected) counting as +inf.
 
-    Returns ``math.inf`` when more than half of the texts are undetected, NaN for no texts.
-    See the module docstring for why the lower median, and how MarkMyWords differs.
+    Returns ``math.inf`` when at least half of the texts are undetected (the upper middle
+    value is +inf), NaN for no texts. See the module docstring.
     """
     x = size_array(sizes)
     if x.size == 0:
         return math.nan
-    return float(lower_median_rows(x[None, :])[0])
+    return float(median_rows(x[None, :])[0])
 
 
 def size_array(sizes: Iterable[int | float | None]) -> np.ndarray:
@@ -56,9 +55,7 @@ def size_array(sizes: Iterable[int | float | None]) -> np.ndarray:
     return np.asarray(out, dtype=float)
 
 
-def lower_median_rows(samples: np.ndarray) -> np.ndarray:
-    """Lower median of each row of ``samples`` (``k x n``, +inf allowed): entry ``(n - 1) // 2``
-    of the sorted row, the smallest value with at least half of the row at or below it."""
-    n = samples.shape[1]
-    m = (n - 1) // 2
-    return np.partition(samples, m, axis=1)[:, m]
+def median_rows(samples: np.ndarray) -> np.ndarray:
+    """Median of each row of ``samples`` (``k x n``, +inf allowed), as ``np.median``: the middle
+    value, or the mean of the two middle values (+inf when the upper one is +inf)."""
+    return np.median(samples, axis=1)

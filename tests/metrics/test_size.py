@@ -1,4 +1,4 @@
-"""evalrun.metrics.size: per-text size (shortest detected prefix) and the lower median."""
+"""evalrun.metrics.size: per-text size (shortest detected prefix) and the median over texts."""
 
 from __future__ import annotations
 
@@ -48,17 +48,18 @@ def test_first_detected_prefix_rejects_bad_threshold_and_shape() -> None:
         first_detected_prefix([[0.1, 0.2]])
 
 
-def test_watermark_size_lower_median() -> None:
+def test_watermark_size_is_the_median_of_markmywords_tables() -> None:
     assert watermark_size([7, 3, 5]) == 5.0          # odd count: the middle one
-    # even count: sorted 3, 4, 7, 9 -> lower median 4 (np.median, as MarkMyWords, gives 5.5)
-    assert watermark_size([3, 9, 4, 7]) == 4.0
-    # sorted 3, 5, inf, inf: half the texts are detected within 5 tokens -> 5
-    # (np.median would average 5 and inf -> inf)
-    assert watermark_size([3, None, 5, None]) == 5.0
+    # even count: sorted 3, 4, 7, 9 -> the mean of 4 and 7, as np.median (MarkMyWords' Table V
+    # reports such halves: 114.5, 372.5)
+    assert watermark_size([3, 9, 4, 7]) == 5.5
+    assert watermark_size([114, 115]) == 114.5
+    # sorted 3, 5, inf, inf: the upper middle value is +inf -> +inf
+    assert watermark_size([3, None, 5, None]) == math.inf
     # three of four undetected: more than half -> inf
     assert watermark_size([3, None, None, None]) == math.inf
     assert watermark_size([None]) == math.inf
-    assert watermark_size([math.inf, 2]) == 2.0
+    assert watermark_size([math.inf, 2]) == math.inf   # the upper middle value
     assert watermark_size((s for s in [12, 10, 11])) == 11.0
 
 
@@ -82,11 +83,11 @@ def test_watermark_size_is_invariant_to_order(sizes: list[int | None], rnd) -> N
 
 @settings(max_examples=300, deadline=None)
 @given(sizes_st)
-def test_watermark_size_is_the_smallest_length_detecting_half(sizes: list[int | None]) -> None:
+def test_watermark_size_is_numpys_median_with_undetected_as_inf(sizes: list[int | None]) -> None:
     e = watermark_size(sizes)
-    values = [math.inf if s is None else float(s) for s in sizes]
+    values = sorted(math.inf if s is None else float(s) for s in sizes)
     n = len(values)
-    assert e in values
-    assert sum(v <= e for v in values) >= n / 2      # at least half detected within E tokens
-    assert sum(v < e for v in values) < n / 2        # and no smaller length does that
-    assert (e == math.inf) == (sizes.count(None) > n / 2)
+    lower, upper = values[(n - 1) // 2], values[n // 2]
+    assert e == (upper if upper == math.inf else (lower + upper) / 2)
+    assert e == float(np.median(values))
+    assert (e == math.inf) == (sizes.count(None) >= n - n // 2)  # at least half never detected

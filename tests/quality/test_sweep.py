@@ -36,7 +36,7 @@ def test_summarise_by_hand() -> None:
             _row(W, "lowercase", 0.3, detected=False),
             _row(W, "swap", 0.003, detected=False), _row(W, "swap", 0.003, detected=False)]
     s = summarise(rows, W, "perplexity", seed=0)
-    assert s["n"] == 3 and s["size"] == 30.0  # lower median of 10, 30, inf
+    assert s["n"] == 3 and s["size"] == 30.0  # median of 10, 30, inf
     assert s["quality_degradation"] == pytest.approx(1 - 0.3 / 0.4)
     assert s["attack_points"]["lowercase"] == pytest.approx([1.0, 1 / 3])
     assert s["attack_points"]["swap"] == pytest.approx([0.01, 0.0])
