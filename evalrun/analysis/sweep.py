@@ -16,11 +16,12 @@ From the stored results (:func:`summarise`, pure):
 * size: :func:`evalrun.metrics.watermark_size` of the unattacked watermarked texts (the grade's
   ``size``: the shortest detected prefix at the pack's threshold);
 * quality degradation: :func:`evalrun.metrics.quality.quality_degradation` of the mean quality
-  of the watermarked and the unwatermarked texts, quality
-  being the judge's parsed ``quality`` (``perplexity``: 1 / perplexity, an offline proxy;
-  ``rating``: MarkMyWords' grade);
+  of the watermarked and the unwatermarked texts, quality being the asked judge's own reading
+  (:func:`evalrun.metrics.benchmark.quality_by_source`): ``rating``, MarkMyWords' grade in [0,
+  1]; a proxy's ``quality`` (``perplexity``: 1 / perplexity, offline);
 * tamper resistance: :func:`evalrun.metrics.tamper_resistance` of the attacks' points
-  ``(quality_retention(attacked, unattacked watermarked), share still detected)``.
+  ``(quality_retention(attacked, unattacked watermarked), share still detected)``, paraphrases
+  left out as MarkMyWords IV-C (and the report) do.
 
 **Choice and re-measurement.** Among configurations with degradation <= the bound and tamper
 resistance > the bound, the one with the smallest size (ties: smaller degradation) is chosen;
@@ -48,6 +49,7 @@ from evalrun._util.specs import Spec, is_none, parse_spec
 from evalrun.analysis.tune import candidate_spec
 from evalrun.metrics import quality_retention, tamper_resistance, watermark_size_ci
 from evalrun.metrics.aggregates import row_metadata
+from evalrun.metrics.benchmark import RATING, excluded_from_tamper, quality_by_source
 from evalrun.metrics.quality import quality_degradation
 from evalrun.metrics.size import watermark_size
 from evalrun.pack.loading import Pack
@@ -82,12 +84,9 @@ def grid_points(scheme: str, overrides: Sequence[str]) -> tuple[Spec, list[str]]
 
 
 def _quality(row: Mapping[str, Any], method: str) -> float | None:
-    for j in row.get("judgements") or ():
-        if j.method == method and j.error is None:
-            q = j.parsed.get("quality")
-            if isinstance(q, (int, float)) and math.isfinite(q):
-                return float(q)
-    return None
+    """The row's quality from the judge ``method`` asked for: MarkMyWords' ``rating`` (in [0,
+    1]) or a proxy's ``quality`` (the report's own reading, :func:`quality_by_source`)."""
+    return quality_by_source(row).get(RATING if method == RATING else f"{method}-proxy")
 
 
 def _graded(row: Mapping[str, Any]) -> bool:
@@ -106,7 +105,9 @@ def summarise(rows: Sequence[Mapping[str, Any]], spec: str, method: str, *, seed
     degradation = (quality_degradation(statistics.fmean(q_mark), statistics.fmean(q_base))
                    if q_mark and q_base and statistics.fmean(q_base) > 0 else math.nan)
     points: dict[str, tuple[float, float]] = {}
-    attacks = sorted({r["attack"] for r in rows if r["watermark"] == spec and not is_none(r["attack"])})
+    # MarkMyWords IV-C leaves paraphrases out of R, as the report does
+    attacks = sorted({r["attack"] for r in rows if r["watermark"] == spec and not is_none(r["attack"])
+                      and not excluded_from_tamper(r["attack"])})
     for attack in attacks:
         hit = [r for r in rows if r["watermark"] == spec and r["attack"] == attack and _graded(r)]
         q_att = [q for q in (_quality(r, method) for r in hit) if q is not None]

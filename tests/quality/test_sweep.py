@@ -107,3 +107,25 @@ def test_sweep_end_to_end_on_the_embedded_model(tmp_path: Path, capsys, monkeypa
                                                                       "--remeasure 0")]:
         assert main(["sweep", "--pack", str(pack), "--scheme", "kgw", "--key", "k", "--out", str(db), *extra]) == 2
         assert message in capsys.readouterr().err
+
+
+def _rated(watermark: str, attack: str, grade: int, *, size=None, detected: bool = True) -> dict:
+    """A result with MarkMyWords' rating judge's answer (a grade out of 10)."""
+    raw = f"[[{grade}]]"
+    parsed = dict(get_judge("rating").parse(raw))
+    return {"watermark": watermark, "attack": attack, "error": None,
+            "label": "DETECTED" if detected else "NOT_DETECTED", "metadata_json": json.dumps({"size": size}),
+            "judgements": (Judgement(judge="j", method="rating", raw=raw, position=0, parsed=parsed),)}
+
+
+def test_a_rating_judge_that_rates_every_text_the_same_degrades_nothing_and_a_config_is_chosen() -> None:
+    rows = [_rated("none", "none", 7), _rated("none", "none", 7),
+            _rated(W, "none", 7, size=12), _rated(W, "none", 7, size=20),
+            _rated(W, "lowercase", 7, detected=True), _rated(W, "lowercase", 7, detected=False),
+            # a paraphrase that removes every mark: left out of R (MarkMyWords IV-C)
+            _rated(W, "paraphrase:openai:m", 7, detected=False), _rated(W, "paraphrase:openai:m", 7, detected=False)]
+    s = summarise(rows, W, "rating", seed=0)
+    assert s["quality_degradation"] == 0.0 and s["quality_n"] == [2, 2]
+    assert set(s["attack_points"]) == {"lowercase"} and s["attack_points"]["lowercase"] == pytest.approx([1.0, 0.5])
+    assert s["tamper_resistance"] == pytest.approx(0.5)
+    assert choose([s], max_degradation=0.01, min_tamper=0.2)["watermark"] == W
