@@ -35,6 +35,7 @@ from evalrun.metrics.benchmark import (
     record_index,
     tamper_inputs,
 )
+from evalrun.metrics.repetition import DEGENERATE_DROP, degenerate
 from evalrun.metrics.tamper import DEFAULT_MIN_QUALITY
 from evalrun.report import benchmark_charts as charts
 from evalrun.report.data import Result
@@ -52,7 +53,8 @@ Params = Mapping[str, "str | float"]
 
 def _kind(metric: str) -> str:
     return {"watermark_size": "size", "quality": "num", "roc_auc": "num", "tamper_resistance": "num",
-            "mean_tokens_scored": "tokens"}.get(metric, "pct")
+            "mean_tokens_scored": "tokens", "distinct_1": "num", "distinct_2": "num",
+            "repeated_4gram_rate": "num"}.get(metric, "pct")
 
 
 def fmt(metric: str, value: float | None) -> str:
@@ -208,6 +210,37 @@ def summary_table(packs: Sequence[PackData], recs: Records) -> Table:
         "detected prefix; ∞ when most texts are never detected, null in metrics.json), tamper resistance R "
         "over the attacks (paraphrases left out), detection rate, false-positive rate of unwatermarked texts "
         "under this watermark's detector, ROC AUC of -log10 p. Rates: Wilson 95%; the rest: bootstrap 95%."))
+
+
+def repetition_blocks(packs: Sequence[PackData], recs: Records) -> list[Block]:
+    """Whether each scheme's outputs loop (:mod:`evalrun.metrics.repetition`), and a warning for
+    each scheme whose distinct-2 falls more than 15% below its model's unwatermarked outputs'."""
+    rows, warnings = [], []
+    for p in packs:
+        for model, wm in p.systems:
+            cells = []
+            for metric in ("distinct_1", "distinct_2", "repeated_4gram_rate", "mean_tokens_scored"):
+                cells += recs.cells(p.name, metric, model, wm, "none")
+            rows.append([p.name, model, "none (unwatermarked)" if is_none(wm) else wm, *cells])
+            mine, base = recs.get(p.name, "distinct_2", model, wm, "none"), recs.get(p.name, "distinct_2", model,
+                                                                                 "none", "none")
+            if (not is_none(wm) and mine is not None and base is not None and mine.value is not None
+                    and base.value is not None and degenerate(mine.value, base.value)):
+                warnings.append(Paragraph(
+                    f"Warning: {wm} on {model} ({p.name}) repeats itself: {fmt('distinct_2', mine.value)} of its "
+                    f"word bigrams are distinct against {fmt('distinct_2', base.value)} without a watermark "
+                    f"(more than {100 * DEGENERATE_DROP:.0f}% fewer). Its quality and size describe looping text; "
+                    "MarkMyWords recommends a context window of 1 to 3 with skip 0.05 for distortion-free schemes."))
+    if not rows:
+        return []
+    headers = ["pack", "model", "watermark"]
+    for name in ("distinct-1", "distinct-2", "repeated 4-grams", "tokens scored"):
+        headers += [name, ci_header(name)]
+    table = Table(id="benchmark-repetition", headers=headers, rows=rows, caption=(
+        "Repetition of the unattacked outputs: distinct word unigrams and bigrams per text, the share of a "
+        "text's word 4-grams repeating an earlier one, and the mean number of tokens the detector scored; means "
+        "over texts with bootstrap 95% intervals."))
+    return [table, *warnings]
 
 
 def _source_cell(p: PackData) -> str:
@@ -438,6 +471,9 @@ def sections(packs: dict[str, list[Result]], records: Iterable[MetricRecord], ou
     intro += [Paragraph(quality_note(p)) for p in data]
     intro.append(summary_table(data, recs))
     result = [Section("Watermark benchmark (MarkMyWords)", "benchmark", 2, intro)]
+    repetition = repetition_blocks(data, recs)
+    if repetition:
+        result.append(Section("Repetition of the outputs", "benchmark-repetition-section", 3, repetition))
 
     size_blocks: list[Block] = [size_table(data, recs)]
     panels = _size_panels(data, recs)

@@ -225,3 +225,5 @@ def metrics_path_beside(path: str | Path) -> Path:
 
 # WaterDrum: forget/retain verification scores and AUROC per model
 AGGREGATES.register_lazy("waterdrum", "evalrun.unlearning.aggregates:waterdrum_aggregate")
+# repetition diagnostics of the unattacked outputs of detection packs: distinct-1/2, rep-4
+AGGREGATES.register_lazy("repetition", "evalrun.metrics.repetition:repetition_aggregate")
