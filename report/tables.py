@@ -349,20 +349,22 @@ def latency(data: ReportData) -> Table:
 
 
 def tokens(data: ReportData) -> Table:
-    """Mean tokens in / out and the total per model and pack."""
+    """Mean tokens in / out and the total per model and pack, per generation: the results of
+    one generation under several attacks share its model call, counted once."""
     rows = []
-    cells: dict[tuple[str, str], list[Result]] = defaultdict(list)
+    cells: dict[tuple[str, str], dict[str, Result]] = defaultdict(dict)
     for r in data.results:
-        cells[(r.model, r.pack)].append(r)
+        cells[(r.model, r.pack)].setdefault(r.row.get("gen_key") or str(r.row.get("result_id")), r)
     for (model, pack) in sorted(cells):
-        rs = cells[(model, pack)]
+        rs = list(cells[(model, pack)].values())
         tin = [int(r.tokens_in) for r in rs if r.tokens_in is not None]
         tout = [int(r.tokens_out) for r in rs if r.tokens_out is not None]
         total = str(sum(tin) + sum(tout)) if (tin or tout) else NA
         rows.append([model, pack, str(len(rs)), num(float(np.mean(tin)), 1) if tin else NA,
                      num(float(np.mean(tout)), 1) if tout else NA, total])
-    return Table(id="tokens", headers=["model", "pack", "results", "mean tokens_in",
-                                       "mean tokens_out", "total tokens"], rows=rows)
+    return Table(id="tokens", headers=["model", "pack", "generations", "mean tokens_in",
+                                       "mean tokens_out", "total tokens"], rows=rows,
+                 caption="Per model call: results that share a generation (its attacks) count it once.")
 
 
 # -- failure analysis ----------------------------------------------------------------------

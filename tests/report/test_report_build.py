@@ -190,11 +190,12 @@ def test_latency_and_tokens_match_sql(md, db) -> None:
         else:
             assert latency[model]["p50 ms"] == latency[model]["p99 ms"] == "n/a"
     tokens = {(r["model"], r["pack"]): r for r in md["Token usage"][0]}
+    # per generation: the results of one model call (its attacks) count it once
     for model, pack, n, tin, tout, total in db.execute(
-            "SELECT model, pack, COUNT(*), AVG(tokens_in), AVG(tokens_out),"
-            " SUM(tokens_in) + SUM(tokens_out) FROM results GROUP BY model, pack"):
+            "SELECT model, pack, COUNT(*), AVG(tokens_in), AVG(tokens_out), SUM(tokens_in) + SUM(tokens_out)"
+            " FROM (SELECT * FROM results GROUP BY gen_key) GROUP BY model, pack"):
         row = tokens[(model, pack)]
-        assert row["results"] == str(n)
+        assert row["generations"] == str(n)
         if total is None:
             assert (row["mean tokens_in"], row["total tokens"]) == ("n/a", "n/a")
         else:
