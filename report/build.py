@@ -30,7 +30,8 @@ CHARTS: dict[str, Chart] = {
 }
 CHART_NAMES = tuple(f"{name}.png" for name in CHARTS)
 
-DETECTION_NOTE = ("Watermark detection per model, watermark and attack: DETECTED when p <= the pack's threshold. "
+DETECTION_NOTE = ("Watermark detection per model, watermark and attack: DETECTED when p <= the pack's threshold "
+                  "(for a pack with a z_threshold, such as waterbench: when z >= it). "
                   "For an unwatermarked output DETECTED means that at least one of the run's watermarks was "
                   "detected in it (a false positive); per-detector rates, watermark size, quality and tamper "
                   "resistance are in the watermark benchmark section.")

@@ -49,7 +49,7 @@ def unlearning_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     demo = sub.add_parser("demo", allow_abbrev=False, help="the whole experiment offline on the embedded model")
     demo.add_argument("--out", required=True, metavar="DIR", help="data, models, store and report go here (resumable)")
-    demo.add_argument("--quick", action="store_true", help="6 owners x 12 passages, 2 outputs per query "
+    demo.add_argument("--quick", action="store_true", help="4 owners x 12 passages, 2 outputs per query "
                       "(about 10 minutes on 2 CPU cores)")
     demo.add_argument("--d4", action="store_true", help="also the 'exact duplicate' setting of WaterDrum D4")
     demo.add_argument("--seed", type=int, default=0, help="seed of sampling, shuffling and initialisation (default 0)")
