@@ -624,6 +624,21 @@ MAX_ERROR_LINES = 10
 _CASE_SUFFIX = re.compile(r" \(case [^()]*\)$")
 
 
+def false_positive_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per detector, how many unwatermarked outputs it fired on: the summary's labels of an
+    unwatermarked group are the union over every detector of its pack and model."""
+    counts: dict[tuple[str, str, str], list[int]] = {}
+    for r in rows:
+        if r["watermark"] != "none" or r["attack"] != "none" or not r.get("metadata_json"):
+            continue
+        for spec, evidence in (json.loads(r["metadata_json"]).get("detections") or {}).items():
+            tally = counts.setdefault((r["pack"], r["model"], spec), [0, 0])
+            tally[0] += bool(evidence.get("detected"))
+            tally[1] += 1
+    return [f"evalrun: {pack} {model}: unwatermarked outputs detected under {spec}: {fired} of {n} "
+            "(false positives)" for (pack, model, spec), (fired, n) in sorted(counts.items())]
+
+
 def error_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """One line per distinct error message of ``rows`` (generation, attack or grader), with
     how many results it ended, most frequent first: a failure that repeats per item is said
@@ -727,7 +742,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.write_line(f"results database: {state.db}  run: {state.run_id}")
     terminalreporter.write_line(f"report: evalrun report --db {state.db} --out reports/")
     terminalreporter.write_line(f"metrics: {metrics}")
-    closing = _closing_lines(state, graded_n, cases, totals, gen_errors, grader_errors)
+    closing = false_positive_lines(rows) + _closing_lines(state, graded_n, cases, totals, gen_errors, grader_errors)
     errors_seen = error_lines(rows)
     sinks = [p for p in config.pluginmanager.get_plugins() if isinstance(p, SummarySink)]
     if sinks:

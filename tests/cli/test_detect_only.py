@@ -100,6 +100,10 @@ def test_lines_name_their_watermark_and_unwatermarked_ones_are_the_false_positiv
     found = labels(db)
     assert found[("kgw", "DETECTED")] == 19
     assert found.get(("none", "NOT_DETECTED"), 0) >= 17 and sum(found.values()) == 38
+    # the summary counts false positives per detector, not only the union of the labels
+    fired = found.get(("none", "DETECTED"), 0)
+    assert "unwatermarked outputs detected under kgw:context=1,delta=2.0,gamma=0.25," in proc.stdout
+    assert f": {fired} of 19 (false positives)" in proc.stdout
 
 
 def test_ids_given_with_their_vocabulary_need_no_tokenizer(tmp_path: Path, outputs: dict) -> None:
