@@ -115,8 +115,9 @@ def compose(data: ReportData, out: Path, records: Sequence[MetricRecord] | None 
     for pack, items in data.packs.items():
         view = data.view(pack)
         examples = tables.failures(view, items)
-        blocks: list = list(examples) if examples else [Paragraph("No failures: every graded "
-                                                                  "result scored 1.")]
+        blocks: list = list(examples) if examples else [Paragraph(
+            "No failures: every label matches its ground truth." if is_detection_view(view)
+            else "No failures: every graded result scored 1.")]
         crashed = tables.grader_errors(view, items)
         if crashed is not None:
             blocks.insert(0, crashed)

@@ -22,10 +22,12 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from evalrun._util.specs import is_none
 from evalrun.metrics import aggregates, stats
-from evalrun.report.data import PackView, ReportData, Result, slug, systems
+from evalrun.report.data import PackView, ReportData, Result, is_detection_view, slug, systems
 from evalrun.report.document import Example, Table
 from evalrun.store.database import run_status
+from evalrun.watermark.verdict import DETECTED
 
 NA = "n/a"
 OUTPUT_CHARS = 160      # model output shown in per-case tables
@@ -369,16 +371,26 @@ def tokens(data: ReportData) -> Table:
 
 # -- failure analysis ----------------------------------------------------------------------
 
+def is_failure(view: PackView, r: Result) -> bool:
+    """A graded result that went wrong: for a detection pack, a label wrong for its ground truth
+    (a watermarked text NOT_DETECTED, an unwatermarked one DETECTED: a false positive; an
+    unwatermarked text NOT_DETECTED is right); for the others, a score below 1."""
+    if is_detection_view(view):
+        return (r.label == DETECTED) == is_none(r.watermark)
+    return float(r.score) < 1.0
+
+
 def failures(view: PackView, items: Sequence[Result], limit: int = 3) -> list[Example]:
-    """A few informative failures (graded results scoring below 1): cases that other models
-    solved come first (model-specific failures), then lower scores; labels take turns so each
-    kind of failure is shown before any repeats; at most one example per case."""
-    failed = [r for r in items if r.graded and r.score is not None and float(r.score) < 1.0]
+    """A few informative failures (:func:`is_failure`): cases that other models solved come
+    first (model-specific failures), then lower scores; labels take turns so each kind of
+    failure is shown before any repeats; at most one example per case."""
+    scored = [r for r in items if r.graded and r.score is not None]
+    failed = [r for r in scored if is_failure(view, r)]
     if not failed:
         return []
     solved: dict[str, set[str]] = defaultdict(set)
-    for r in items:
-        if r.graded and r.score is not None and float(r.score) >= 1.0:
+    for r in scored:
+        if not is_failure(view, r):
             solved[r.case_id].add(r.system)
     ranked = sorted(failed, key=lambda r: (-len(solved[r.case_id] - {r.system}),
                                            float(r.score), r.case_id, r.system, r.repetition))
