@@ -31,10 +31,11 @@ RUN_COLUMNS = (
 FORMATS = ("csv", "jsonl")
 
 
-def open_store(db: str | Path) -> Store:
+def open_store(db: str | Path, *, check: bool = True) -> Store:
     """Open a results database read-only (SQLite ``mode=ro``): works on read-only media and
-    beside a running writer; the usual mistakes are one-line errors naming ``--db``."""
-    return Store(db, readonly=True, what="--db")
+    beside a running writer; the usual mistakes are one-line errors naming ``--db``. ``check``:
+    its ``quick_check`` (leave it to the first of several connections: it reads the whole file)."""
+    return Store(db, readonly=True, what="--db", check=check)
 
 
 def select_rows(store: Store, run_id: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

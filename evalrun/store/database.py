@@ -412,7 +412,7 @@ class Store:
     """
 
     def __init__(self, path: str | Path, *, readonly: bool = False, what: str = "--db",
-                 background_checkpoints: bool = False) -> None:
+                 background_checkpoints: bool = False, check: bool = True) -> None:
         self.path = Path(path)
         self.what = what
         self.readonly = readonly
@@ -444,7 +444,7 @@ class Store:
             if readonly:
                 if self.version == 0:
                     raise EvalrunError(f"{what} {self.path}: empty database (no evalrun results)")
-            if self.version:
+            if self.version and check:  # ``check=False``: another connection of this process checked it
                 self._check_integrity()
             if not readonly:
                 self._init_schema()

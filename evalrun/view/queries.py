@@ -158,16 +158,19 @@ class StoreView:
         #: answers that read the whole store (runs, facets), under the store's state
         self._cache: dict[tuple[Any, ...], Any] = {}
         self._cache_lock = threading.Lock()
-        store = self.store()  # one-line errors for a missing, damaged or foreign store, now
+        open_store(self.db).close()  # one-line errors for a missing, damaged or foreign store, now
+        store = self.store()
         try:
             store.conn.execute("SELECT result_id FROM results LIMIT 1").fetchall()
         except Exception as exc:  # sqlite3.DatabaseError on damaged pages
             raise EvalrunError(f"--db {self.db}: cannot be read as an evalrun store ({exc})") from None
 
     def store(self) -> Store:
+        """This thread's connection (the server runs each request on a thread of its own). The
+        store's integrity was checked once, when the viewer opened it: not again per request."""
         store = getattr(self._local, "store", None)
         if store is None:
-            store = self._local.store = open_store(self.db)
+            store = self._local.store = open_store(self.db, check=False)
         return store
 
     def close(self) -> None:
