@@ -90,8 +90,6 @@ class EvalrunState:
     #: grading: one query per ROWS_AHEAD items instead of one per item
     order: list[str] = field(default_factory=list)
     position: dict[str, int] = field(default_factory=dict)
-    #: how the run ended, (status, reason), once recorded
-    ending: tuple[str, str | None] | None = None
     ahead: dict[str, Any] = field(default_factory=dict)
 
     def stored_row(self, item_key: str) -> Any:
@@ -453,13 +451,18 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         raise
 
 
+def summary_sink(config: pytest.Config) -> SummarySink | None:
+    """The sink ``evalrun run`` registered (None under plain pytest)."""
+    return next((p for p in config.pluginmanager.get_plugins() if isinstance(p, SummarySink)), None)
+
+
 def usage_error(config: pytest.Config, message: str) -> pytest.UsageError:
     """The error that stops a session before its items run. Under ``evalrun run`` the command
     says it (``evalrun: error: ...``, like its other refusals) and pytest prints nothing;
     under plain pytest, pytest prints it (``ERROR: ...``)."""
-    sinks = [p for p in config.pluginmanager.get_plugins() if isinstance(p, SummarySink)]
-    if sinks:
-        sinks[0].usage_error = message
+    sink = summary_sink(config)
+    if sink is not None:
+        sink.usage_error = message
         return pytest.UsageError()
     return pytest.UsageError(message)
 
@@ -515,7 +518,8 @@ FAILURE_KEY = pytest.StashKey[str]()
 
 
 class _FailureHook:
-    """Keeps the last line of an internal error, so the run records why it failed."""
+    """Keeps why a session failed (an internal error's last line, or the first collection
+    error), so the run records it."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -523,6 +527,11 @@ class _FailureHook:
     def pytest_internalerror(self, excrepr: Any, excinfo: Any) -> None:
         message = " ".join(str(excinfo.value).split())[:500]
         self.config.stash[FAILURE_KEY] = f"{excinfo.typename}: {message}" if message else excinfo.typename
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed and FAILURE_KEY not in self.config.stash:
+            last = (str(report.longrepr).strip().splitlines() or ["(no message)"])[-1]
+            self.config.stash[FAILURE_KEY] = f"collecting {report.nodeid or 'the packs'} failed: {last[:500]}"
 
 
 def _ending(session: pytest.Session, state: EvalrunState, store: Store, exitstatus: int) -> tuple[str, str | None]:
@@ -538,9 +547,8 @@ def _ending(session: pytest.Session, state: EvalrunState, store: Store, exitstat
     if broken:
         return "failed", f"pack(s) {', '.join(broken)} could not be loaded; {progress}"
     if exitstatus == pytest.ExitCode.INTERRUPTED:
-        collect_errors = getattr(session, "testsfailed", 0) if not keys else 0
-        if collect_errors:
-            return "failed", f"{collect_errors} error(s) while collecting the packs; {progress}"
+        if failure:  # pytest stops a session after collection errors as if interrupted
+            return "failed", f"{failure}; {progress}"
         return "interrupted", f"stopped (Ctrl-C or a signal): {progress}"
     if failure or exitstatus in (pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
         return "failed", f"{failure or 'pytest ended with exit status ' + str(int(exitstatus))}; {progress}"
@@ -570,11 +578,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                 reason = f"{reason}; the store could not record this ({exc}) and lists the run as interrupted"
             if status == "failed" and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
                 session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
-            state.ending = (status, reason)
-            sinks = [p for p in session.config.pluginmanager.get_plugins() if isinstance(p, SummarySink)]
-            for sink in sinks:
-                sink.ending = state.ending
-            if status != "finished" and not sinks:  # `evalrun run` says it after pytest's output
+            sink = summary_sink(session.config)
+            if sink is not None:  # `evalrun run` says it after pytest's output
+                sink.ending = (status, reason)
+            elif status != "finished":
                 print(f"evalrun: run {state.run_id} {status}: {reason}", file=sys.stderr)
 
 
@@ -744,11 +751,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.write_line(f"metrics: {metrics}")
     closing = false_positive_lines(rows) + _closing_lines(state, graded_n, cases, totals, gen_errors, grader_errors)
     errors_seen = error_lines(rows)
-    sinks = [p for p in config.pluginmanager.get_plugins() if isinstance(p, SummarySink)]
-    if sinks:
-        sinks[0].lines.extend(closing)
-        sinks[0].error_lines.extend(errors_seen)
-        sinks[0].mean = run_mean
+    sink = summary_sink(config)
+    if sink is not None:
+        sink.lines.extend(closing)
+        sink.error_lines.extend(errors_seen)
+        sink.mean = run_mean
     else:
         for line in closing:
             terminalreporter.write_line(line)
