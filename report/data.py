@@ -129,8 +129,7 @@ class Result:
     @property
     def watermarked_elsewhere(self) -> bool:
         """Its watermark was applied outside evalrun (a replay file, an API server): detected only."""
-        extra = json.loads(self.row["extra_json"]) if self.row.get("extra_json") else {}
-        return all(extra.get(k) == v for k, v in WATERMARKED_ELSEWHERE.items())
+        return all(self.extra.get(k) == v for k, v in WATERMARKED_ELSEWHERE.items())
 
     @property
     def grader_error(self) -> bool:

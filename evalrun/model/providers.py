@@ -226,6 +226,13 @@ def check_watermark_support(model: str, watermarks: Sequence[str], *, elsewhere:
                     f" {', '.join(others)}")
 
 
+def tokenizer_source(model: str, run_tokenizer: str | None) -> str | None:
+    """Where a model's tokenizer is: its own directory (local models), else the run's
+    ``--tokenizer`` (API and replay models), else None."""
+    spec = parse_model(model)
+    return provider_kind(spec.name).tokenizer_dir(spec) or run_tokenizer
+
+
 def make_provider(text: str, **run_options: Any) -> "Provider":
     spec = parse_model(text)
     kind = provider_kind(spec.name)

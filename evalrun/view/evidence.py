@@ -26,7 +26,7 @@ import numpy as np
 
 from evalrun._util.errors import EvalrunError
 from evalrun._util.specs import is_none
-from evalrun.model.providers import parse_model, provider_kind
+from evalrun.model.providers import tokenizer_source
 from evalrun.model.tokenization import TextTokenizer, load_tokenizer
 from evalrun.pack.grade import stored_tokens
 from evalrun.watermark.registry import parse_watermark
@@ -36,8 +36,7 @@ from evalrun.watermark.verdict import DEFAULT_THRESHOLD, first_detected_prefix
 def tokenizer_for(row: Mapping[str, Any], run: Mapping[str, Any] | None) -> TextTokenizer | str:
     """The tokenizer the result's ids came from (its model's own, else its run's
     ``--tokenizer``), or why there is none."""
-    spec = parse_model(row["model"])
-    source = provider_kind(spec.name).tokenizer_dir(spec) or ((run or {}).get("config") or {}).get("tokenizer")
+    source = tokenizer_source(row["model"], ((run or {}).get("config") or {}).get("tokenizer"))
     if not source:
         return f"no tokenizer is known for {row['model']} (its run gave no --tokenizer)"
     try:

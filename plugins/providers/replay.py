@@ -13,6 +13,7 @@ evalrun`` in their extra fields, which the report shows.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any, Sequence
@@ -54,9 +55,16 @@ def _token_fields(obj: dict[str, Any], where: str) -> None:
 
 def load_replay(path: Path) -> dict[ReplayKey, dict[str, Any]]:
     """(pack or None, case_id, repetition or None, watermark or None) -> line; errors name
-    file and line."""
+    file and line. Read once per version of the file (checking, the default watermarks and the
+    provider all ask for it)."""
     if not path.is_file():
         raise EvalrunError(f"--model replay:{path}: no such file")
+    stat = path.stat()
+    return _read_replay(path.resolve(), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_replay(path: Path, mtime_ns: int, size: int) -> dict[ReplayKey, dict[str, Any]]:
     table: dict[ReplayKey, dict[str, Any]] = {}
     try:
         lines = list(read_lines(path, MAX_RECORD_BYTES))

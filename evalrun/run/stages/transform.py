@@ -27,7 +27,7 @@ from evalrun._util.errors import EvalrunError
 from evalrun._util.specs import is_none
 from evalrun.attacks import ModelAttack, parse_attack
 from evalrun.model.generation import Generation, Provider
-from evalrun.model.providers import model_revision, parse_model, provider_kind
+from evalrun.model.providers import model_revision, tokenizer_source
 from evalrun.model.tokenization import TextTokenizer, load_tokenizer
 from evalrun.run.executors import Executor, LocalExecutor
 from evalrun.run.options import RunOptions
@@ -76,19 +76,20 @@ class _Tokens:
     def __init__(self, options: RunOptions) -> None:
         self.options = options
         self._cache: dict[str, TextTokenizer | str] = {}
+        self._external: dict[str, int | None] = {}
 
     def source(self, model: str) -> str | None:
-        spec = parse_model(model)
-        return provider_kind(spec.name).tokenizer_dir(spec) or self.options.tokenizer
+        return tokenizer_source(model, self.options.tokenizer)
 
     def external_vocab(self, model: str) -> int | None:
         """The vocabulary size of ids from the run's ``--tokenizer`` (None for a model whose
-        own tokenizer evalrun has, whose outputs record their model's size)."""
-        spec = parse_model(model)
-        if provider_kind(spec.name).tokenizer_dir(spec):
-            return None
-        tok = self._load(model)
-        return None if isinstance(tok, str) else (self.options.vocab_size or tok.vocab_size)
+        own tokenizer evalrun has, whose outputs record their model's size); once per model."""
+        if model not in self._external:
+            own = tokenizer_source(model, None) is not None
+            tok = None if own else self._load(model)
+            self._external[model] = (None if tok is None or isinstance(tok, str)
+                                     else self.options.vocab_size or tok.vocab_size)
+        return self._external[model]
 
     def identity(self, model: str) -> str:
         """What besides the text decides the ids of an external tokenizer (its fingerprint and
@@ -144,8 +145,9 @@ def run_transforms(items: Sequence[Item], store: Store, run_id: str, options: Ru
             attack_text = item.attack
             attack = parse_attack(item.attack)
             revision = model_revision(attack.model, item.pack, options) if isinstance(attack, ModelAttack) else ""
-        if tokens.identity(item.model):
-            revision = f"{revision}|{tokens.identity(item.model)}"
+        identity = tokens.identity(item.model)
+        if identity:
+            revision = f"{revision}|{identity}"
         key = transform_key(item.gen_key, attack_text, revision)
         job = jobs.setdefault(key, _Job(key, item.gen_key, attack_text, row, item, [], []))
         job.result_ids.append(row["result_id"])
