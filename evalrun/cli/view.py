@@ -6,7 +6,6 @@ import argparse
 import errno
 import os
 import sys
-import threading
 import time
 
 from evalrun._util.errors import EvalrunError
@@ -46,7 +45,6 @@ def run(args: argparse.Namespace, user_argv: list[str]) -> int:
     evidence = "with token evidence" if viewer.has_key else f"no key: token evidence needs --key or ${KEY_ENV}"
     print(f"evalrun view: {args.db} at http://{shown}:{port}/ ({evidence}); ready in "
           f"{time.perf_counter() - started:.1f} s; Ctrl-C stops it", flush=True)
-    threading.Thread(target=viewer.warm, name="evalrun-view-warm", daemon=True).start()
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -35,7 +35,7 @@ from evalrun._util.errors import EvalrunError
 from evalrun._util.specs import is_none
 from evalrun.view import pages
 from evalrun.view.charts import ChartData
-from evalrun.view.evidence import evidence, tokenizer_for
+from evalrun.view.evidence import evidence
 from evalrun.view.queries import QueryError, ResultQuery, StoreView
 
 CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; "
@@ -86,19 +86,6 @@ class Viewer:
     def scrub(self, text: str) -> str:
         """``text`` with the key blanked: for messages that leave the process."""
         return text.replace(self._key, "***") if self._key else text
-
-    def warm(self) -> None:
-        """Load the tokenizers token evidence will need (transformers takes seconds to import),
-        so that the first result opened does not wait for them; for a background thread."""
-        if self._key is None:
-            return
-        runs = {r["run_id"]: r for r in self.store.runs()}
-        conn = self.store.store().conn
-        for row in conn.execute("SELECT model, MIN(run_id) AS run_id FROM results GROUP BY model").fetchall():
-            try:
-                tokenizer_for(dict(row), runs.get(row["run_id"]))
-            except Exception:  # noqa: BLE001 - a result's page reports its own tokenizer problem
-                pass
 
     # -- data, shared by the HTML pages and the API --------------------------------------
     def result(self, result_id: int, watermark: str | None) -> tuple[dict[str, Any], list[str], str | None]:
