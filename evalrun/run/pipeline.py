@@ -77,20 +77,21 @@ def run_stages(items: Sequence[Item], store: Store, run_id: str, options: RunOpt
                show_progress: bool = False) -> StagesSummary:
     """Generate, transform and judge everything ``items`` need, then let their graders prepare
     (e.g. batched detection). ``factory`` builds a provider from a model spec."""
-    def bar(title: str) -> ProgressBar | None:
-        return ProgressBar(f"evalrun: {title}", stream=sys.stderr) if show_progress else None
+    def bar(title: str, unit: str) -> ProgressBar | None:
+        """A stage's bar, counting in the unit of its line in :meth:`StagesSummary.lines`."""
+        return ProgressBar(f"evalrun: {title}", stream=sys.stderr, unit=unit) if show_progress else None
 
     key = options.resolved_key()
     generation = run_generation(items, store, run_id, factory, key=key, commit_ms=options.commit_ms,
-                                progress=bar("generating"), executor=executor)
+                                progress=bar("generating", "results"), executor=executor)
     attacked = any(not is_none(it.attack) for it in items)
     transforms = run_transforms(items, store, run_id, options, factory,
-                                progress=bar("attacking") if attacked else None, executor=executor)
+                                progress=bar("attacking", "attacked texts") if attacked else None, executor=executor)
     summary = StagesSummary(generation, transforms)
     for method, model in options.judges:
         judged = run_judges(store, get_judge(method), model_identity(model),
                             lambda _m, _model=model: factory(_model), run_id=run_id,  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
-                            selection=subjects(store, run_id), progress=bar(f"judging ({method})"),
+                            selection=subjects(store, run_id), progress=bar(f"judging ({method})", f"{method} answers"),
                             executor=executor, spec=model)
         summary.judges.append((method, model, judged))
     prepare_items(items, store, key=key, timeout=options.grader_timeout)

@@ -94,10 +94,11 @@ def run_generation(items: Sequence[Item], store: Store, run_id: str, make_provid
                     continue
             pending.setdefault(missing[0].model_spec, []).append((missing[0], missing))
 
-        total = sum(len(v) for v in pending.values())
-        finished = 0
-        if progress and total:
-            progress(0, total)
+        # progress counts results, as the run's closing line does ("N results generated"): one
+        # model call fills the results of all its attacks, so the bar moves by that many
+        total = summary.generated + sum(len(rows) for work in pending.values() for _, rows in work)
+        if progress and total > summary.generated:
+            progress(summary.generated, total)
         for model, work in pending.items():
             # a batch's composition changes a local model's floating-point sums, and so now and
             # then a sampled token: batch in an order of the work itself, never of pytest's items
@@ -108,16 +109,14 @@ def run_generation(items: Sequence[Item], store: Store, run_id: str, make_provid
             requests: list[GenerationRequest] = [first.request(key) for first, _ in work]
 
             def sink(request: GenerationRequest, gen: Generation, _by_key=by_key) -> None:
-                nonlocal finished
                 cols = generation_columns(gen)
                 now = utc_now()
                 batch.add([{**it.row(run_id, now), **cols} for it in _by_key[request.gen_key]], redo_cost_ms(gen))
-                finished += 1
                 summary.generated += len(_by_key[request.gen_key])
                 if cols["error"]:
                     summary.errors += 1
                 if progress:
-                    progress(finished, total)
+                    progress(summary.generated, total)
 
             start = time.perf_counter()
             (executor or LocalExecutor()).generate(model, requests, sink, make_provider)
@@ -126,10 +125,12 @@ def run_generation(items: Sequence[Item], store: Store, run_id: str, make_provid
 
 
 class ProgressBar:
-    """A one-line progress bar on a stream (redrawn in place on a terminal)."""
+    """A one-line progress bar on a stream (redrawn in place on a terminal). ``unit`` names
+    what it counts, in the words of the stage's closing line, so the two totals read alike."""
 
-    def __init__(self, label: str, stream=None, min_interval: float = 0.2) -> None:
+    def __init__(self, label: str, stream=None, min_interval: float = 0.2, unit: str = "") -> None:
         self.label = label
+        self.unit = unit
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.min_interval = min_interval
@@ -145,7 +146,8 @@ class ProgressBar:
         width = 30
         filled = int(width * done / total) if total else width
         rate = done / (now - self._start) if now > self._start else 0.0
-        line = f"{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} ({rate:.1f}/s)"
+        unit = f" {self.unit}" if self.unit else ""
+        line = f"{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}{unit} ({rate:.1f}/s)"
         if self.tty:
             self.stream.write("\r" + line + ("\n" if final else ""))
         else:

@@ -1,0 +1,65 @@
+"""The run's progress bars count what the run's closing lines count.
+
+One model call fills the results of every attack of its generation: the README's main job
+makes 300 calls for 2,100 results. Its bar used to count to 300 while the closing line said
+"2100 results generated", so a reader could not tell whether work was missing.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from evalrun.model.providers import make_provider
+from evalrun.pack.loading import load_pack
+from evalrun.run.options import RunOptions
+from evalrun.run.plan import make_items, unique_generations
+from evalrun.run.stages.generate import ProgressBar, run_generation
+from evalrun.store.database import Store
+
+
+def _items(make_pack, attacks: tuple[str, ...], n: int = 1) -> list:
+    pack = load_pack(make_pack(cases=[{"id": f"c{i}", "word": f"w{i}", "kind": "a"} for i in range(4)]))
+    return list(make_items(pack, RunOptions(models=("reference",), watermarks=("none", "kgw"),
+                                            attacks=attacks, n=n, key="k")))
+
+
+def test_the_generation_bar_counts_results_as_the_closing_line_does(tmp_path: Path, make_pack) -> None:
+    items = _items(make_pack, ("none", "swap:p=0.1", "lowercase"))
+    calls = len(unique_generations(items))
+    assert (len(items), calls) == (24, 8)  # three results per model call
+    store = Store(tmp_path / "s.sqlite")
+    store.start_run("r", {}, {})
+    seen: list[tuple[int, int]] = []
+    summary = run_generation(items, store, "r", make_provider, key="k",
+                             progress=lambda done, total: seen.append((done, total)))
+    assert summary.generated == len(items)
+    assert seen[0] == (0, len(items)) and seen[-1] == (summary.generated, summary.generated)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen) and len(seen) == calls + 1
+
+
+def test_a_resumed_run_counts_only_the_results_it_makes(tmp_path: Path, make_pack) -> None:
+    """Cached results are not in the bar; a new attack on a stored generation reuses its
+    output (no call) and is counted from the start, as the closing line counts it."""
+    store = Store(tmp_path / "s.sqlite")
+    store.start_run("r1", {}, {})
+    run_generation(_items(make_pack, ("none",)), store, "r1", make_provider, key="k")
+    store.start_run("r2", {}, {})
+    seen: list[tuple[int, int]] = []
+    items = _items(make_pack, ("none", "lowercase"), n=2)  # 8 cached, 8 reused, 8 calls for 16
+    summary = run_generation(items, store, "r2", make_provider, key="k",
+                             progress=lambda done, total: seen.append((done, total)))
+    assert (summary.cached, summary.generated) == (8, 24)
+    assert seen[0] == (8, 24) and seen[-1] == (24, 24) and len(seen) == 8 + 1
+
+
+def test_the_bar_names_its_unit() -> None:
+    out = io.StringIO()
+    bar = ProgressBar("evalrun: generating", stream=out, unit="results")
+    bar(0, 2100)
+    bar(2100, 2100)
+    last = out.getvalue().splitlines()[-1]
+    assert last.startswith("evalrun: generating [") and " 2100/2100 results (" in last
+    plain = io.StringIO()
+    ProgressBar("evalrun: judging", stream=plain)(3, 3)
+    assert "] 3/3 (" in plain.getvalue()
