@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Callable, NamedTuple, Sequence
 
@@ -10,7 +11,16 @@ from evalrun._util.files import write_text
 from evalrun.metrics.aggregates import MetricRecord, compute, write_metrics_json
 from evalrun.report import benchmark, charts, quality, tables
 from evalrun.report.data import PackView, ReportData, Result, default_view, is_detection_view, load, slug
-from evalrun.report.document import Block, Document, Figure, Paragraph, Section, render_html, render_markdown
+from evalrun.report.document import (
+    Block,
+    Document,
+    Figure,
+    Formats,
+    Paragraph,
+    Section,
+    render_html,
+    render_markdown,
+)
 
 
 class Chart(NamedTuple):
@@ -93,21 +103,20 @@ def compose(data: ReportData, out: Path, records: Sequence[MetricRecord] | None 
         intro.append("Watermarks applied outside evalrun (a replay file's outputs, an API server's): evalrun "
                      "detected them only, on the token ids of the run's tokenizer: "
                      + "; ".join(f"{model} under {watermark}" for model, watermark in elsewhere) + ".")
+    # the watermark benchmark (MarkMyWords' Table V and figures) leads: it is what a watermark
+    # researcher reads first; long tables (pairwise comparisons, every result) go to the appendix
     sections: list[Section] = []
     appendix: list[Section] = []
-    detection: dict[str, list[Result]] = {}
-    for pack, items in data.packs.items():
-        view = data.view(pack)
-        sections += _pack_sections(view, items, out)
-        appendix.append(Section(
-            f"Per-case results: {view.title}", f"appendix-{slug(pack)}", 3,
-            [tables.per_case(view, items)]))
-        if is_detection_view(view):
-            detection[pack] = items
+    detection = {pack: items for pack, items in data.packs.items() if is_detection_view(data.view(pack))}
     if detection:
         if records is None:
             records = compute(r.row for r in data.results)
         sections += benchmark.sections(detection, records, out)
+    for pack, items in data.packs.items():
+        view = data.view(pack)
+        main, extra = _pack_sections(view, items, out, data.db)
+        sections += main
+        appendix += extra
     sections += quality.sections(data)
     sections.append(Section("Failure analysis", "failures", 2, [Paragraph(
         "For each pack, the most informative failures: cases other models solved come "
@@ -137,6 +146,20 @@ def compose(data: ReportData, out: Path, records: Sequence[MetricRecord] | None 
     return Document(title="evalrun report", intro=intro, sections=sections)
 
 
+def per_case_note(items: Sequence[Result], db: Path, *, keyed: bool) -> str:
+    """What report.md's compact per-case table leaves out, and where to read it."""
+    quoted = shlex.quote(str(db))
+    evidence = any(r.metadata for r in items)
+    return (f"report.md lists one short row per result"
+            + (", each model, watermark and attack by its key (above)" if keyed else "")
+            + (", without the grade's evidence" if evidence else "")
+            + f"; reasons and outputs longer than {tables.COMPACT_CHARS} characters are cut. "
+            + "The full rows" + (" with every result's evidence (p-value, z-score, tokens scored, watermark size, "
+                                 "per-detector results)" if evidence else "")
+            + f" are in this section of report.html, in `evalrun view --db {quoted}` and in "
+            f"`evalrun export --db {quoted} --format jsonl --out results.jsonl`.")
+
+
 #: the non-chart blocks a view's ``blocks`` may name
 BLOCKS: dict[str, Callable[[PackView, list[Result]], Block]] = {
     "label_summary": tables.label_summary,
@@ -157,7 +180,15 @@ def _block(name: str, view: PackView, items: list[Result], out: Path) -> Block:
     return BLOCKS[name](view, items)
 
 
-def _pack_sections(view: PackView, items: list[Result], out: Path) -> list[Section]:
+#: a pack's pairwise-comparison and stability tables longer than this many rows (in all) go to the
+#: appendix, with a pointer left in the pack's section (the main job compares 21 systems: 210 rows)
+LONG_TABLE_ROWS = 30
+
+
+def _pack_sections(view: PackView, items: list[Result], out: Path,
+                   db: Path) -> tuple[list[Section], list[Section]]:
+    """A pack's sections in the report's body, and its sections in the appendix (``db``: the
+    store, named where report.md points to the detail it leaves out)."""
     sid = slug(view.name)
     blocks: list[Block] = [_block(name, view, items, out) for name in view.blocks]
     known = set(view.labels) if view.success else set()
@@ -167,19 +198,34 @@ def _pack_sections(view: PackView, items: list[Result], out: Path) -> list[Secti
         if not view.success and view.groups:
             blocks.append(tables.group_breakdown(view, items))
     section = Section(view.title, sid, 2, blocks)
-    stat_blocks: list = []
+    keys = tables.system_keys(items)
     paired = tables.paired_comparisons(view, items)
-    if paired is not None:
-        stat_blocks.append(paired)
     stab = tables.stability(view, items)
+    long_stats = sum(len(t.rows) for t in (paired, stab) if t is not None) > LONG_TABLE_ROWS
+    if long_stats:  # the appendix names the systems by key
+        paired, stab = tables.paired_comparisons(view, items, keys), tables.stability(view, items, keys)
+    stat_blocks: list[Block] = [paired] if paired is not None else []
     if stab is not None:
         stat_blocks.append(stab if stab.rows else
                            Paragraph("No case changed grade across repetitions."))
-    result = [section]
-    if stat_blocks:
-        result.append(Section(f"{view.title}: model comparison and stability",
-                              f"{sid}-stats", 3, stat_blocks))
-    return result
+    stats_title = f"{view.title}: model comparison and stability"
+    body, appendix = [section], []
+    if keys:
+        appendix.append(Section(f"Systems: {view.title}", f"appendix-{sid}-keys", 3,
+                                [tables.keys_table(view, items, keys)]))
+    if stat_blocks and long_stats:
+        n = len(tables.systems(items))
+        blocks.append(Paragraph(f"Pairwise comparisons of the pack's {n} systems (model, watermark and attack; "
+                                f"{n * (n - 1) // 2} pairs) and their stability across repetitions: in the "
+                                f"appendix, under \"{stats_title}\"."))
+        appendix.append(Section(stats_title, f"{sid}-stats", 3, stat_blocks))
+    elif stat_blocks:
+        body.append(Section(stats_title, f"{sid}-stats", 3, stat_blocks))
+    appendix.append(Section(f"Per-case results: {view.title}", f"appendix-{sid}", 3, [Formats(
+        markdown=[Paragraph(per_case_note(items, db, keyed=bool(keys))),
+                  tables.per_case(view, items, compact=True, keys=keys)],
+        html=[tables.per_case(view, items)])]))
+    return body, appendix
 
 
 def _chart(draw: Callable[[PackView, Sequence[Result], Path], Path], view: PackView, items: list[Result],

@@ -58,7 +58,16 @@ class Example:
     text_fields: tuple[str, ...] = ()
 
 
-Block = Union[Paragraph, Table, Figure, Example]
+@dataclass
+class Formats:
+    """Blocks that differ by format: report.md stays short enough to read and diff (a compact
+    per-case table), while the self-contained report.html keeps every detail (the evidence)."""
+
+    markdown: list["Block"]
+    html: list["Block"]
+
+
+Block = Union[Paragraph, Table, Figure, Example, Formats]
 
 
 @dataclass
@@ -110,6 +119,21 @@ def render_markdown(doc: Document) -> str:
     return _fill("report.md", title=md_escape(doc.title), body="\n".join(parts).rstrip() + "\n")
 
 
+#: a longer Markdown table is written without padding its cells to the column's width: in a
+#: long table one long cell (a false positive's reason naming a full spec) would pad every row
+PADDED_ROWS = 50
+
+
+def _unpadded(table: Table) -> str:
+    """A pipe table, every cell as long as its text (Markdown does not need aligned columns)."""
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(cells) + " |"
+
+    out = [line([md_escape(h) for h in table.headers]), "|" + "|".join(":---" for _ in table.headers) + "|"]
+    out += [line([md_escape(c) for c in row]) for row in table.rows]
+    return "\n".join(out)
+
+
 def _md_block(block: Block) -> str:
     if isinstance(block, Paragraph):
         return md_escape(block.text) + "\n"
@@ -117,6 +141,8 @@ def _md_block(block: Block) -> str:
         caption = f"*{md_escape(block.caption)}*\n\n" if block.caption else ""
         if not block.rows:
             return caption + "(no rows)\n"
+        if len(block.rows) > PADDED_ROWS:
+            return caption + _unpadded(block) + "\n"
         body = tabulate(
             [[md_escape(c) for c in row] for row in block.rows],
             headers=[md_escape(h) for h in block.headers],
@@ -131,6 +157,8 @@ def _md_block(block: Block) -> str:
         lines = [f"**{md_escape(block.title)}**", ""]
         lines += [f"- **{md_escape(k)}:** {md_escape(v)}" for k, v in block.fields]
         return "\n".join(lines) + "\n"
+    if isinstance(block, Formats):
+        return "\n".join(_md_block(b) for b in block.markdown)
     raise TypeError(f"unknown block {block!r}")
 
 
@@ -189,6 +217,8 @@ def _html_block(block: Block, asset_dir: Path) -> str:
             out.append(f"<dt>{_e(key)}</dt><dd>{val}</dd>")
         out.append("</dl></div>")
         return "\n".join(out)
+    if isinstance(block, Formats):
+        return "\n".join(_html_block(b, asset_dir) for b in block.html)
     raise TypeError(f"unknown block {block!r}")
 
 

@@ -32,6 +32,9 @@ from evalrun.watermark.verdict import DETECTED
 NA = "n/a"
 OUTPUT_CHARS = 160      # model output shown in per-case tables
 EXAMPLE_CHARS = 600     # model output shown in failure examples
+COMPACT_CHARS = 120     # reason / output in report.md's compact per-case rows (a full spec fits)
+#: a system name longer than this is shown by its key (S1, S2, ...) in the appendix's long tables
+KEY_NAME_CHARS = 40
 
 
 # -- formatting ----------------------------------------------------------------------------
@@ -213,10 +216,35 @@ def generic_summary(view: PackView, items: Sequence[Result]) -> Table:
                          "case's repetitions, then the cases.")
 
 
-def stability(view: PackView, items: Sequence[Result]) -> Table | None:
-    """Cases whose label or score differs across repetitions (None when n = 1)."""
+def system_keys(items: Iterable[Result]) -> dict[str, str]:
+    """Short keys (S1, S2, ... in :func:`systems` order) for the appendix's long tables when a
+    system's name is too long to repeat on every row (a watermark spec with all its
+    parameters); {} when every name is short enough to show as it is."""
+    names = systems(items)
+    if all(len(n) <= KEY_NAME_CHARS for n in names):
+        return {}
+    return {n: f"S{i}" for i, n in enumerate(names, 1)}
+
+
+def keys_table(view: PackView, items: Sequence[Result], keys: dict[str, str]) -> Table:
+    """What each key of :func:`system_keys` stands for, with the full watermark and attack specs."""
+    first: dict[str, Result] = {}
+    counts: Counter[str] = Counter()
+    for r in items:
+        first.setdefault(r.system, r)
+        counts[r.system] += 1
+    rows = [[keys[n], first[n].model, first[n].watermark, first[n].attack, str(counts[n])] for n in keys]
+    return Table(id=f"{slug(view.name)}-keys", headers=["key", "model", "watermark", "attack", "results"],
+                 rows=rows, text_columns=(2,),
+                 caption="The appendix's tables name each model, watermark and attack by its key.")
+
+
+def stability(view: PackView, items: Sequence[Result], keys: dict[str, str] | None = None) -> Table | None:
+    """Cases whose label or score differs across repetitions (None when n = 1); ``keys``: the
+    systems' keys (:func:`system_keys`) to show in place of their names."""
     if max((r.repetition for r in items), default=0) < 1:
         return None
+    keys = keys or {}
     rows = []
     groups = by_system(items)
     field = view.group_field or "group"
@@ -229,21 +257,24 @@ def stability(view: PackView, items: Sequence[Result]) -> Table | None:
                 scores[r.case_id].append(float(r.score))
         for cid, labels in case_labels(rs).items():
             if len(set(labels)) > 1 or len(set(scores[cid])) > 1:
-                rows.append([cid, group_of[cid], name, " / ".join(labels),
+                rows.append([cid, group_of[cid], keys.get(name, name), " / ".join(labels),
                              " / ".join(num(s, 2) for s in scores[cid]),
                              num(float(np.mean(scores[cid])))])
     return Table(id=f"{slug(view.name)}-stability",
-                 headers=["case_id", field, "model", "labels by repetition",
+                 headers=["case_id", field, "key" if keys else "model", "labels by repetition",
                           "scores by repetition", "per-case mean"],
                  rows=rows, caption="Cases whose grade changed across repetitions.")
 
 
-def paired_comparisons(view: PackView, items: Sequence[Result]) -> Table | None:
+def paired_comparisons(view: PackView, items: Sequence[Result],
+                       keys: dict[str, str] | None = None) -> Table | None:
     """Every pair of models on their common cases: mean difference with a paired bootstrap
-    CI, and the sign test on per-case means. None with fewer than two models."""
+    CI, and the sign test on per-case means. None with fewer than two models. ``keys``: the
+    systems' keys (:func:`system_keys`) to show in place of their names."""
     names = systems(items)
     if len(names) < 2:
         return None
+    keys = keys or {}
     groups = by_system(items)
     means = {n: case_scores(groups[n]) for n in names}
     rows = []
@@ -253,12 +284,12 @@ def paired_comparisons(view: PackView, items: Sequence[Result]) -> Table | None:
         xb = [means[b][c] for c in common]
         diff = stats.paired_bootstrap_ci(xa, xb, seed=_seed(view.name, a, b))
         sign = stats.sign_test(xa, xb)
-        rows.append([a, b, str(len(common)), num(float(np.mean(xa)) if xa else None),
+        rows.append([keys.get(a, a), keys.get(b, b), str(len(common)), num(float(np.mean(xa)) if xa else None),
                      num(float(np.mean(xb)) if xb else None), num(diff.value, 3),
                      num_ci(diff), f"{sign.wins}/{sign.losses}/{sign.ties}",
                      NA if not common else f"{sign.p_value:.3g}"])
     return Table(id=f"{slug(view.name)}-paired",
-                 headers=["model A", "model B", "common cases", "mean A", "mean B",
+                 headers=["key A" if keys else "model A", "key B" if keys else "model B", "common cases", "mean A", "mean B",
                           "A − B", "95% CI (paired bootstrap)", "A better / B better / tie",
                           "sign test p"],
                  rows=rows,
@@ -269,19 +300,29 @@ def paired_comparisons(view: PackView, items: Sequence[Result]) -> Table | None:
 
 # -- appendix ------------------------------------------------------------------------------
 
-def per_case(view: PackView, items: Sequence[Result]) -> Table:
-    """One row per result: the WMID report's appendix A.1 / A.2 columns."""
+def per_case(view: PackView, items: Sequence[Result], *, compact: bool = False,
+             keys: dict[str, str] | None = None) -> Table:
+    """One row per result: the WMID report's appendix A.1 / A.2 columns. ``compact`` (report.md,
+    where the main job's 2,100 results must stay readable): no evidence column, reason and output
+    cut to :data:`COMPACT_CHARS`, no group column when every case has the same group (the
+    caption names it), and each system by its key in ``keys`` (:func:`system_keys`)."""
     multi = max((r.repetition for r in items), default=0) > 0
     field = {"family": "task_family"}.get(view.group_field or "", view.group_field or "group")
-    headers = ["case_id", field, "model"] + (["rep"] if multi else []) + ["score", "label"]
+    groups = {r.group for r in items}
+    one_group = compact and len(groups) == 1
+    headers = ["case_id"] + ([] if one_group else [field]) + ["key" if keys else "model"] \
+        + (["rep"] if multi else []) + ["score", "label"]
     extraction = view.per_case_expected
     headers += ["expected", "got"] if extraction else ["reason"]
-    evidence = any(r.metadata for r in items)
+    evidence = not compact and any(r.metadata for r in items)
     if evidence:
         headers.append("evidence")
+    keys = keys or {}
+    chars = COMPACT_CHARS if compact else OUTPUT_CHARS
     rows = []
     for r in sorted(items, key=lambda r: (r.case_id, r.system, r.repetition)):
-        row = [r.case_id, r.group, r.system] + ([str(r.repetition)] if multi else [])
+        row = [r.case_id] + ([] if one_group else [r.group]) + [keys.get(r.system, r.system)] \
+            + ([str(r.repetition)] if multi else [])
         if r.errored:
             row += [NA, NA]
         elif r.grader_error or r.attack_error:
@@ -292,16 +333,30 @@ def per_case(view: PackView, items: Sequence[Result]) -> Table:
             row += [num(float(r.score), 2), r.label]
         if extraction:
             row += [str(r.case.get(view.expected_field or "expected", NA)),
-                    f"error: {r.error}" if r.errored else shorten(r.output, OUTPUT_CHARS)]
+                    f"error: {r.error}" if r.errored else shorten(r.output, chars)]
         else:
-            row.append(f"error: {r.error}" if r.error else (r.reason or ""))
+            reason = f"error: {r.error}" if r.error else (r.reason or "")
+            row.append(shorten(reason, chars) if compact else reason)
         if evidence:
-            row.append(shorten(" ".join(f"{k}={_evidence(v)}" for k, v in sorted(r.metadata.items())),
-                               OUTPUT_CHARS))
+            row.append(" ".join(f"{k}={v}" for k, v in _flat(r.metadata)))
         rows.append(row)
     text_cols = tuple(range(len(headers) - (2 if evidence else 1), len(headers)))
-    return Table(id=f"{slug(view.name)}-cases", headers=headers, rows=rows,
-                 text_columns=text_cols)
+    caption = f"Every case's {field}: {next(iter(groups))}." if one_group else ""
+    return Table(id=f"{slug(view.name)}-cases{'-compact' if compact else ''}", headers=headers, rows=rows,
+                 text_columns=text_cols, caption=caption)
+
+
+def _flat(metadata: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    """A grade's evidence as (name, value) pairs with nested objects spelled out (an unwatermarked
+    text's ``detections[<full spec>][p_value]``), so that no detector's numbers are cut off."""
+    out: list[tuple[str, str]] = []
+    for k, v in sorted(metadata.items()):
+        name = f"{prefix}[{k}]" if prefix else k
+        if isinstance(v, dict) and v:
+            out += _flat(v, name)
+        else:
+            out.append((name, _evidence(v)))
+    return out
 
 
 def _evidence(value: Any) -> str:

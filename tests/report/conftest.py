@@ -357,3 +357,78 @@ def bench() -> Any:
 
     return SimpleNamespace(model=BENCH_MODEL, kgw=KGW, exp=EXP, judge=JUDGE, scorer=SCORER,
                            write=write_benchmark_store)
+
+
+# -- a store shaped like the README's main job (mmw_book_reports: none, kgw and exp with every --
+# -- parameter in their specs, the quick attack suite, the perplexity proxy) ---------------------
+
+MAIN_EXP = "exp:context=1,randomness=window,repeats=ignore,score=sum,skip=0.0"
+MAIN_KGW = "kgw:context=1,delta=2.0,gamma=0.25,randomness=window,repeats=ignore,score=sum,skip=0.0"
+MAIN_ATTACKS = ("none", "contraction", "lowercase", "misspelling:p=0.25", "swap:p=0.1", "synonym:p=0.5",
+                "typo:p=0.05")
+
+
+def write_main_job_store(path: Path, cases: int) -> Path:
+    """``cases`` book reports under none, MAIN_KGW and MAIN_EXP and each of MAIN_ATTACKS, graded
+    with the detection grader's reasons and evidence (per detector for unwatermarked texts, one
+    false positive in ten under KGW), with perplexity-proxy answers: 21 results per case, as the
+    main job's 2,100 for 100 cases."""
+    store = Store(path)
+    run_id = "run-main"
+    store.start_run(run_id, {"started_at": "2026-03-01T00:00:00+00:00", "git_sha": "c" * 40, "git_dirty": 0,
+                             "evalrun_version": "0.1.0", "python": "3.11.2", "platform": "linux",
+                             "argv": ["evalrun", "run", "--pack", "mmw_book_reports"]}, {"seed": 0})
+    for i in range(cases):
+        cid = f"book-{i + 1:03d}"
+        case = {"id": cid, "task": "book_report", "title": f"Book {i}", "author": f"Author {i % 7}"}
+        for wm in ("none", MAIN_KGW, MAIN_EXP):
+            for k, attack in enumerate(MAIN_ATTACKS):
+                item_key = f"{cid}|{wm}|{attack}"
+                text = f"A report on book {i} under {wm}, attacked by {attack}. " * 12
+                row = {
+                    "run_id": run_id, "pack": "mmw_book_reports", "case_id": cid, "model": "embedded",
+                    "params_json": json.dumps({"max_tokens": 200, "seed": 0, "temperature": 1.0}),
+                    "watermark": wm, "attack": attack, "repetition": 0,
+                    "prompt_json": json.dumps({"user": f"Write a book report about 'Book {i}'."}),
+                    "raw_output": text, "output_tokens_json": json.dumps(list(range(180))),
+                    "latency_ms": 50.0, "tokens_in": 20, "tokens_out": 180, "error": None,
+                    "created_at": "2026-03-01T00:00:00+00:00", "item_key": item_key, "gen_key": f"{cid}|{wm}",
+                    "case_json": json.dumps(case), "group_value": "book_report", "served_model": None,
+                    "retries": 0, "tokenizer_hash": "t", "extra_json": None,
+                }
+                [rid] = store.store_generation([row], run_id)
+                tokens = 40 + (7 * i + 3 * k) % 160
+                if wm == "none":
+                    false_positive = (i + k) % 10 == 0
+                    found = {spec: {"detected": spec == MAIN_KGW and false_positive,
+                                    "num_tokens_scored": tokens,
+                                    "p_value": 0.011 if spec == MAIN_KGW and false_positive else 0.25 + 0.007 * i,
+                                    "score": 53.0 + i, "size": None, "z_score": 0.7 + 0.01 * k}
+                             for spec in (MAIN_EXP, MAIN_KGW)}
+                    meta: dict[str, Any] = {"detections": found, "threshold": 0.02}
+                    label = "DETECTED" if false_positive else "NOT_DETECTED"
+                    reason = f"false positive under {MAIN_KGW}" if false_positive \
+                        else "not detected under 2 watermark(s)"
+                else:
+                    p = 10.0 ** -(20 + (i * 7 + k) % 30) * 1.2345
+                    meta = {"detected": True, "num_tokens_scored": tokens, "p_value": p, "score": 180.123 + i,
+                            "size": 2 + k % 5, "threshold": 0.02, "z_score": 13.449853185988228 if wm == MAIN_KGW
+                            else None}
+                    label, reason = "DETECTED", f"p = {p:.3g} over {tokens} tokens (<= 0.02)"
+                store.record_grade(GradeRecord(rid, float(label == "DETECTED"), label, reason, "gh",
+                                               text if attack != "none" else None, metadata_json=json.dumps(meta)))
+                answer = {"perplexity": 20.0 + (i + k) % 9 + (5 if wm == MAIN_KGW else 0), "scorer": "embedded",
+                          "tokens": tokens}
+                store.store_judgement({
+                    "judgement_key": f"j|perplexity|{item_key}", "judge": "embedded", "method": "perplexity",
+                    "subjects_json": json.dumps([item_key]), "prompt_json": "{}", "raw_answer": json.dumps(answer),
+                    "error": None, "run_id": run_id, "created_at": "2026-03-01T00:00:00+00:00"}, [item_key])
+    store.finish_run(run_id)
+    store.close()
+    return path
+
+
+@pytest.fixture(scope="session")
+def main_job_store() -> Callable[[Path, int], Path]:
+    """The writer of a store shaped like the README's main job (:func:`write_main_job_store`)."""
+    return write_main_job_store
