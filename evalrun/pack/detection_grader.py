@@ -20,6 +20,14 @@ store holds for its pack and model (``context.run_watermarks``), each detection 
 detection cannot be done, and the grade fails with the reason (a GRADER_ERROR row), never a
 silent NOT_DETECTED.
 
+A watermarked output whose case has a reference answer (the case's ``reference``, e.g.
+WaterBench's human answers; ``context.reference_token_ids``, the answer in ids of the output's
+tokenizer) also carries the reference's detection under the output's watermark and key in
+``metadata["reference_detection"]`` (``p_value``, ``z_score``, ``score``,
+``num_tokens_scored``, ``detected``, by the same rule): WaterBench measures true negatives on
+those human texts (its ``detect_human.py``), not on model outputs. It does not change the
+output's label.
+
 A pack's grader.py also exports :func:`prepare_detection` as its ``prepare``: the harness
 hands it the items about to be graded, and it detects them all in a few batched calls (one
 per watermark and vocabulary) whose results the per-item grades then look up -- the same
@@ -127,6 +135,9 @@ def prepare_detection(batch: Sequence[tuple[Mapping[str, Any], str, GradeContext
             continue
         for spec in _specs(context):
             groups.setdefault((spec, vocab_size, context.key, threshold), {})[context.token_ids] = None
+        reference = _reference_ids(context, vocab_size)
+        if reference is not None:
+            groups[(context.watermark, vocab_size, context.key, threshold)][reference] = None
     prepared: dict[tuple[Any, ...], tuple[Any, int | None]] = {}
     for (spec, vocab_size, key, threshold), texts in groups.items():
         ids = list(texts)
@@ -143,6 +154,15 @@ def prepare_detection(batch: Sequence[tuple[Mapping[str, Any], str, GradeContext
             prepared[_memo_key(spec, vocab_size, key, threshold, one)] = (det, size)
     _PREPARED.clear()
     _PREPARED.update(prepared)
+
+
+def _reference_ids(context: GradeContext, vocab_size: int) -> tuple[int, ...] | None:
+    """The reference answer's ids to detect: a watermarked output's, when the store holds them
+    and they index its vocabulary (else there is no verdict on it, and metrics fall back)."""
+    ids = context.reference_token_ids
+    if ids is None or is_none(context.watermark) or (ids and not (0 <= min(ids) and max(ids) < vocab_size)):
+        return None
+    return ids
 
 
 def grade_detection(case: Mapping[str, Any], output: str, context: GradeContext) -> Grade:
@@ -170,8 +190,12 @@ def grade_detection(case: Mapping[str, Any], output: str, context: GradeContext)
     if marked:
         evidence = found[context.watermark]
         label = DETECTED if evidence["detected"] else NOT_DETECTED
-        return Grade(1.0 if evidence["detected"] else 0.0, label, _rule(evidence, threshold, z_threshold),
-                     {**evidence, **rule})
+        metadata = {**evidence, **rule}
+        reference = _reference_ids(context, vocab_size)
+        if reference is not None:
+            verdict = _detect(context.watermark, reference, context.key, vocab_size, threshold, z_threshold)
+            metadata["reference_detection"] = {k: v for k, v in verdict.items() if k != "size"}
+        return Grade(1.0 if evidence["detected"] else 0.0, label, _rule(evidence, threshold, z_threshold), metadata)
     fired = sorted(spec for spec, ev in found.items() if ev["detected"])
     reason = (f"false positive under {', '.join(fired)}" if fired
               else f"not detected under {len(found)} watermark(s)")

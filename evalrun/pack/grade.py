@@ -10,7 +10,7 @@ import json
 import math
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 #: largest metadata a grade may carry, as canonical JSON (evidence, not a second output)
 MAX_METADATA_BYTES = 64 * 1024
@@ -114,6 +114,39 @@ def stored_tokens(row: Mapping[str, Any] | sqlite3.Row, transform: Mapping[str, 
                         note=note, vocab_size=vocab if isinstance(vocab, int) else None, extra=extra)
 
 
+#: the case field holding a case's human reference answer (WaterBench's "human generation"):
+#: detection graders measure true negatives on it, tokenized like the case's outputs
+REFERENCE_FIELD = "reference"
+#: the ``transforms.attack`` value of a stored reference answer: the transform stage stores
+#: the case's reference, tokenized with the generating model's tokenizer, under the
+#: generation's ``gen_key`` (no attack spec can be this: spec names have no ``<``)
+REFERENCE_TRANSFORM = "<reference>"
+
+
+def reference_text(case: Mapping[str, Any]) -> str | None:
+    """The case's reference answer (:data:`REFERENCE_FIELD`), or None when it has none."""
+    text = case.get(REFERENCE_FIELD)
+    return text if isinstance(text, str) and text.strip() else None
+
+
+def stored_reference_tokens(references: Sequence[Mapping[str, Any] | sqlite3.Row],
+                            tokens: StoredTokens) -> tuple[int, ...] | None:
+    """The token ids of the stored reference answer (a ``transforms`` row of
+    :data:`REFERENCE_TRANSFORM`) that were made by the tokenizer of ``tokens`` -- the ids the
+    output is graded on -- and index the same vocabulary; None when no stored one does (an
+    older store, a model without a tokenizer, another ``--tokenizer``), so that a verdict on
+    the reference is always comparable with the output's."""
+    if tokens.tokenizer_hash is None or tokens.vocab_size is None:
+        return None
+    for ref in references:
+        if ref["error"] is not None or not ref["token_ids_json"] or ref["tokenizer_hash"] != tokens.tokenizer_hash:
+            continue
+        vocab = (json.loads(ref["extra_json"]) if ref["extra_json"] else {}).get("vocab_size", tokens.vocab_size)
+        if vocab == tokens.vocab_size:
+            return tuple(json.loads(ref["token_ids_json"]))
+    return None
+
+
 @dataclass(frozen=True)
 class GradeContext:
     """Extra, still deterministic, facts a grader may need besides the text.
@@ -138,3 +171,7 @@ class GradeContext:
     run_watermarks: tuple[str, ...] = ()
     #: the pack's pack.toml (e.g. its ``detection_threshold``): part of the grader's hash
     settings: Mapping[str, Any] = field(default_factory=dict)
+    #: the case's reference answer (:func:`reference_text`) as token ids of the tokenizer that
+    #: made ``token_ids`` (None without a reference, or when the store holds none for it): a
+    #: detection grader detects it too, the true-negative side WaterBench measures
+    reference_token_ids: tuple[int, ...] | None = None

@@ -2,7 +2,8 @@
 
 Everything comes from the store -- the case as run, the raw output, the attacked text and its
 token ids from the transform stage, the judge answers about the result (parsed again here, a
-pure function), the watermark specs the store holds for the pack and model -- so grading a
+pure function), the watermark specs the store holds for the pack and model, the case's
+reference answer as the transform stage tokenized it -- so grading a
 row again gives the same grade unless the grader changed. Nothing here calls a model.
 """
 
@@ -17,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from evalrun._util.specs import is_none
 from evalrun.metrics.judgements import read_judgements
-from evalrun.pack.grade import Grade, GradeContext, stored_tokens
+from evalrun.pack.grade import REFERENCE_TRANSFORM, Grade, GradeContext, stored_reference_tokens, stored_tokens
 from evalrun.pack.loading import Pack
 from evalrun.pack.time_limit import DEFAULT_GRADER_TIMEOUT, TimeLimitExceeded, call_with_limit
 from evalrun.store.commit_batch import CommitBatch
@@ -69,9 +70,12 @@ def _repeats(key: str, value: Any) -> bool:
 
 def grade_row(pack: Pack, row: StoredRow, *, key: str | None, case: Mapping[str, Any] | None = None,
               transform: Mapping[str, Any] | None = None, judgements: Sequence[Mapping[str, Any]] = (),
-              run_watermarks: Sequence[str] = (), timeout: float | None = DEFAULT_GRADER_TIMEOUT) -> GradedRow:
+              run_watermarks: Sequence[str] = (), references: Sequence[Mapping[str, Any]] = (),
+              timeout: float | None = DEFAULT_GRADER_TIMEOUT) -> GradedRow:
     """Grade a stored result row that has an output. ``case`` defaults to the stored case; the
-    grader is stopped after ``timeout`` seconds (:mod:`evalrun.pack.time_limit`)."""
+    grader is stopped after ``timeout`` seconds (:mod:`evalrun.pack.time_limit`).
+    ``references`` are the stored reference answers of its generation
+    (:data:`~evalrun.pack.grade.REFERENCE_TRANSFORM` transforms)."""
     attacked = not is_none(row["attack"])
     text = row["raw_output"]
     error = _attack_error(row, transform)
@@ -82,7 +86,8 @@ def grade_row(pack: Pack, row: StoredRow, *, key: str | None, case: Mapping[str,
     if attacked:
         text = transform["text"]  # type: ignore[index]
     context = (_context(pack, row, key=key, transform=transform, judgements=judgements,
-                        run_watermarks=run_watermarks) if pack.grader_reads_context else None)
+                        run_watermarks=run_watermarks, references=references)
+               if pack.grader_reads_context else None)
     attacked_output = text if attacked else None
     try:
         grade = call_with_limit(pack.grade, timeout, case if case is not None else json.loads(row["case_json"]),
@@ -115,28 +120,35 @@ def _attack_error(row: StoredRow, transform: Mapping[str, Any] | None) -> str | 
 
 
 def _context(pack: Pack, row: StoredRow, *, key: str | None, transform: Mapping[str, Any] | None,
-             judgements: Sequence[Mapping[str, Any]], run_watermarks: Sequence[str]) -> GradeContext:
+             judgements: Sequence[Mapping[str, Any]], run_watermarks: Sequence[str],
+             references: Sequence[Mapping[str, Any]] = ()) -> GradeContext:
     """What a context-reading grader sees besides the text: token ids (of the attacked text
-    when there is one), judge answers, the run's watermarks, the pack's settings."""
+    when there is one), judge answers, the run's watermarks, the pack's settings, and the
+    case's reference answer in ids of the same tokenizer when the store holds them."""
     tokens = stored_tokens(row, transform)
     return GradeContext(
         token_ids=tokens.token_ids, tokenizer_hash=tokens.tokenizer_hash,
         watermark=row["watermark"], key=key, attack=row["attack"], model=row["model"],
         extra=tokens.extra, token_note=tokens.note,
         judgements=read_judgements(judgements), run_watermarks=tuple(run_watermarks), settings=pack.meta,
+        reference_token_ids=stored_reference_tokens(references, tokens),
     )
 
 
 def _stored_facts(pack: Pack, store: Store, row: StoredRow) -> dict[str, Any]:
     """What the store holds about ``row`` besides the row, as far as its grader reads it: its
-    transform, judgements, and the watermarks of its pack and model."""
+    transform, judgements, the watermarks of its pack and model, and (watermarked rows) the
+    stored reference answers of its generation."""
     transform = None
     if row["transform_key"]:
         transform = store.transforms([row["transform_key"]]).get(row["transform_key"])
     reads = pack.grader_reads_context
+    marked = reads and not is_none(row["watermark"])
     return {"transform": transform,
             "judgements": store.judgements_for(row["item_key"]) if reads else (),
-            "run_watermarks": store.watermarks_of(row["pack"], row["model"]) if reads else ()}
+            "run_watermarks": store.watermarks_of(row["pack"], row["model"]) if reads else (),
+            "references": list(store.select_in("SELECT * FROM transforms", "gen_key", [row["gen_key"]],
+                                               also="attack = ?", params=[REFERENCE_TRANSFORM])) if marked else ()}
 
 
 def grade_stored(pack: Pack, store: Store, row: StoredRow, *, key: str | None,

@@ -12,7 +12,10 @@ and each is stored the moment it is complete, so a run killed here resumes here.
 API outputs get token ids the same way when a tokenizer is given. Ids from the run's
 ``--tokenizer`` (a model evalrun has no tokenizer of its own for) are stored with the
 vocabulary size they index (``--vocab-size``, else the tokenizer's), which detection needs, and
-that tokenizer is part of the transform's key.
+that tokenizer is part of the transform's key. A watermarked generation whose case has a
+reference answer also gets that answer's token ids, stored the same way under
+:data:`~evalrun.pack.grade.REFERENCE_TRANSFORM`, so that its grader can measure true negatives
+on the human text (WaterBench).
 """
 
 from __future__ import annotations
@@ -24,11 +27,13 @@ from functools import partial
 from typing import Any, Callable, Mapping, Sequence
 
 from evalrun._util.errors import EvalrunError
+from evalrun._util.hashing import sha256_hex
 from evalrun._util.specs import is_none
 from evalrun.attacks import ModelAttack, parse_attack
 from evalrun.model.generation import Generation, Provider
 from evalrun.model.providers import model_revision, tokenizer_source
 from evalrun.model.tokenization import TextTokenizer, load_tokenizer
+from evalrun.pack.grade import REFERENCE_TRANSFORM, reference_text
 from evalrun.run.executors import Executor, LocalExecutor
 from evalrun.run.options import RunOptions
 from evalrun.run.plan import Item
@@ -54,6 +59,8 @@ class TransformSummary:
     cached: int = 0
     applied: int = 0
     errors: int = 0
+    #: reference answers tokenized and stored (:func:`_store_references`)
+    references: int = 0
     per_attack_seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -207,7 +214,42 @@ def run_transforms(items: Sequence[Item], store: Store, run_id: str, options: Ru
                            else (None, text_attack_task))
             (executor or LocalExecutor()).map(model, partial(task, attack_text), list(by_input), sink, make_provider)
         summary.per_attack_seconds[attack_text] = time.perf_counter() - start
+    summary.references = _store_references(items, rows, store, run_id, tokens)
     return summary
+
+
+def _store_references(items: Sequence[Item], rows: Mapping[str, Mapping[str, Any]], store: Store, run_id: str,
+                      tokens: _Tokens) -> int:
+    """Store the reference answer of each watermarked generation's case
+    (:func:`~evalrun.pack.grade.reference_text`), tokenized like the output, as a transform of
+    kind :data:`~evalrun.pack.grade.REFERENCE_TRANSFORM` linked to no result: its grader then
+    detects the human answer under the generation's watermark with the run's key (WaterBench's
+    true negatives), which it can only do here, where the tokenizer is, and at grading, where
+    the key is. Once per generation and tokenizer; stored ones are reused. Returns how many
+    were stored."""
+    wanted: dict[str, tuple[Item, Mapping[str, Any], str]] = {}
+    for item in items:
+        text = reference_text(item.case.data)
+        row = rows.get(item.item_key)
+        if (text is None or row is None or is_none(item.watermark) or not item.pack.grader_reads_context
+                or tokens.source(item.model) is None):
+            continue
+        revision = f"{sha256_hex(text)}|{tokens.identity(item.model)}"
+        wanted.setdefault(transform_key(item.gen_key, REFERENCE_TRANSFORM, revision), (item, row, text))
+    done = store.transforms(wanted)
+    for key, (item, row, text) in wanted.items():
+        if key in done:
+            continue
+        ids, fingerprint, note = tokens.encode(item.model, row["tokenizer_hash"], text)
+        vocab = tokens.external_vocab(item.model)
+        extra = {"vocab_size": vocab} if ids is not None and vocab is not None else None
+        store.store_transform({
+            "transform_key": key, "gen_key": item.gen_key, "attack": REFERENCE_TRANSFORM, "seed": None,
+            "text": text, "token_ids_json": json.dumps(ids) if ids is not None else None,
+            "tokenizer_hash": fingerprint, "token_note": note, "error": None, "latency_ms": None,
+            "served_model": None, "extra_json": json.dumps(extra, sort_keys=True) if extra else None,
+            "run_id": run_id, "created_at": utc_now()}, [])
+    return len(wanted) - len(done)
 
 
 def _rows(store: Store, item_keys: Sequence[str]) -> list[Any]:
