@@ -295,7 +295,7 @@ def tampers(packs: Sequence[PackData], recs: Records) -> list[Tamper]:
                 continue
             points = inputs.points()
             panel = charts.TamperPanel(
-                title=f"{charts.short(wm, 34)}\n{charts.short(model, 34)} · {p.name}", points=points,
+                title=f"{wm}\n{model} · {p.name}", points=points,
                 excluded=inputs.excluded_points(), hull=lower_hull(points), best=best_attack(points),
                 resistance=rec.value, quality_label=p.quality_label)
             out.append(Tamper(p.name, model, wm, rec, panel))

@@ -2,25 +2,28 @@
 :mod:`evalrun.report.charts`: matplotlib's object API on the Agg canvas, deterministic files
 (no timestamp in the PNG), colour-blind-safe colours. They draw numbers handed to them -- the
 records of metrics.json, or the points the tamper-resistance record was computed from -- and
-compute nothing themselves."""
+compute nothing themselves. Watermark specs (and attacks) are shown whole, wrapped at commas
+(:func:`evalrun.report.charts.wrap_spec`): a spec cut in the middle hides its parameters (γ, δ).
+Points are told apart by marker in a legend, not by labels beside them that would overlap."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from matplotlib import colormaps
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import ListedColormap, Normalize
 from matplotlib.figure import Figure
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 
 from evalrun._util.specs import is_none
 from evalrun.metrics import stats
 from evalrun.metrics.tamper import DEFAULT_MIN_QUALITY, AttackPoint
-from evalrun.report.charts import MODEL_COLOURS, _percent_axis, _save, short, short_names
+from evalrun.report.charts import MODEL_COLOURS, _percent_axis, _save, wrap_spec, wrapped_names
 
 Point = tuple[float, float]
 #: series label -> category -> estimate (None: no record)
@@ -28,7 +31,10 @@ Series = Mapping[str, Mapping[str, "stats.Estimate | None"]]
 
 #: darker = more tamper-resistant, as in MarkMyWords Fig. 6; starts light blue so R = 0 is visible
 RESISTANCE_CMAP = ListedColormap(colormaps["Blues"](np.linspace(0.25, 1.0, 256)))
-NAME_CHARS = 30
+NAME_CHARS = 30    # tick labels (attacks, temperatures)
+LEGEND_CHARS = 44  # legend entries and panel titles (a model · watermark spec)
+#: markers telling schemes (size versus quality) and attacks (tamper resistance) apart
+MARKERS = ("o", "s", "D", "^", "v", "P", "X", "<", ">", "p", "h", "*")
 
 
 def _finite(x: float | None) -> bool:
@@ -43,7 +49,7 @@ def _grouped_bars(ax, categories: Sequence[str], series: Series, *, horizontal: 
     n = max(1, len(names))
     width = 0.8 / n
     pos0 = np.arange(len(categories))
-    display = short_names(names)
+    display = wrapped_names(names, LEGEND_CHARS)
     for i, name in enumerate(names):
         colour = MODEL_COLOURS[i % len(MODEL_COLOURS)]
         for j, cat in enumerate(categories):
@@ -72,7 +78,7 @@ def _grouped_bars(ax, categories: Sequence[str], series: Series, *, horizontal: 
                 ax.barh(p, est.value, height=width * 0.92, xerr=err, **kw)
             else:
                 ax.bar(p, est.value, width=width * 0.92, yerr=err, **kw)
-    ticks = [short(c, NAME_CHARS) for c in categories]
+    ticks = [wrap_spec(c, NAME_CHARS) for c in categories]
     if horizontal:
         ax.set_yticks(pos0, ticks)
         ax.set_ylim(len(categories) - 0.5, -0.5)
@@ -104,7 +110,8 @@ def watermark_size(panels: Mapping[str, Series], path: Path) -> Path:
         ax.set_xlabel("sampling temperature")
         ax.set_ylabel("watermark size E (tokens, 95% CI)")
         ax.set_title(pack, fontsize=10)
-        ax.legend(title="model · watermark", fontsize=7, title_fontsize=7, loc="upper left", frameon=False)
+        ax.legend(title="model · watermark", fontsize=7, title_fontsize=7, loc="upper center",
+                  bbox_to_anchor=(0.5, -0.16), ncol=min(2, len(series)), frameon=False)
     for k in range(len(packs), nrows * ncols):
         axes[k // ncols][k % ncols].set_visible(False)
     fig.suptitle("Watermark size per scheme and temperature (MarkMyWords Fig. 1)", fontsize=12)
@@ -127,37 +134,45 @@ class TamperPanel:
     quality_label: str
 
 
+def _attack_styles(panels: Sequence[TamperPanel]) -> dict[str, tuple[str, str]]:
+    """A marker and colour per attack, the same in every panel; paraphrases grey."""
+    names = sorted({name for p in panels for name in p.points})
+    styles = {name: (MARKERS[i % len(MARKERS)], MODEL_COLOURS[i % len(MODEL_COLOURS)])
+              for i, name in enumerate(names)}
+    excluded = sorted({name for p in panels for name in p.excluded} - set(styles))
+    styles.update({name: ("x" if i == 0 else MARKERS[i % len(MARKERS)], "#777777") for i, name in enumerate(excluded)})
+    return styles
+
+
 def tamper_figure(panels: Sequence[TamperPanel]) -> Figure:
     """The figure :func:`tamper_resistance` saves (kept apart so tests can read its lines:
-    the hull is the line with gid ``hull``)."""
+    the hull is the line with gid ``hull``). Attacks are told apart by marker and colour in one
+    legend below the panels; each panel's title names its watermark spec whole and its best attack."""
     ncols = min(3, max(1, len(panels)))
     nrows = math.ceil(len(panels) / ncols)
-    fig = Figure(figsize=(5.0 * ncols, 5.2 * nrows + 0.6), layout="constrained")
+    styles = _attack_styles(panels)
+    # h_pad: the panels' titles (a wrapped spec, R, the best attack) keep clear of the suptitle
+    fig = Figure(figsize=(5.0 * ncols, 5.6 * nrows + 0.4 + 0.18 * math.ceil(len(styles) / 3)),
+                 layout=ConstrainedLayoutEngine(h_pad=0.08))
     axes = fig.subplots(nrows, ncols, squeeze=False)
+    handles: dict[str, Any] = {}
     for k, panel in enumerate(panels):
         ax = axes[k // ncols][k % ncols]
         ax.plot([0, 1], [0, 1], color="#bbbbbb", linestyle=":", linewidth=0.8)
         hx, hy = zip(*panel.hull)
         ax.fill_between(hx, hy, color="#0072B2", alpha=0.15, linewidth=0)
         ax.plot(hx, hy, color="#0072B2", linewidth=1.2, gid="hull")
-        if panel.points:
-            px, py = zip(*panel.points.values())
-            ax.scatter(px, py, color="#0072B2", s=22, zorder=3, label="attack (in R)", gid="attacks")
-            for name, (x, y) in panel.points.items():
-                ax.annotate(short(name, 22), (x, y), xytext=(3, 3), textcoords="offset points", fontsize=6)
-        if panel.excluded:
-            ex, ey = zip(*panel.excluded.values())
-            ax.scatter(ex, ey, marker="x", color="#999999", s=24, zorder=3, label="paraphrase (not in R)",
-                       gid="excluded")
-            for name, (x, y) in panel.excluded.items():
-                ax.annotate(short(name, 22), (x, y), xytext=(-4, 4), textcoords="offset points", fontsize=6,
-                            color="#777777", ha="right")
+        for group, gid in ((panel.points, "attacks"), (panel.excluded, "excluded")):
+            for name, (x, y) in group.items():
+                marker, colour = styles[name]
+                label = name if gid == "attacks" else f"{name} (paraphrase, not in R)"
+                handles[label] = ax.scatter([x], [y], marker=marker, color=colour, s=30, zorder=3, gid=gid,
+                                            label=label, alpha=0.85)
         ax.axvline(DEFAULT_MIN_QUALITY, color="#D55E00", linestyle="--", linewidth=0.8)
+        best = "none"
         if panel.best is not None:
             ax.axhline(panel.best.detection_rate, color="#D55E00", linestyle="--", linewidth=0.8)
-            ax.annotate(f"best ≥ 80% quality: {short(panel.best.name, 20)}",
-                        (panel.best.quality_retention, panel.best.detection_rate), xytext=(-4, 8),
-                        textcoords="offset points", ha="right", fontsize=6, color="#D55E00")
+            best = f"{panel.best.name} (detected {panel.best.detection_rate:.0%})"
         ax.set_xlim(-0.02, 1.04)
         ax.set_ylim(-0.03, 1.05)
         ax.set_box_aspect(1)
@@ -165,10 +180,17 @@ def tamper_figure(panels: Sequence[TamperPanel]) -> Figure:
         ax.set_xlabel(panel.quality_label, fontsize=8)
         ax.set_ylabel("detection rate after attack", fontsize=8)
         r = "n/a" if panel.resistance is None else f"{panel.resistance:.3f}"
-        ax.set_title(f"{panel.title}\nR = {r}", fontsize=8)
-        ax.legend(fontsize=6, loc="upper left", frameon=False)
+        title = [wrap_spec(line, LEGEND_CHARS) for line in panel.title.split("\n")]
+        title += [f"R = {r}", wrap_spec(f"best attack keeping ≥ 80% quality: {best}", LEGEND_CHARS)]
+        ax.set_title("\n".join(title), fontsize=8)
     for k in range(len(panels), nrows * ncols):
         axes[k // ncols][k % ncols].set_visible(False)
+    if handles:
+        ordered = sorted(handles, key=lambda label: ("not in R" in label, label))
+        fig.legend([handles[label] for label in ordered], [wrap_spec(label, LEGEND_CHARS) for label in ordered],
+                   title="attack (dashed: 80% quality kept, and the best attack's detection rate)",
+                   loc="outside lower center", ncol=min(3, len(ordered)), fontsize=7, title_fontsize=7,
+                   frameon=False)
     fig.suptitle("Tamper resistance (MarkMyWords Fig. 3): attacks, lower convex hull, best attack keeping 80%",
                  fontsize=10)
     return fig
@@ -205,7 +227,7 @@ def attacks(panels: Sequence[AttackPanel], path: Path) -> Path:
         if k == 0:
             handles, labels = left.get_legend_handles_labels()
             fig.legend(handles, labels, title="model · watermark", loc="outside lower center",
-                       ncol=min(3, len(labels)), fontsize=7, title_fontsize=7, frameon=False)
+                       ncol=min(2, len(labels)), fontsize=7, title_fontsize=7, frameon=False)
         if panel.retention is None:
             right.text(0.5, 0.5, "no quality answers:\nquality retention not available", ha="center",
                        va="center", fontsize=9, transform=right.transAxes)
@@ -241,23 +263,25 @@ class SizeQualityPanel:
 
 def size_quality(panels: Sequence[SizeQualityPanel], path: Path) -> Path:
     """MarkMyWords Fig. 6: watermark size against quality per scheme, coloured by tamper
-    resistance (darker = more resistant), one panel per pack; a size of +inf sits on the top
-    edge as a triangle, a scheme without R is hollow."""
+    resistance (darker = more resistant), one panel per pack; each scheme has its own marker,
+    named whole in the legend below its panel; a size of +inf sits on the dotted top line, a
+    scheme without R is hollow."""
     ncols = min(3, max(1, len(panels)))
     nrows = math.ceil(len(panels) / ncols)
-    fig = Figure(figsize=(5.6 * ncols + 1.0, 4.6 * nrows + 0.6), layout="constrained")
+    lines = max((wrap_spec(p.label, LEGEND_CHARS).count("\n") + 1 for panel in panels for p in panel.points), default=1)
+    legend_inches = 0.16 * lines * max((len(panel.points) for panel in panels), default=1)
+    fig = Figure(figsize=(5.6 * ncols + 1.0, (4.6 + legend_inches) * nrows + 0.6), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)
     norm = Normalize(0.0, 1.0)
     for k, panel in enumerate(panels):
         ax = axes[k // ncols][k % ncols]
         finite = [p.size for p in panel.points if math.isfinite(p.size)]
         top = max(finite, default=10.0) * 1.25
-        for p in panel.points:
+        for i, p in enumerate(panel.points):
             y = p.size if math.isfinite(p.size) else top
             face = "none" if p.resistance is None else RESISTANCE_CMAP(norm(p.resistance))
-            ax.scatter([p.quality], [y], marker="o" if math.isfinite(p.size) else "^", s=50, facecolors=face,
-                       edgecolors="#333333", linewidths=0.7, zorder=3)
-            ax.annotate(short(p.label, 28), (p.quality, y), xytext=(4, 3), textcoords="offset points", fontsize=6)
+            ax.scatter([p.quality], [y], marker=MARKERS[i % len(MARKERS)], s=55, facecolors=face,
+                       edgecolors="#333333", linewidths=0.8, zorder=3, label=wrap_spec(p.label, LEGEND_CHARS))
         if any(not math.isfinite(p.size) for p in panel.points):
             ax.axhline(top, color="#bbbbbb", linestyle=":", linewidth=0.8)
             ax.text(0.01, top, "∞ (more than half never detected)", transform=ax.get_yaxis_transform(),
@@ -271,6 +295,11 @@ def size_quality(panels: Sequence[SizeQualityPanel], path: Path) -> Path:
         ax.set_xlabel(panel.quality_label, fontsize=8)
         ax.set_ylabel("watermark size E (tokens)", fontsize=8)
         ax.set_title(panel.pack, fontsize=9)
+        legend = ax.legend(title="model · watermark (fill: tamper resistance R)", loc="upper center",
+                           bbox_to_anchor=(0.5, -0.14), fontsize=7, title_fontsize=7, frameon=False)
+        for handle in legend.legend_handles:  # the marker's shape names the scheme; its fill is R
+            if handle is not None:
+                handle.set_facecolor("white")
     for k in range(len(panels), nrows * ncols):
         axes[k // ncols][k % ncols].set_visible(False)
     fig.colorbar(ScalarMappable(norm=norm, cmap=RESISTANCE_CMAP), ax=axes[:, -1].tolist(),

@@ -150,7 +150,7 @@ def per_case_note(items: Sequence[Result], db: Path, *, keyed: bool) -> str:
     """What report.md's compact per-case table leaves out, and where to read it."""
     quoted = shlex.quote(str(db))
     evidence = any(r.metadata for r in items)
-    return (f"report.md lists one short row per result"
+    return ("report.md lists one short row per result"
             + (", each model, watermark and attack by its key (above)" if keyed else "")
             + (", without the grade's evidence" if evidence else "")
             + f"; reasons and outputs longer than {tables.COMPACT_CHARS} characters are cut. "

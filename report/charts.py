@@ -1,7 +1,8 @@
 """The WMID report's charts (Objective LLM Evals: Watermark Robustness & Hidden-Message
 Extraction), drawn with matplotlib's object API on the Agg canvas (no pyplot, no
 global backend switch, no display needed). Figure sizes grow with the number of models so
-1 and 8 models stay legible; long model names are shortened in the middle."""
+1 and 8 models stay legible; long names (a model under a watermark whose spec lists every
+parameter) are wrapped at commas and spaces, never cut, so no parameter of a spec is hidden."""
 
 from __future__ import annotations
 
@@ -40,22 +41,43 @@ def _percent_axis(ax: Any, axis: str) -> None:
     ax.set_axisbelow(True)
 
 
-def short(name: str, limit: int = NAME_CHARS) -> str:
-    if len(name) <= limit:
-        return name
-    keep = (limit - 1) // 2
-    return name[:keep] + "…" + name[-(limit - 1 - keep):]
+def wrap_spec(text: str, width: int = NAME_CHARS) -> str:
+    """``text`` in lines of at most ``width`` characters, broken after a comma, space or ``[``
+    (a spec's parameters stay whole) and only inside a longer run of other characters; nothing
+    is added but the line breaks, so ``wrap_spec(t).replace("\n", "") == t``."""
+    pieces: list[str] = []
+    start = 0
+    for i, ch in enumerate(text):
+        if ch in ", [":
+            pieces.append(text[start:i + 1])
+            start = i + 1
+    pieces.append(text[start:])
+    lines: list[str] = []
+    line = ""
+    for piece in pieces:
+        while len(piece) > width:  # a run with no break in it: split it where it must be
+            if line:
+                lines.append(line)
+                line = ""
+            lines.append(piece[:width])
+            piece = piece[width:]
+        if line and len(line) + len(piece.rstrip()) > width:
+            lines.append(line)
+            line = ""
+        line += piece
+    if line or not lines:
+        lines.append(line)
+    return "\n".join(lines)
 
 
-def short_names(names: Sequence[str]) -> dict[str, str]:
-    """Shortened display names, lengthened as needed until no two models look alike."""
-    longest = max((len(n) for n in names), default=0)
-    limit = NAME_CHARS
-    while True:
-        out = {n: short(n, limit) for n in names}
-        if len(set(out.values())) == len(out) or limit >= longest:
-            return out
-        limit += 4
+def wrapped_names(names: Sequence[str], width: int = NAME_CHARS) -> dict[str, str]:
+    """Display names of ``names``: each wrapped (:func:`wrap_spec`), whole, so always distinct."""
+    return {n: wrap_spec(n, width) for n in names}
+
+
+def _lines(labels: Sequence[str]) -> int:
+    """The most lines any of ``labels`` takes."""
+    return max((label.count("\n") + 1 for label in labels), default=1)
 
 
 def _wrap(label: str, width: int = 12) -> str:
@@ -102,17 +124,23 @@ def _stacked_bars(ax, view: PackView, items: Sequence[Result], names: list[str])
     for i, s in enumerate(shares):
         if s[2] == 0:
             ax.text(0.02, y[i], "no graded results", va="center", fontsize=8, color="#555")
-    display = short_names(names)
+    display = wrapped_names(names)
     ax.set_yticks(y, [display[n] for n in names])
     ax.set_ylim(len(names) - 0.5, -0.5)
     ax.set_xlim(0, 1)
     _percent_axis(ax, "x")
 
 
+def _row_inches(names: Sequence[str], base: float) -> float:
+    """Height of one model's bar row: ``base``, or more where its wrapped name has more lines
+    (a tick label taller than its row would run into its neighbours')."""
+    return max(base, 0.19 * _lines(list(wrapped_names(names).values())) + 0.12)
+
+
 def watermark_stacked_bar(view: PackView, items: Sequence[Result], path: Path) -> Path:
     """PASS/MUTATED/DROPPED share of graded results per model."""
     names = systems(items)
-    fig = Figure(figsize=(9, 1.6 + 0.42 * len(names)))
+    fig = Figure(figsize=(9, 1.6 + _row_inches(names, 0.42) * len(names)))
     ax = fig.add_subplot()
     _stacked_bars(ax, view, items, names)
     ax.set_xlabel("share of graded results (count inside bar)")
@@ -129,7 +157,7 @@ def watermark_by_task(view: PackView, items: Sequence[Result], path: Path) -> Pa
     families = [g for g in view.groups if g in present] + sorted(present - set(view.groups))
     ncols = 2 if len(families) > 1 else 1
     nrows = math.ceil(len(families) / ncols)
-    fig = Figure(figsize=(6.4 * ncols, nrows * (1.3 + 0.36 * len(names)) + 0.9),
+    fig = Figure(figsize=(6.4 * ncols, nrows * (1.3 + _row_inches(names, 0.36) * len(names)) + 0.9),
                  layout="constrained")
     axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
     for k, fam in enumerate(families):
@@ -153,7 +181,7 @@ def _model_bars_vertical(ax, names: list[str], groups: list[str],
                          rates: dict[tuple[str, str], stats.Estimate]) -> None:
     n = len(names)
     width = 0.8 / n
-    display = short_names(names)
+    display = wrapped_names(names)
     x = np.arange(len(groups))
     for i, name in enumerate(names):
         est = [rates.get((name, g)) for g in groups]
@@ -208,7 +236,7 @@ def extraction_by_scheme(view: PackView, items: Sequence[Result], path: Path) ->
 def extraction_false_positives(view: PackView, items: Sequence[Result], path: Path) -> Path:
     """FALSE_POSITIVE rate on the control cases per model, with Wilson 95% intervals."""
     names = systems(items)
-    fig = Figure(figsize=(9, 1.6 + 0.42 * len(names)))
+    fig = Figure(figsize=(9, 1.6 + _row_inches(names, 0.42) * len(names)))
     ax = fig.add_subplot()
     y = np.arange(len(names))
     for i, name in enumerate(names):
@@ -225,7 +253,7 @@ def extraction_false_positives(view: PackView, items: Sequence[Result], path: Pa
                 error_kw={"elinewidth": 0.8, "ecolor": "#333333"})
         ax.text(min(est.high + 0.015, 0.9), y[i], f"{k}/{len(controls)}", va="center",
                 fontsize=8)
-    display = short_names(names)
+    display = wrapped_names(names)
     ax.set_yticks(y, [display[n] for n in names])
     ax.set_ylim(len(names) - 0.5, -0.5)
     ax.set_xlim(0, 1)

@@ -1,5 +1,5 @@
 """The four seed-003 charts with 1 and with 8 models: written, sized for the model count,
-and with model names kept distinguishable."""
+and with model names shown whole and distinguishable."""
 
 from __future__ import annotations
 
@@ -55,12 +55,13 @@ def test_charts_for_one_and_eight_models(tmp_path: Path, store_writer) -> None:
     assert sizes["eight"]["watermark_stacked_bar.png"][0] >= 8 * 55
 
 
-def test_short_names_stay_distinct() -> None:
-    display = charts.short_names(EIGHT)
+def test_long_names_are_wrapped_whole_and_stay_distinct() -> None:
+    display = charts.wrapped_names(EIGHT)
     assert len(set(display.values())) == len(EIGHT)
-    assert all(len(v) <= max(charts.NAME_CHARS, 60) for v in display.values())
-    assert charts.short_names(["a" * 100])["a" * 100] == charts.short("a" * 100)
-    assert len(charts.short("x" * 100)) == charts.NAME_CHARS
+    for name, shown in display.items():
+        assert shown.replace("\n", "") == name
+        assert all(len(line) <= charts.NAME_CHARS for line in shown.splitlines())
+    assert "\n" in display[EIGHT[-1]] and display["reference"] == "reference"
 
 
 def test_wrap_tick_labels() -> None:
