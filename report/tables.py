@@ -338,7 +338,7 @@ def per_case(view: PackView, items: Sequence[Result], *, compact: bool = False,
             reason = f"error: {r.error}" if r.error else (r.reason or "")
             row.append(shorten(reason, chars) if compact else reason)
         if evidence:
-            row.append(" ".join(f"{k}={v}" for k, v in _flat(r.metadata)))
+            row.append(_evidence_text(r.metadata))
         rows.append(row)
     text_cols = tuple(range(len(headers) - (2 if evidence else 1), len(headers)))
     caption = f"Every case's {field}: {next(iter(groups))}." if one_group else ""
@@ -346,17 +346,18 @@ def per_case(view: PackView, items: Sequence[Result], *, compact: bool = False,
                  text_columns=text_cols, caption=caption)
 
 
-def _flat(metadata: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
-    """A grade's evidence as (name, value) pairs with nested objects spelled out (an unwatermarked
-    text's ``detections[<full spec>][p_value]``), so that no detector's numbers are cut off."""
-    out: list[tuple[str, str]] = []
-    for k, v in sorted(metadata.items()):
-        name = f"{prefix}[{k}]" if prefix else k
-        if isinstance(v, dict) and v:
-            out += _flat(v, name)
-        else:
-            out.append((name, _evidence(v)))
-    return out
+def _evidence_text(metadata: dict[str, Any]) -> str:
+    """A grade's evidence in full: ``name=value`` pairs, a nested object spelled out once per
+    key (an unwatermarked text's ``detections={<full spec>: p_value=… …; <full spec>: …}``), so
+    that no detector's numbers are cut off and no spec repeats for each of its numbers."""
+    return " ".join(f"{k}={_evidence_value(v)}" for k, v in sorted(metadata.items()))
+
+
+def _evidence_value(value: Any) -> str:
+    if isinstance(value, dict) and value:
+        return "{" + "; ".join(f"{k}: {_evidence_text(v) if isinstance(v, dict) else _evidence(v)}"
+                               for k, v in sorted(value.items())) + "}"
+    return _evidence(value)
 
 
 def _evidence(value: Any) -> str:
