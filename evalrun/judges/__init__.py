@@ -82,6 +82,7 @@ class Judge(ABC):
 JUDGES: Registry[Judge] = Registry("judge method", "evalrun.judges", option="--method")
 JUDGES.register_lazy("rating", "evalrun.judges.rating:RATING")
 JUDGES.register_lazy("perplexity", "evalrun.judges.perplexity:PERPLEXITY")
+JUDGES.register_lazy("mauve", "evalrun.judges.mauve:MAUVE")
 JUDGES.register_lazy("pairwise", "evalrun.judges.pairwise:PAIRWISE")
 JUDGES.register_lazy("simple", "evalrun.judges.pairwise:SIMPLE")
 

@@ -21,8 +21,10 @@ Per group (one pack, model, watermark, attack; :data:`~evalrun.metrics.aggregate
 * ``false_positive_rate`` -- unwatermarked texts detected anyway, one record per detector
   spec, with that spec in the record's ``watermark`` field (the group's is ``none``);
 * ``quality``, params ``{"quality": <source>}`` -- mean quality of the graded texts that have
-  one (bootstrap 95% over texts). Source ``rating`` is MarkMyWords' judge rating (IV-A); a judge
-  method whose parsed answer has a ``quality`` key (e.g. ``perplexity``) is a *proxy*, source
+  one (bootstrap 95% over texts). Source ``rating`` is MarkMyWords' judge rating (IV-A);
+  ``mauve`` its second measure, one score per group against the unwatermarked outputs
+  (:mod:`evalrun.judges.mauve`), shown with its own bootstrap interval; a judge method whose
+  parsed answer has a ``quality`` key and no source (e.g. ``perplexity``) is a *proxy*, source
   ``<method>-proxy`` here and in every metric derived from it.
 
 Across groups (:data:`~evalrun.metrics.aggregates.SELECTION_AGGREGATES`), per pack and model:
@@ -45,7 +47,10 @@ The quality records below carry params ``{"quality": <source>}``:
   :data:`ALL_ATTACKS`): R of MarkMyWords IV-C from each attack's (quality retention, detection
   rate), paraphrase attacks (names starting ``paraphrase``, any case) left out, translations
   kept; bootstrap 95% via :func:`~evalrun.metrics.tamper_resistance_ci`. A point pairs each
-  text's quality with its detection, so it uses the graded texts that have a quality answer;
+  text's quality with its detection, so it uses the graded texts that have a quality answer
+  (with MAUVE every text of a group carries the group's score, as in MarkMyWords, so the
+  interval resamples detections only; a ratio of two MAUVE scores takes its interval from
+  their bootstrap replicates);
 * ``best_attack`` -- the attack with the lowest detection rate among those keeping
   >= 80% quality retention (MarkMyWords Fig. 3), in the record's ``attack`` field; the value is
   its detection rate on the texts of its point (Wilson 95%). No record when no attack keeps
@@ -96,8 +101,11 @@ DETECTION_LABELS = frozenset({DETECTED, NOT_DETECTED})
 ALL_ATTACKS = "*"
 #: target false positive rates of the ``tpr_at_fpr`` records (their ``fpr`` param)
 FPR_TARGETS = (0.01, 0.02)
-#: the quality source of MarkMyWords' judge rating (every other source is a proxy)
+#: the quality source of MarkMyWords' judge rating
 RATING = "rating"
+#: MarkMyWords' own quality measures, in the order the report shows them; every other source
+#: is a proxy (:mod:`evalrun.judges.mauve` gives ``mauve``)
+PAPER_SOURCES = (RATING, "mauve")
 _NAN = stats.Estimate(math.nan, math.nan, math.nan)
 
 Key = tuple[str, str, str]  # (model, watermark, attack)
@@ -164,47 +172,72 @@ def temperature(row: Row) -> str | None:
 
 
 def is_proxy(source: str) -> bool:
-    """Every quality source but MarkMyWords' rating judge is a proxy."""
-    return source != RATING
+    """MarkMyWords' quality measures are its judge rating and MAUVE; every other source
+    (perplexity, ...) is a proxy."""
+    return source not in PAPER_SOURCES
+
+
+def _source(j: Any, row: Row) -> tuple[str, Any] | None:
+    """(source, value) of one parsed judge answer about ``row``, or None. ``rating`` is the
+    rating; a parse with ``quality`` is its ``source`` (MAUVE) or the proxy ``<method>-proxy``.
+    A group-level answer (MAUVE) names the group it is ``about``; it counts only for that
+    group's rows, never for the unwatermarked partners it was computed against."""
+    if j.error is not None:
+        return None
+    if j.method == RATING:
+        return RATING, j.parsed.get("rating")
+    if "quality" not in j.parsed:
+        return None
+    about = j.parsed.get("about")
+    if isinstance(about, Mapping) and (about.get("watermark"), about.get("attack")) != (row.get("watermark"),
+                                                                                      row.get("attack")):
+        return None
+    return str(j.parsed.get("source") or f"{j.method}-proxy"), j.parsed.get("quality")
+
+
+def _group_answers(rows: Iterable[Row], source: str) -> list[Mapping[str, Any]]:
+    """The distinct group-level answers (parses with ``pairs``: MAUVE) of ``source`` behind
+    the graded ``rows``."""
+    seen: dict[str, Mapping[str, Any]] = {}
+    for r in rows:
+        if not graded(r):
+            continue
+        for j in r.get("judgements") or ():
+            found = _source(j, r)
+            if found is not None and found[0] == source and "pairs" in j.parsed:
+                seen.setdefault(j.raw or "", j.parsed)
+    return list(seen.values())
 
 
 def quality_by_source(row: Row) -> dict[str, float]:
     """source -> the row's quality from that source's parsed judge answers (their mean when
-    several judges answered). ``rating`` gives the rating in [0, 1]; a method whose parse has
-    a ``quality`` key is the proxy ``<method>-proxy``. Errors and unparsed answers count in
-    nothing."""
+    several judges answered): ``rating`` the rating in [0, 1], ``mauve`` its group's MAUVE, a
+    proxy ``<method>-proxy`` its ``quality``. Errors and unparsed answers count in nothing."""
     acc: dict[str, list[float]] = defaultdict(list)
     for j in row.get("judgements") or ():
-        if j.error is not None:
+        found = _source(j, row)
+        if found is None:
             continue
-        if j.method == RATING:
-            source, value = RATING, j.parsed.get("rating")
-        elif "quality" in j.parsed:
-            source, value = f"{j.method}-proxy", j.parsed.get("quality")
-        else:
-            continue
+        source, value = found
         if isinstance(value, (int, float)) and math.isfinite(value):
             acc[source].append(float(value))
     return {s: float(np.mean(v)) for s, v in sorted(acc.items())}
 
 
 def quality_sources(rows: Iterable[Row]) -> list[str]:
-    """The quality sources of any graded row, MarkMyWords' rating first."""
+    """The quality sources of any graded row: MarkMyWords' rating, then MAUVE, then proxies."""
     found = {s for r in rows if graded(r) for s in quality_by_source(r)}
-    return sorted(found, key=lambda s: (is_proxy(s), s))
+    return sorted(found, key=lambda s: (is_proxy(s), PAPER_SOURCES.index(s) if s in PAPER_SOURCES else 0, s))
 
 
 def quality_judges(rows: Iterable[Row], source: str) -> list[str]:
-    """Who produced ``source``'s answers: the judge models (rating) or the proxy's scorers."""
+    """Who produced ``source``'s answers: the judge models (rating) or the scorers/embedders."""
     names = set()
     for r in rows:
         for j in r.get("judgements") or ():
-            if j.error is not None:
-                continue
-            if source == RATING and j.method == RATING:
-                names.add(j.judge)
-            elif source == f"{j.method}-proxy" and "quality" in j.parsed:
-                names.add(str(j.parsed.get("scorer") or j.judge))
+            found = _source(j, r)
+            if found is not None and found[0] == source:
+                names.add(j.judge if source == RATING else str(j.parsed.get("scorer") or j.judge))
     return sorted(names)
 
 
@@ -300,10 +333,42 @@ def _quality_aggregate(rows: Sequence[Row], seed: int) -> list[Estimated]:
     out: list[Estimated] = []
     for source in quality_sources(rows):
         values = _quality(rows, source)
-        salt = f"quality:{source}"  # the seed salt of earlier releases: same bits
-        out.append(("quality", stats.bootstrap_mean_ci(values, seed=_seed(seed, salt)), len(values), None,
-                    {"quality": source}))
+        answers = _group_answers(rows, source)
+        if len(answers) == 1:  # one score for the group (MAUVE): its own bootstrap interval
+            est = _stored_estimate(answers[0])
+        else:
+            salt = f"quality:{source}"  # the seed salt of earlier releases: same bits
+            est = stats.bootstrap_mean_ci(values, seed=_seed(seed, salt))
+        out.append(("quality", est, len(values), None, {"quality": source}))
     return out
+
+
+def _stored_estimate(answer: Mapping[str, Any]) -> stats.Estimate:
+    """A group-level answer's score with its stored interval (the reference: no interval)."""
+    low, high = (answer.get("interval") or [math.nan, math.nan])[:2]
+    return stats.Estimate(float(answer["quality"]), math.nan if low is None else float(low),
+                          math.nan if high is None else float(high))
+
+
+def _replicates(answer: Mapping[str, Any]) -> np.ndarray:
+    """A group-level answer's bootstrap replicates; the reference's are its score."""
+    values = answer.get("replicates") or []
+    return np.asarray(values if values else [answer["quality"]], dtype=float)
+
+
+def _group_ratio(top: Mapping[str, Any], bottom: Mapping[str, Any], ratio: Any) -> stats.Estimate:
+    """``ratio(top, bottom)`` of two group-level scores, its interval the 95% percentiles of
+    the ratio over their bootstrap replicates taken pairwise (they are independent draws)."""
+    a, b = _replicates(top), _replicates(bottom)
+    size = max(len(a), len(b))
+    a, b = np.resize(a, size), np.resize(b, size)
+    values = [ratio(float(x), float(y)) for x, y in zip(a, b) if y > 0.0]
+    base = float(bottom["quality"])
+    point = ratio(float(top["quality"]), base) if base > 0.0 else math.nan
+    if not values:
+        return stats.Estimate(point, math.nan, math.nan)
+    low, high = np.percentile(values, [2.5, 97.5])
+    return stats.Estimate(point, float(low), float(high))
 
 
 # -- selection aggregates ------------------------------------------------------------------
@@ -389,8 +454,12 @@ def _quality_ratios(rows: Sequence[Row], name: str, ratio: Callable[[float, floa
                 measured, baseline = _quality(groups[key], source), _quality(groups[base], source)
                 if not baseline:
                     continue
-                salt = f"{name}:{source}"  # the seed salt of earlier releases: same bits
-                est = _ratio_ci(measured, baseline, ratio, _seed(pack, *key, salt))
+                top, bottom = _group_answers(groups[key], source), _group_answers(groups[base], source)
+                if len(top) == 1 and len(bottom) == 1:  # one score per group (MAUVE)
+                    est = _group_ratio(top[0], bottom[0], ratio)
+                else:
+                    salt = f"{name}:{source}"  # the seed salt of earlier releases: same bits
+                    est = _ratio_ci(measured, baseline, ratio, _seed(pack, *key, salt))
                 out.append(record(pack, name, est, len(measured), *key, params={"quality": source}))
     return out
 

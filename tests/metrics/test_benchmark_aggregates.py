@@ -7,11 +7,13 @@ import json
 import math
 from typing import Any
 
+import numpy as np
 import pytest
 
 from evalrun import metrics
 from evalrun._util.hashing import stable_int
 from evalrun._util.registry import Registry
+from evalrun.judges import get_judge
 from evalrun.metrics import aggregates, stats
 from evalrun.metrics.aggregates import FIELDS, MetricRecord, compute, group_seed, record, write_metrics_json
 from evalrun.metrics.analyses import sweep_records, tune_records
@@ -391,3 +393,44 @@ def test_analysis_records_carry_their_dimensions_as_params() -> None:
         ("a+b", "distinguish_accuracy", {"classifier": "logreg", "embedder": "openai:e"}),
         ("a+b", "distinguish_roc_auc", {"classifier": "logreg", "embedder": "openai:e"})]
     assert isinstance(found[0], MetricRecord) and found[0].ci_low == stats.wilson_interval(6, 8).low
+
+
+def mauve_answer(score: float, wm: str, attack: str = "none", replicates: tuple[float, ...] = (),
+                 reference: bool = False) -> Judgement:
+    """A MAUVE answer as :mod:`evalrun.judges.mauve` stores it, parsed by the registered judge."""
+    data: dict[str, Any] = {"mauve": score, "about": {"watermark": wm, "attack": attack}, "embedder": "embedded",
+                            "q_count": 3}
+    if reference:
+        data["reference"] = True
+    else:
+        low, high = (min(replicates), max(replicates)) if replicates else (score, score)
+        data.update(low=low, high=high, p_count=3, buckets=2, replicates=list(replicates))
+    raw = json.dumps(data, sort_keys=True)
+    return Judgement(judge="embedded", method="mauve", raw=raw, position=0,
+                     parsed=dict(get_judge("mauve").parse(raw)))
+
+
+def test_mauve_is_a_group_score_with_its_stored_interval_and_not_a_proxy() -> None:
+    ref = mauve_answer(1.0, "none", reference=True)
+    kgw = mauve_answer(0.9, KGW, replicates=(0.8, 0.85, 0.95, 0.99))
+    swap = mauve_answer(0.45, KGW, "swap:p=0.1", replicates=(0.4, 0.5))
+    # the baseline rows also carry the watermarked groups' answers (they were computed against
+    # them): those count for the group they are about only
+    rows = [unmarked({KGW: 0.5}, judgements=(ref, kgw, swap)) for _ in range(3)]
+    rows += [marked(0.001, judgements=(kgw,)) for _ in range(3)]
+    rows += [marked(0.5 if i else 0.001, attack="swap:p=0.1", judgements=(swap,)) for i in range(3)]
+    records = compute(rows)
+    quality = find(records, "quality", quality="mauve")
+    assert (quality.value, quality.ci_low, quality.ci_high, quality.n) == (0.9, 0.8, 0.99, 3)
+    assert find(records, "quality", watermark="none", quality="mauve").value == 1.0
+    degradation = find(records, "quality_degradation", quality="mauve")
+    assert degradation.value == pytest.approx(0.1)
+    # the interval of 1 - replicate / 1 over the replicates
+    assert (degradation.ci_low, degradation.ci_high) == pytest.approx(
+        tuple(1 - v for v in reversed(np.percentile([0.8, 0.85, 0.95, 0.99], [2.5, 97.5]))))
+    retention = find(records, "quality_retention", attack="swap:p=0.1", quality="mauve")
+    assert retention.value == pytest.approx(0.5)   # 0.45 / 0.9
+    assert retention.ci_low < 0.5 < retention.ci_high
+    tamper = find(records, "tamper_resistance", attack=ALL_ATTACKS, quality="mauve")
+    assert tamper.n == 6 and 0.0 < tamper.value < 1.0
+    assert not any(r.params.get("quality") == "mauve-proxy" for r in records)
