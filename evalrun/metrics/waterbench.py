@@ -4,8 +4,11 @@ generation metric of its outputs (GM) and the drop of GM from the unwatermarked 
 per task, per length category and over all -- computed from stored results. Pure.
 
 * TP: watermarked results whose grade says DETECTED (the grader's rule: z >= the pack's
-  ``z_threshold``; WaterBench's code counts z > 4, which differs only at exactly z = 4), with a
-  Wilson interval.
+  ``z_threshold``), with a Wilson interval. WaterBench counts z > 4: the two differ only for a
+  z-score of exactly the threshold, which a count-based z-score takes at some lengths (kgw at
+  gamma 0.25: 48 scored tokens, 24 green), so the record's params say how many outputs sat
+  there (``tp_at_threshold``; for grades with a ``z_threshold``): WaterBench's TP is
+  ``(value * n - tp_at_threshold) / n``.
 * TN, as WaterBench measures it (``detect_human.py``): the cases' reference answers *not*
   detected under this watermark, each detected with the run's key and the model's tokenizer at
   grading (``metadata["reference_detection"]`` of the watermarked results; one verdict per case
@@ -83,6 +86,16 @@ def _reference_verdicts(members: Sequence[Graded]) -> dict[str, dict[tuple[Any, 
     return out
 
 
+def _at_threshold(graded: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """``{"tp_at_threshold": k}``: how many of the grades (with a ``z_threshold``) have a
+    z-score of exactly that threshold -- detected at z >= it, not by WaterBench's z > 4; {}
+    when none has a z threshold."""
+    ruled = [m for m in graded if isinstance(m.get("z_threshold"), (int, float))]
+    if not ruled:
+        return {}
+    return {"tp_at_threshold": sum(m.get("z_score") == m["z_threshold"] for m in ruled)}
+
+
 def _tn(wm: str, references: Mapping[str, Mapping[tuple[Any, ...], bool]], base: Sequence[Graded],
         cases: set[str]) -> tuple[list[bool], int, int]:
     """The TN verdicts (True: detected) of the ``cases`` of one level: reference answers where
@@ -156,7 +169,8 @@ def waterbench_records(rows: Iterable[Mapping[str, Any]]) -> list[MetricRecord]:
             seed = stable_int("waterbench", pack, model, wm, attack, level, bits=31)
             ms = by_level[level]
             tp = stats.wilson_interval(sum(m.get("detected") is True for m in ms), len(ms))
-            out.append(_record(pack, "wb_tp", tp, len(ms), group, level))
+            out.append(record(pack, "wb_tp", tp, len(ms), model, wm, attack,
+                              params={**level_params(level), **_at_threshold(ms)}))
             verdicts, outputs, missing = _tn(wm, references, base_rows.get(level, []), level_cases[level])
             tn = stats.wilson_interval(sum(not v for v in verdicts), len(verdicts))
             counts = {"tn_references": len(verdicts) - outputs, "tn_outputs": outputs,
@@ -206,7 +220,9 @@ def table_rows(records: Sequence[MetricRecord]) -> list[list[str]]:
         if r is None or r.value is None:
             return "n/a"
         ci = f" ({100 * r.ci_low:.0f}–{100 * r.ci_high:.0f})" if r.ci_low is not None and r.ci_high is not None else ""
-        return f"{100 * r.value:.1f}{ci} [{r.n}{_tn_sources(r)}]"
+        tied = r.params.get("tp_at_threshold")
+        at = f", {tied:g} at the threshold" if tied else ""
+        return f"{100 * r.value:.1f}{ci} [{r.n}{_tn_sources(r)}{at}]"
 
     def num(r: MetricRecord | None) -> str:
         return "n/a" if r is None or r.value is None else f"{100 * r.value:.1f}"

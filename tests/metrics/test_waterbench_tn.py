@@ -13,18 +13,27 @@ from evalrun.metrics.waterbench import level_label, table_rows, waterbench_recor
 from evalrun.pack.detection_grader import grade_detection, prepare_detection
 from evalrun.pack.grade import GradeContext
 from evalrun.watermark import parse_watermark
+from evalrun.watermark.base import WatermarkScheme
 
 KEY = "reference-tn-key"
 VOCAB = 300
-SPEC = parse_watermark("kgw:gamma=0.25,delta=4").spec.canonical()
 SETTINGS = {"z_threshold": 4.0}
+
+
+def _scheme() -> WatermarkScheme:
+    scheme = parse_watermark("kgw:gamma=0.25,delta=4")
+    assert scheme is not None
+    return scheme
+
+
+SPEC = _scheme().spec.canonical()
 
 
 def _watermarked(n: int, seed: int, key: str = KEY) -> tuple[int, ...]:
     """Tokens sampled through the scheme's own processor under ``key``."""
     import torch
 
-    proc = parse_watermark(SPEC).logits_processor(key, VOCAB, temperature=1.0, seed=seed)
+    proc = _scheme().logits_processor(key, VOCAB, temperature=1.0, seed=seed)
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, VOCAB, (1, 1), generator=g)
     for _ in range(n):
@@ -46,7 +55,8 @@ def _context(reference: tuple[int, ...] | None, watermark: str = SPEC) -> GradeC
 
 def test_a_watermarked_reference_is_detected_and_a_plain_one_is_not() -> None:
     marked, plain = _watermarked(80, 3), _plain(80, 4)
-    assert parse_watermark(SPEC).detect(marked, KEY, VOCAB).z_score > 6  # the text really carries the mark
+    z = _scheme().detect(marked, KEY, VOCAB).z_score
+    assert z is not None and z > 6  # the text really carries the mark
     on_marked = grade_detection({"id": "m"}, "x", _context(marked)).metadata
     on_plain = grade_detection({"id": "p"}, "x", _context(plain)).metadata
     assert on_marked["reference_detection"]["detected"] is True and on_marked["reference_detection"]["z_score"] >= 4
@@ -146,3 +156,25 @@ def test_a_store_without_reference_verdicts_reads_as_before() -> None:
     tn = _records(rows)["wb_tn", "all"]
     assert (tn.value, tn.n) == (0.5, 2)
     assert tn.params == {"level": "all", "tn_references": 0, "tn_outputs": 2, "tn_references_missing": 1}
+
+
+def test_tp_says_how_many_outputs_sit_exactly_at_the_threshold() -> None:
+    """z >= 4 (the grader) and WaterBench's z > 4 differ only at z = 4 exactly, which kgw's
+    count-based z-score takes (gamma 0.25: 24 green of 48 scored gives 4.0 in floating point)."""
+    import numpy as np
+
+    from evalrun.watermark.nulls import z_scores
+
+    tie = float(z_scores(np.array(24), np.array(48), 0.25))
+    assert tie == 4.0
+    rows = [_row(W, PLAIN, {"detected": True, "z_score": tie, "z_threshold": 4.0}),
+            _row(W, PLAIN, {"detected": True, "z_score": 4.2, "z_threshold": 4.0}, repetition=1),
+            _row(W, OPEN, {"detected": False, "z_score": 3.9, "z_threshold": 4.0})]
+    records = _records(rows)
+    tp = records["wb_tp", "all"]
+    assert (tp.value, tp.n, tp.params["tp_at_threshold"]) == (pytest.approx(2 / 3), 3, 1)
+    assert records["wb_tp", "category=cat_b"].params["tp_at_threshold"] == 0
+    cells = {row[4]: row[5] for row in table_rows(list(records.values()))}
+    assert cells["all"].endswith("[3, 1 at the threshold]") and cells["category=cat_b"].endswith("[1]")
+    # grades without a z threshold (a p-value pack) say nothing about it
+    assert "tp_at_threshold" not in _records([_row(W, OPEN, {"detected": True, "z_score": 4.0})])["wb_tp", "all"].params
