@@ -152,9 +152,11 @@ def waterbench_table(records: Sequence[Any]) -> Table | None:
     return Table("waterbench", ["pack", "model", "watermark", "attack", "level", "TP % (95%) [n]", "TN % (95%) [n]",
                                 "GM", "GM unwatermarked", "GM drop"], rows,
                  caption="WaterBench's joint evaluation (Tu et al., Tables 3-5): true-positive rate of the watermarked "
-                         "outputs at the pack's z threshold, true-negative rate of the unwatermarked outputs under "
-                         "the same watermark, generation metric (token F1 or ROUGE-L F1 x 100) and its relative drop, "
-                         "over all cases, per length category and per task.")
+                         "outputs at the pack's z threshold (detected when z >= it; WaterBench counts z > 4, which "
+                         "differs only for the outputs 'at the threshold'), true-negative rate under the same "
+                         "watermark of the cases' human reference answers (ref), or of the unwatermarked outputs for "
+                         "cases without one (out), generation metric (token F1 or ROUGE-L F1 x 100) and its relative "
+                         "drop, over all cases, per length category and per task.")
 
 
 def _size(x: Any) -> str:
