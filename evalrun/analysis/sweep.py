@@ -18,7 +18,7 @@ From the stored results (:func:`summarise`, pure):
 * quality degradation: :func:`evalrun.metrics.quality.quality_degradation` of the mean quality
   of the watermarked and the unwatermarked texts, quality being the asked judge's own reading
   (:func:`evalrun.metrics.benchmark.quality_by_source`): ``rating``, MarkMyWords' grade in [0,
-  1]; a proxy's ``quality`` (``perplexity``: 1 / perplexity, offline);
+  1]; ``mauve``, its group's MAUVE; a proxy's ``quality`` (``perplexity``: 1 / perplexity, offline);
 * tamper resistance: :func:`evalrun.metrics.tamper_resistance` of the attacks' points
   ``(quality_retention(attacked, unattacked watermarked), share still detected)``, paraphrases
   left out as MarkMyWords IV-C (and the report) do.
@@ -49,7 +49,7 @@ from evalrun._util.specs import Spec, is_none, parse_spec
 from evalrun.analysis.tune import candidate_spec
 from evalrun.metrics import quality_retention, tamper_resistance, watermark_size_ci
 from evalrun.metrics.aggregates import row_metadata
-from evalrun.metrics.benchmark import RATING, excluded_from_tamper, quality_by_source
+from evalrun.metrics.benchmark import excluded_from_tamper, quality_by_source, source_of_method
 from evalrun.metrics.quality import quality_degradation
 from evalrun.metrics.size import watermark_size
 from evalrun.pack.loading import Pack
@@ -85,8 +85,9 @@ def grid_points(scheme: str, overrides: Sequence[str]) -> tuple[Spec, list[str]]
 
 def _quality(row: Mapping[str, Any], method: str) -> float | None:
     """The row's quality from the judge ``method`` asked for: MarkMyWords' ``rating`` (in [0,
-    1]) or a proxy's ``quality`` (the report's own reading, :func:`quality_by_source`)."""
-    return quality_by_source(row).get(RATING if method == RATING else f"{method}-proxy")
+    1]), its group's MAUVE, or a proxy's ``quality`` (the report's own reading,
+    :func:`quality_by_source`)."""
+    return quality_by_source(row).get(source_of_method(method))
 
 
 def _graded(row: Mapping[str, Any]) -> bool:

@@ -48,6 +48,10 @@ class Judge(ABC):
     #: True when the answer is computed by the judge model (scored) rather than generated:
     #: the judge stage calls :meth:`answer_locally` instead of the provider's generate
     local: bool = False
+    #: the quality source the metrics file this method's answers under: MarkMyWords' measures
+    #: name theirs (``rating``, ``mauve``); None: a proxy, ``<method>-proxy``, when its parse
+    #: has a ``quality``
+    quality_source: str | None = None
 
     def answer_locally(self, provider: Provider, scorer: str, groups: Sequence[Sequence[Subject]]) -> list[str]:
         """Raw answers of a :attr:`local` judge, one per group (only local judges have it)."""

@@ -39,6 +39,7 @@ class Mauve(Judge):
     method = "mauve"
     description = "MarkMyWords' second quality measure: MAUVE of a group's outputs against unwatermarked ones"
     local = True
+    quality_source = SOURCE
 
     def groups(self, subjects: Sequence[Subject]) -> list[tuple[Subject, ...]]:
         """One question per (pack, model, watermark, attack): its results, then their

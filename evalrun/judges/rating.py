@@ -28,6 +28,7 @@ class Rating(Judge):
     method = "rating"
     description = "MarkMyWords' grade out of 100 (quality), rated on one output"
     params = GenParams(temperature=0.0, max_tokens=8, seed=0)
+    quality_source = "rating"
 
     def prompt(self, group: Sequence[Subject]) -> Prompt:
         [subject] = group

@@ -75,6 +75,7 @@ import numpy as np
 
 from evalrun._util.hashing import stable_int
 from evalrun._util.specs import is_none
+from evalrun.judges import JUDGES
 from evalrun.metrics import stats
 from evalrun.metrics.aggregates import (
     AGGREGATES,
@@ -94,7 +95,7 @@ from evalrun.watermark.verdict import DETECTED, NOT_DETECTED, is_detected
 
 __all__ = ["ALL_ATTACKS", "DETECTION_LABELS", "FPR_TARGETS", "RATING", "TamperInputs",
            "excluded_from_tamper", "is_detection", "is_proxy", "quality_by_source",
-           "quality_judges", "quality_sources", "record_index", "tamper_inputs", "temperature"]
+           "quality_judges", "quality_sources", "record_index", "source_of_method", "tamper_inputs", "temperature"]
 
 DETECTION_LABELS = frozenset({DETECTED, NOT_DETECTED})
 #: the ``attack`` of a record about all of a watermark's attacks (tamper resistance)
@@ -193,6 +194,14 @@ def _source(j: Any, row: Row) -> tuple[str, Any] | None:
                                                                                       row.get("attack")):
         return None
     return str(j.parsed.get("source") or f"{j.method}-proxy"), j.parsed.get("quality")
+
+
+def source_of_method(method: str) -> str:
+    """The quality source a judge method's answers give (``rating``, ``mauve``, or the proxy
+    ``<method>-proxy``): how ``evalrun sweep --judge METHOD:MODEL`` finds its quality."""
+    judge = JUDGES.get(method) if method in JUDGES else None
+    source = getattr(judge, "quality_source", None)
+    return source if isinstance(source, str) else f"{method}-proxy"
 
 
 def _group_answers(rows: Iterable[Row], source: str) -> list[Mapping[str, Any]]:

@@ -129,3 +129,28 @@ def test_a_rating_judge_that_rates_every_text_the_same_degrades_nothing_and_a_co
     assert set(s["attack_points"]) == {"lowercase"} and s["attack_points"]["lowercase"] == pytest.approx([1.0, 0.5])
     assert s["tamper_resistance"] == pytest.approx(0.5)
     assert choose([s], max_degradation=0.01, min_tamper=0.2)["watermark"] == W
+
+
+def test_sweep_with_a_rating_judge_over_http_measures_degradation_and_chooses(tmp_path: Path, capsys, monkeypatch,
+                                                                             make_detection_pack) -> None:
+    """MarkMyWords' own quality (a judge's grade), asked over real HTTP of an OpenAI-compatible
+    server that grades every text 85/100: degradation is exactly 0 and a configuration is
+    chosen (the sweep once read a field the rating judge never gives, and chose nothing)."""
+    from evalrun.cli.main import main
+    from evalrun.testing.chat_server import ChatServer
+
+    monkeypatch.delenv("EVALRUN_WATERMARK_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "local-test")
+    pack = make_detection_pack(tmp_path, "tiny_r", 6, description="test pack", topic="a harbour")
+    out = tmp_path / "s.json"
+    with ChatServer(responder=lambda body: "Grade: 85/100") as server:
+        assert main(["sweep", "--pack", str(pack), "--scheme", "kgw", "--grid", "gamma=0.25", "--grid", "delta=4,8",
+                     "--attack", "lowercase", "--judge", "rating:openai:judge", "--base-url", server.base_url,
+                     "--max-degradation", "0", "--min-tamper", "0", "--remeasure", "1", "--key", "rating-sweep",
+                     "--out", str(tmp_path / "s.sqlite"), "--json", str(out)]) == 0
+        asked = server.requests_seen
+    result = json.loads(out.read_text())
+    assert asked > 0
+    assert [c["quality_degradation"] for c in result["configs"]] == [0.0, 0.0]
+    assert all(c["quality_n"][0] == 6 for c in result["configs"])
+    assert result["watermark"] in {c["watermark"] for c in result["configs"]}
