@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -28,6 +28,7 @@ from evalrun.metrics.aggregates import MetricRecord, params_key
 from evalrun.metrics.benchmark import (
     ALL_ATTACKS,
     FPR_TARGETS,
+    RATING,
     excluded_from_tamper,
     is_proxy,
     quality_judges,
@@ -120,8 +121,12 @@ class PackData:
     groups: dict[Key, list[dict[str, Any]]]
     #: the quality source the sections use: MarkMyWords' rating first, else a proxy; None: none
     source: str | None
-    #: who produced it: judge models (rating) or the proxy's scorers
+    #: who produced it: judge models (rating), embedders (MAUVE) or the proxy's scorers
     judges: list[str]
+    #: every quality source with answers, the shown one first (the others: a secondary table)
+    sources: tuple[str, ...] = ()
+    #: who produced each source's answers
+    source_judges: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def systems(self) -> list[tuple[str, str]]:
@@ -140,16 +145,24 @@ class PackData:
 
     @property
     def quality_label(self) -> str:
-        """How a quality axis is named: MarkMyWords' rating, or the proxy with its scorer."""
+        """How a quality axis is named: MarkMyWords' rating or MAUVE, or the proxy, with who made it."""
         if self.source is None:
             return "quality (not available)"
-        if not is_proxy(self.source):
-            return "quality retention (judge rating)"
-        return f"quality retention ({proxy_name(self.source)} proxy, {', '.join(self.judges)})"
+        return f"quality retention ({source_name(self.source, self.judges)})"
 
 
 def proxy_name(source: str) -> str:
     return source.removesuffix("-proxy")
+
+
+#: how the report names MarkMyWords' own quality sources
+PAPER_SOURCE_NAMES = {"rating": "judge rating", "mauve": "MAUVE"}
+
+
+def source_name(source: str, judges: Sequence[str]) -> str:
+    """``judge rating (gpt-4o)``, ``MAUVE (embedded)``, ``perplexity proxy (embedded)``."""
+    name = f"{proxy_name(source)} proxy" if is_proxy(source) else PAPER_SOURCE_NAMES.get(source, source)
+    return f"{name} ({', '.join(judges)})" if judges else name
 
 
 def pack_data(name: str, items: Sequence[Result]) -> PackData:
@@ -160,7 +173,8 @@ def pack_data(name: str, items: Sequence[Result]) -> PackData:
     sources = quality_sources(rows)
     source = sources[0] if sources else None
     return PackData(name=name, groups=dict(groups), source=source,
-                    judges=quality_judges(rows, source) if source else [])
+                    judges=quality_judges(rows, source) if source else [], sources=tuple(sources),
+                    source_judges={s: quality_judges(rows, s) for s in sources})
 
 
 def quality_note(p: PackData) -> str:
@@ -171,9 +185,16 @@ def quality_note(p: PackData) -> str:
                 "results, so there is nothing to measure quality with. Run `evalrun judge --db DB --method "
                 "rating --judge MODEL` (or `--method perplexity --judge embedded` for the offline proxy) and "
                 "report again.")
-    if not is_proxy(p.source):
+    if p.source == RATING:
         return (f"{p.name}: quality is MarkMyWords' judge rating (grade out of 100, as a share) by "
                 f"{', '.join(p.judges)}.")
+    if not is_proxy(p.source):
+        return (f"{p.name}: quality is MAUVE (MarkMyWords' second quality measure; Pillutla et al.): one score per "
+                "model, watermark and attack, the group's outputs against the unwatermarked outputs of the same "
+                f"prompts, embedded by {', '.join(p.judges)}; the unwatermarked outputs are the reference (1). "
+                "Its interval is a bootstrap over the texts; MAUVE varies a lot on small samples (MarkMyWords: it "
+                "works best with 5,000 texts or more), so read differences inside the intervals as noise. "
+                "MarkMyWords calls a quality near-optimal when MAUVE is within 2.5% of the baseline.")
     return (f"{p.name}: quality: {proxy_name(p.source)} proxy under {', '.join(p.judges)}, not MarkMyWords' "
             "rating judge. Quality, its degradation, quality retention and tamper resistance below are computed "
             f"from this proxy (records with quality {p.source} in their params in metrics.json); a proxy "
@@ -212,6 +233,31 @@ def summary_table(packs: Sequence[PackData], recs: Records) -> Table:
         "under this watermark's detector, ROC AUC of -log10 p. Rates: Wilson 95%; the rest: bootstrap 95%."))
 
 
+def quality_sources_table(packs: Sequence[PackData], recs: Records) -> Table | None:
+    """Every quality source side by side (MAUVE, a proxy such as perplexity, ...), so a
+    secondary measure is shown labelled, never mixed into the summary; None with one source."""
+    rows = []
+    for p in packs:
+        if len(p.sources) < 2:
+            continue
+        for model, wm in p.systems:
+            for source in p.sources:
+                q = {"quality": source}
+                cells = recs.cells(p.name, "quality", model, wm, "none", q)
+                cells += [NA, NA] if is_none(wm) else recs.cells(p.name, "quality_degradation", model, wm, "none", q)
+                rows.append([p.name, model, "none (unwatermarked)" if is_none(wm) else wm,
+                             source_name(source, p.source_judges.get(source, [])), *cells])
+    if not rows:
+        return None
+    headers = ["pack", "model", "watermark", "quality source", "quality", ci_header("quality"),
+               "quality degradation", ci_header("quality degradation")]
+    return Table(id="benchmark-quality-sources", headers=headers, rows=rows, caption=(
+        "Quality of the unattacked outputs by every source the run judged with: the summary above uses the "
+        "first; the others are secondary. A proxy's unit: perplexity's quality is 1 / perplexity under its "
+        "scorer (higher is better); MAUVE is in [0, 1], 1 for the unwatermarked reference. Degradation is "
+        "1 - quality / unwatermarked quality."))
+
+
 def repetition_blocks(packs: Sequence[PackData], recs: Records) -> list[Block]:
     """Whether each scheme's outputs loop (:mod:`evalrun.metrics.repetition`), and a warning for
     each scheme whose distinct-2 falls more than 15% below its model's unwatermarked outputs'."""
@@ -244,11 +290,7 @@ def repetition_blocks(packs: Sequence[PackData], recs: Records) -> list[Block]:
 
 
 def _source_cell(p: PackData) -> str:
-    if p.source is None:
-        return "none (no judge answers)"
-    if not is_proxy(p.source):
-        return f"rating ({', '.join(p.judges)})"
-    return f"{proxy_name(p.source)} proxy ({', '.join(p.judges)})"
+    return "none (no judge answers)" if p.source is None else source_name(p.source, p.judges)
 
 
 def size_table(packs: Sequence[PackData], recs: Records) -> Table:
@@ -438,8 +480,7 @@ def _size_quality_panels(packs: Sequence[PackData], recs: Records) -> list[chart
             points.append(charts.SizeQualityPoint(label=_series_label(model, wm, models), quality=quality.value,
                                                   size=size.value, resistance=None if r is None else r.value))
         if points:
-            label = "quality (judge rating)" if not is_proxy(p.source) else \
-                f"quality ({proxy_name(p.source)} proxy, {', '.join(p.judges)})"
+            label = f"quality ({source_name(p.source, p.judges)})"
             out.append(charts.SizeQualityPanel(pack=p.name, quality_label=label, points=points))
     return out
 
@@ -470,6 +511,9 @@ def sections(packs: dict[str, list[Result]], records: Iterable[MetricRecord], ou
         "attack record the best attack's name).")]
     intro += [Paragraph(quality_note(p)) for p in data]
     intro.append(summary_table(data, recs))
+    by_source = quality_sources_table(data, recs)
+    if by_source is not None:
+        intro.append(by_source)
     result = [Section("Watermark benchmark (MarkMyWords)", "benchmark", 2, intro)]
     repetition = repetition_blocks(data, recs)
     if repetition:
