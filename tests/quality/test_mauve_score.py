@@ -63,6 +63,15 @@ def test_interval_brackets_the_score_and_is_reproducible() -> None:
     assert first.low <= first.high and len(first.replicates) == 20
     assert (first.p_count, first.q_count, first.buckets) == (60, 60, 6)
     assert 0.0 < first.score < 1.0
+    assert first.low <= first.score <= first.high
+
+
+def test_the_bootstrap_resamples_prompts_so_identical_samples_stay_at_one() -> None:
+    p = np.random.default_rng(2).normal(size=(50, 4))
+    same = mauve_with_interval(p, p.copy(), resamples=10)
+    assert (same.score, same.low, same.high) == pytest.approx((1.0, 1.0, 1.0), abs=1e-12)
+    with pytest.raises(ValueError, match="one length"):
+        mauve_with_interval(p, p[:40])
 
 
 @settings(max_examples=40, deadline=None)
