@@ -50,7 +50,7 @@ The quality records below carry params ``{"quality": <source>}``:
   text's quality with its detection, so it uses the graded texts that have a quality answer
   (with MAUVE every text of a group carries the group's score, as in MarkMyWords, so the
   interval resamples detections only; a ratio of two MAUVE scores takes its interval from
-  their bootstrap replicates);
+  the spread of their bootstrap replicates' ratios);
 * ``best_attack`` -- the attack with the lowest detection rate among those keeping
   >= 80% quality retention (MarkMyWords Fig. 3), in the record's ``attack`` field; the value is
   its detection rate on the texts of its point (Wilson 95%). No record when no attack keeps
@@ -76,6 +76,7 @@ import numpy as np
 from evalrun._util.hashing import stable_int
 from evalrun._util.specs import is_none
 from evalrun.judges import JUDGES
+from evalrun.judges.mauve_score import normal_interval
 from evalrun.metrics import stats
 from evalrun.metrics.aggregates import (
     AGGREGATES,
@@ -365,19 +366,19 @@ def _replicates(answer: Mapping[str, Any]) -> np.ndarray:
     return np.asarray(values if values else [answer["quality"]], dtype=float)
 
 
-def _group_ratio(top: Mapping[str, Any], bottom: Mapping[str, Any], ratio: Any) -> stats.Estimate:
-    """``ratio(top, bottom)`` of two group-level scores, its interval the 95% percentiles of
-    the ratio over their bootstrap replicates taken pairwise (they are independent draws)."""
+def _group_ratio(top: Mapping[str, Any], bottom: Mapping[str, Any], ratio: Any,
+                 bounds: tuple[float, float]) -> stats.Estimate:
+    """``ratio(top, bottom)`` of two group-level scores, with the interval of
+    :func:`~evalrun.judges.mauve_score.normal_interval` over the ratios of their bootstrap
+    replicates taken pairwise (they are independent draws), clipped to ``bounds``."""
     a, b = _replicates(top), _replicates(bottom)
     size = max(len(a), len(b))
     a, b = np.resize(a, size), np.resize(b, size)
     values = [ratio(float(x), float(y)) for x, y in zip(a, b) if y > 0.0]
     base = float(bottom["quality"])
     point = ratio(float(top["quality"]), base) if base > 0.0 else math.nan
-    if not values:
-        return stats.Estimate(point, math.nan, math.nan)
-    low, high = np.percentile(values, [2.5, 97.5])
-    return stats.Estimate(point, float(low), float(high))
+    low, high = normal_interval(point, values, *bounds)
+    return stats.Estimate(point, low, high)
 
 
 # -- selection aggregates ------------------------------------------------------------------
@@ -449,10 +450,11 @@ def _ratio_ci(top: Sequence[float], bottom: Sequence[float], ratio: Any, seed: i
 
 
 def _quality_ratios(rows: Sequence[Row], name: str, ratio: Callable[[float, float], float],
-                    baseline_of: Callable[[Mapping[Key, list[Row]], Key], Key | None]) -> list[MetricRecord]:
+                    baseline_of: Callable[[Mapping[Key, list[Row]], Key], Key | None],
+                    bounds: tuple[float, float]) -> list[MetricRecord]:
     """``ratio`` of each group's mean quality to its baseline group's (``baseline_of``; None:
     the group has no such metric), per quality source (params ``{"quality": source}``), with a
-    bootstrap CI."""
+    bootstrap CI (a group-level source's within ``bounds``, the ratio's range)."""
     out = []
     for pack, groups in _detection_packs(rows).items():
         for key in sorted(groups):
@@ -465,7 +467,7 @@ def _quality_ratios(rows: Sequence[Row], name: str, ratio: Callable[[float, floa
                     continue
                 top, bottom = _group_answers(groups[key], source), _group_answers(groups[base], source)
                 if len(top) == 1 and len(bottom) == 1:  # one score per group (MAUVE)
-                    est = _group_ratio(top[0], bottom[0], ratio)
+                    est = _group_ratio(top[0], bottom[0], ratio, bounds)
                 else:
                     salt = f"{name}:{source}"  # the seed salt of earlier releases: same bits
                     est = _ratio_ci(measured, baseline, ratio, _seed(pack, *key, salt))
@@ -477,7 +479,8 @@ def _quality_ratios(rows: Sequence[Row], name: str, ratio: Callable[[float, floa
 def _quality_retention(rows: Sequence[Row]) -> list[MetricRecord]:
     """MarkMyWords IV-C's Q_A per attacked group against the same watermark unattacked."""
     return _quality_ratios(rows, "quality_retention", quality_retention,
-                           lambda groups, key: None if is_none(key[2]) else _unattacked_key(groups, key[0], key[1]))
+                           lambda groups, key: None if is_none(key[2]) else _unattacked_key(groups, key[0], key[1]),
+                           (0.0, 1.0))
 
 
 @SELECTION_AGGREGATES.register("quality_degradation")
@@ -485,7 +488,8 @@ def _quality_degradation(rows: Sequence[Row]) -> list[MetricRecord]:
     """Relative quality lost to each watermark (unattacked, against unwatermarked texts)."""
     return _quality_ratios(rows, "quality_degradation", quality_degradation,
                            lambda groups, key: (None if is_none(key[1]) or not is_none(key[2])
-                                                else _unmarked_key(groups, key[0], key[2])))
+                                                else _unmarked_key(groups, key[0], key[2])),
+                           (-math.inf, 1.0))
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalrun.judges.mauve_score import default_buckets, mauve, mauve_from_histograms, mauve_with_interval, quantize
+from evalrun.judges.mauve_score import (
+    default_buckets,
+    mauve,
+    mauve_from_histograms,
+    mauve_with_interval,
+    normal_interval,
+    quantize,
+)
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "mauve_reference.json").read_text())
 
@@ -64,6 +72,12 @@ def test_interval_brackets_the_score_and_is_reproducible() -> None:
     assert (first.p_count, first.q_count, first.buckets) == (60, 60, 6)
     assert 0.0 < first.score < 1.0
     assert first.low <= first.score <= first.high
+
+
+def test_normal_interval_is_centred_on_the_point_and_clipped() -> None:
+    assert normal_interval(0.9, [0.7, 0.8]) == pytest.approx((0.9 - 0.13859, 0.9 + 0.13859), abs=1e-5)
+    assert normal_interval(0.95, [0.5, 0.9], 0.0, 1.0)[1] == 1.0
+    assert all(math.isnan(v) for v in normal_interval(0.5, [0.4]))
 
 
 def test_the_bootstrap_resamples_prompts_so_identical_samples_stay_at_one() -> None:
