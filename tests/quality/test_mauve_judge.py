@@ -62,3 +62,23 @@ def test_unreadable_answers_are_unparsed_never_guessed() -> None:
     judge = get_judge("mauve")
     for raw in ("", "0.9", json.dumps({"mauve": 1.5, "about": {}}), json.dumps({"mauve": 0.5})):
         assert judge.parse(raw)["label"] == UNPARSED
+
+
+def test_any_provider_with_embeddings_serves_mauve_over_http() -> None:
+    """An OpenAI-compatible /v1/embeddings endpoint as the embedder (the real openai client,
+    real HTTP, the local test server's deterministic embeddings)."""
+    from evalrun.testing.chat_server import ChatServer
+
+    judge = get_judge("mauve")
+    base = [subject(i) for i in range(20)]
+    same = [subject(i, "kgw", text=s.text) for i, s in enumerate(base)]
+    groups = judge.groups(base + same)
+    with ChatServer() as server:
+        provider = make_provider("openai:embedder", base_url=server.base_url)
+        try:
+            answers = judge.answer_locally(provider, "openai:embedder", groups)
+        finally:
+            provider.close()
+        assert server.texts_embedded == 20   # the distinct texts, each embedded once
+    parsed = judge.parse(answers[[g[0].watermark for g in groups].index("kgw")])
+    assert parsed["quality"] == pytest.approx(1.0) and parsed["scorer"] == "openai:embedder"
