@@ -30,6 +30,7 @@ SCHEMES.register_lazy("synthid", "evalrun.watermark.synthid:build")
 #: reference-compatible kgw (Kirchenbauer et al.'s green lists, ``seeding=lefthash|selfhash``);
 #: ``kgw:seeding=...`` reaches it too (native kgw's builder hands it over)
 SCHEMES.register_lazy("kgw_compat", "evalrun.watermark.kgw_compat:build")
+SCHEMES.register_lazy("morphmark", "evalrun.watermark.morphmark:build")
 
 
 def parse_watermark(text: str) -> WatermarkScheme | None:
