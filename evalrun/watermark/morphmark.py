@@ -147,10 +147,10 @@ class MorphMark(WatermarkScheme):
 
     # ---- keys and green lists -------------------------------------------------------------
     def check_key(self, key: str) -> None:
-        super().check_key(key)
         if self.compat == "markllm":
             parse_hash_key(key, self.spec)
-        elif not key.strip():
+        super().check_key(key)
+        if not key.strip():
             raise SpecError(f"--key: the watermark key for {self.spec} must not be blank")
 
     def seeds(self, contexts: Sequence[int], key: str, vocab_size: int) -> list[int]:
@@ -269,11 +269,11 @@ class MorphMarkLogitsProcessor:
 
     def _mask_row(self, history: list[int]) -> np.ndarray:
         s = self.scheme
-        c = context_values(np.asarray(history[-s.prefix_length:], dtype=np.int64),
-                           self.vocab_size, s.prefix_length, s.f_scheme)[0] \
-            if len(history) >= s.prefix_length else None
-        if c is None:
+        if len(history) < s.prefix_length:
             return np.zeros(self.vocab_size, dtype=bool)
+        # the context of the next position: the last prefix_length ids, a dummy target after
+        c = context_values(np.asarray(history[-s.prefix_length:] + [0], dtype=np.int64),
+                           self.vocab_size, s.prefix_length, s.f_scheme)[0]
         seed = self._seed_of.get(c)
         if seed is None:
             seed = self._seed_of[c] = s.seeds([c], self._key, self.vocab_size)[0]
