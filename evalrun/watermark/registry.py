@@ -27,6 +27,7 @@ SCHEMES.register_lazy("its", "evalrun.watermark.inverse_transform:build")
 SCHEMES.register_lazy("unigram", "evalrun.watermark.unigram:build")
 SCHEMES.register_lazy("waterfall", "evalrun.watermark.waterfall:build")
 SCHEMES.register_lazy("synthid", "evalrun.watermark.synthid:build")
+SCHEMES.register_lazy("pf", "evalrun.watermark.permute_flip:build")
 SCHEMES.register_lazy("dipmark", "evalrun.watermark.dipmark:build")
 #: reference-compatible kgw (Kirchenbauer et al.'s green lists, ``seeding=lefthash|selfhash``);
 #: ``kgw:seeding=...`` reaches it too (native kgw's builder hands it over)
