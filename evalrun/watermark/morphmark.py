@@ -8,7 +8,7 @@ Parameters and defaults (MarkLLM's config): ``gamma`` 0.5, ``type`` exp, ``k_lin
 ``k_exp`` 1.3, ``k_log`` 2.15, ``p_0`` 0.15, ``ewd`` false (only false is implemented;
 ``ewd=true`` is refused), ``delta_ewd`` 1.25 (EWD's parameter, unused while ``ewd`` is false),
 ``prefix_length`` 1, ``f_scheme`` time (``additive`` also accepted), ``window_scheme`` left
-(the only one MarkLLM implements), ``z_threshold`` 2.0, ``compat`` native or markllm.
+(the only one MarkLLM implements), ``z_threshold`` 2.0, ``compat`` none (native) or markllm.
 
 Context and green list. At position t the context value is ``c = prod(ids[t-k:t]) % V``
 (``f_scheme=time``; ``additive`` sums instead) with ``k = prefix_length``. The green list is
@@ -22,10 +22,11 @@ bit torch's, without importing torch where the compiled kernel is built):
   V possible green lists and, when ``hash_key`` is prime and does not divide V, every key gives
   the *same* V lists (the key only decides which context gets which): kept here only to
   reproduce MarkLLM's numbers.
-* native (default): the seed is keyed by evalrun's string key without any reduction: the
-  first 4 bytes (little endian) of ``blake2b(c as 8 little-endian bytes, key=sha256("evalrun
-  morphmark v1" + key), digest_size=8)`` (torch's CPU generator keeps 32 seed bits, so 2**32
-  green lists, independent across contexts for any practical purpose).
+* native (``compat=none``, the default): the seed is keyed by evalrun's string key, without
+  any reduction: the first 4 bytes (little endian) of ``blake2b(c as 8 little-endian bytes,
+  key=sha256(b"evalrun morphmark v1\\0" + key UTF-8), digest_size=8)`` (torch's CPU generator
+  keeps 32 seed bits, so 2**32 green lists, independent across contexts for any practical
+  purpose).
 
 Generation (``MorphMarkLogitsProcessor``): with ``p = softmax(scores)`` and the green mass
 ``P_G``, ``r = 0`` if ``P_G < p_0``, else ``exp(k_exp * P_G) - 1`` (``type=exp``),
@@ -73,12 +74,12 @@ MARKLLM_HASH_KEY = 15485863
 DEFAULTS: dict[str, Any] = {
     "gamma": 0.5, "type": "exp", "k_linear": 1.55, "k_exp": 1.3, "k_log": 2.15, "p_0": 0.15,
     "ewd": "false", "delta_ewd": 1.25, "prefix_length": 1, "f_scheme": "time",
-    "window_scheme": "left", "z_threshold": 2.0, "compat": "native",
+    "window_scheme": "left", "z_threshold": 2.0, "compat": "none",
 }
 ALLOWED_KEYS = frozenset(DEFAULTS)
 TYPES = ("exp", "linear", "log")
 F_SCHEMES = ("time", "additive")
-COMPAT = ("native", "markllm")
+COMPAT = ("none", "markllm")
 MAX_PREFIX = 8
 _INT_RE = re.compile(r"[+-]?[0-9]+")
 _NATIVE_DOMAIN = b"evalrun morphmark v1\x00"
@@ -119,7 +120,7 @@ class MorphMark(WatermarkScheme):
     def __init__(self, *, gamma: float = 0.5, kind: str = "exp", k_linear: float = 1.55,
                  k_exp: float = 1.3, k_log: float = 2.15, p_0: float = 0.15,
                  delta_ewd: float = 1.25, prefix_length: int = 1, f_scheme: str = "time",
-                 z_threshold: float = 2.0, compat: str = "native") -> None:
+                 z_threshold: float = 2.0, compat: str = "none") -> None:
         self.gamma = float(gamma)
         self.type = kind
         self.k_linear, self.k_exp, self.k_log = float(k_linear), float(k_exp), float(k_log)

@@ -283,9 +283,9 @@ def test_detect_cli_prints_markllm_score(tmp_path: Path) -> None:
 def test_defaults_and_canonical_spec() -> None:
     s = _scheme()
     assert (s.gamma, s.type, s.k_exp, s.p_0, s.prefix_length, s.compat) == \
-        (0.5, "exp", 1.3, 0.15, 1, "native")
+        (0.5, "exp", 1.3, 0.15, 1, "none")
     assert str(s.spec) == (
-        "morphmark:compat=native,delta_ewd=1.25,ewd=false,f_scheme=time,gamma=0.5,k_exp=1.3,"
+        "morphmark:compat=none,delta_ewd=1.25,ewd=false,f_scheme=time,gamma=0.5,k_exp=1.3,"
         "k_linear=1.55,k_log=2.15,p_0=0.15,prefix_length=1,type=exp,window_scheme=left,"
         "z_threshold=2.0")
     assert build(parse_spec(str(s.spec))).spec == s.spec
