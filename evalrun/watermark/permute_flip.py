@@ -2,7 +2,7 @@
 stable and watermarkable decoder", 2024; MarkLLM's ``watermark/pf/pf.py`` and
 ``config/PF.json`` at commit 112fa74).
 
-Spec: ``pf:ngram=8`` (native) or ``pf:compat=markllm,ngram=8,seed=0`` (MarkLLM-compatible).
+Spec: ``pf:ngram=8`` (native; ``compat=none`` says the same) or ``pf:compat=markllm,ngram=8,seed=0`` (MarkLLM-compatible).
 
 Randomness. Position ``t`` of a text gets a seed from the ``ngram`` ids before it, and every
 vocabulary entry ``v`` a uniform ``r_v`` from that seed.
@@ -318,13 +318,15 @@ class PermuteFlipLogitsProcessor:
 
 
 def build(spec: Spec) -> PermuteFlip:
-    """Validate ``pf:ngram=...`` or ``pf:compat=markllm,ngram=...,seed=...`` (MarkLLM's
+    """Validate ``pf:ngram=...[,compat=none]`` or ``pf:compat=markllm,ngram=...,seed=...`` (MarkLLM's
     defaults: ngram 8, seed 0)."""
     check_keys(spec, ALLOWED_KEYS, what=WHAT)
     ngram = spec_int(spec, "ngram", DEFAULT_NGRAM, what=WHAT, lo=1, hi=1024)
     compat = spec.params.get("compat")
+    if compat == "none":
+        compat = None
     if compat is not None and compat != "markllm":
-        raise SpecError(f"{WHAT} {spec}: compat={compat!r} unknown; expected markllm")
+        raise SpecError(f"{WHAT} {spec}: compat={compat!r} unknown; expected none or markllm")
     if compat is None and "seed" in spec.params:
         raise SpecError(f"{WHAT} {spec}: seed is MarkLLM's config seed; it needs compat=markllm")
     seed = spec_int(spec, "seed", DEFAULT_SEED, what=WHAT, lo=0, hi=MOD - 1)

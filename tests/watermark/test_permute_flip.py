@@ -235,6 +235,7 @@ def test_embedded_generation_is_detected_and_reproducible(provider) -> None:
 # ------------------------------------------------------------------------------------------
 def test_defaults_and_canonical_specs() -> None:
     native = _pf("pf")
+    assert _pf("pf:compat=none").spec == native.spec
     assert str(native.spec) == "pf:ngram=8" and parse_watermark(str(native.spec)).spec == native.spec
     compat = _pf("pf:compat=markllm")
     assert str(compat.spec) == "pf:compat=markllm,ngram=8,seed=0"
@@ -244,7 +245,7 @@ def test_defaults_and_canonical_specs() -> None:
 
 @pytest.mark.parametrize("text,name", [
     ("pf:ngram=0", "ngram"), ("pf:ngram=x", "ngram"), ("pf:gamma=0.5", "gamma"),
-    ("pf:compat=marklm", "compat"), ("pf:seed=3", "seed"), ("pf:compat=markllm,seed=-1", "seed"),
+    ("pf:compat=marklm", "compat"), ("pf:seed=3", "seed"), ("pf:compat=none,seed=0", "seed"), ("pf:compat=markllm,seed=-1", "seed"),
     ("pf:compat=markllm,seed=1.5", "seed"),
 ])
 def test_bad_specs_give_one_line_naming_the_parameter(text: str, name: str) -> None:
