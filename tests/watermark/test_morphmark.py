@@ -81,8 +81,8 @@ def test_compat_seeds_are_reduced_mod_v_native_ones_are_not() -> None:
     assert set(compat.seeds(range(vocab), "104729", vocab)) == set(seeds)
     mine = native.seeds(range(vocab), KEY, vocab)
     assert max(mine) >= vocab and len(set(mine)) == vocab
-    assert set(native.seeds(range(vocab), KEY + "!", vocab)).isdisjoint(mine) or \
-        len(set(native.seeds(range(vocab), KEY + "!", vocab)) & set(mine)) < 5
+    # another key: new seeds (a chance overlap of 1000 draws from 2**32 is ~1e-4 expected)
+    assert len(set(native.seeds(range(vocab), KEY + "!", vocab)) & set(mine)) < 3
 
 
 # ------------------------------------------------------------------------------------------
