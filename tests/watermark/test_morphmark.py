@@ -88,7 +88,7 @@ def test_compat_seeds_are_reduced_mod_v_native_ones_are_not() -> None:
 # ------------------------------------------------------------------------------------------
 # evalrun's null: Binomial(n, int(V*gamma)/V) over first-occurrence contexts
 # ------------------------------------------------------------------------------------------
-N_NULL, LENGTH, VOCAB, ALPHA = 400, 150, 1000, 0.02
+N_NULL, LENGTH, VOCAB, ALPHA = 1000, 150, 1000, 0.02
 
 
 def _null_runs() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
