@@ -33,6 +33,7 @@ SCHEMES.register_lazy("dipmark", "evalrun.watermark.dipmark:build")
 #: ``kgw:seeding=...`` reaches it too (native kgw's builder hands it over)
 SCHEMES.register_lazy("kgw_compat", "evalrun.watermark.kgw_compat:build")
 SCHEMES.register_lazy("morphmark", "evalrun.watermark.morphmark:build")
+SCHEMES.register_lazy("exp_gumbel", "evalrun.watermark.exp_gumbel:build")
 
 
 def parse_watermark(text: str) -> WatermarkScheme | None:

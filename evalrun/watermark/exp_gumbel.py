@@ -1,0 +1,356 @@
+"""EXPGumbel: the Gumbel-max form of the exponential (Aaronson) watermark as MarkLLM ships it,
+``exp_gumbel:prefix_length=2,temperature=0.7``.
+
+Source: Aaronson's Gumbel-max watermark (Scott Aaronson, "Watermarking of large language
+models", 2023; Kuditipudi et al., "Robust distortion-free watermarks", 2023, section 2) in
+MarkLLM's implementation, ``watermark/exp_gumbel/exp_gumbel.py`` and ``config/EXPGumbel.json``
+of THU-BPM/MarkLLM at commit 112fa74 (defaults: prefix_length 2, eps 1e-20, threshold 1e-4,
+sequence_length 200, temperature 0.7, seed 42).
+
+Key table. MarkLLM draws one table ``U = clamp(torch.rand((L*V, V), generator=seed), min=eps)``
+(float32, L = prefix_length) and reads row ``r = ids[t-L] + ... + ids[t-1]``, the SUM of the
+previous L ids: different id pairs with the same sum share a row. At V = 50,257 the table is
+2*V^2 floats (20 GB, and MarkLLM keeps a second one of Gumbel values). Here rows are computed on
+demand, bit for bit: CPU ``torch.rand`` in float32 draws one 32-bit word per entry from the
+generator's MT19937 stream, in row-major order, and keeps its low 24 bits (``(w & 0xFFFFFF) *
+2**-24``), so row r is draws ``r*V .. r*V+V-1`` of that stream, reproduced here with numpy's
+MT19937 set to the state torch's ``manual_seed`` makes (Knuth's ``init_genrand`` of the seed's
+low 32 bits). MT19937 has no cheap arbitrary jump (a GF(2) polynomial jump costs far more than
+the draws it skips at these sizes), so :class:`RowStream` skips draws without storing them
+(``random_raw(output=False)``, a few ns each) and keeps the generator state (2.5 kB) at up to
+2048 evenly spaced rows (at least 2**20 draws apart), so a later row costs at most
+``max(ceil(L*V/2048), ceil(2**20/V))`` rows of draws. Memory
+stays bounded at any V (a few rows plus the checkpoints: tens of MB at V = 128,000); time is one
+pass over the stream up to the highest row used, once per key and vocabulary size (about
+``r*V*3.5`` ns for row r on one core).
+
+Generation (MarkLLM's ``EXPGumbelLogitsProcessor`` plus its greedy ``watermark_logits_argmax``):
+the chosen token is ``argmax(logits / temperature + g)`` with ``g = -log(clamp(-log U[r],
+min=eps))`` (float32, as MarkLLM), i.e. the Gumbel-max trick; the processor returns -inf
+everywhere but that token (histories shorter than L: the plain argmax, as MarkLLM). The run's
+own ``--temperature`` does not enter; the scheme's ``temperature`` does. ``seed`` is unused:
+generation is a function of the key and the history only.
+
+Detection. MarkLLM sums ``log(1 / (1 - u))`` over every position t >= L and reports the
+p-value ``gamma.sf(S, L_text - L)``. That is not a valid null when cells repeat: a repeated
+(row, token) cell (a repeated n-gram, or any two prefixes with the same id sum followed by the
+same token) adds the same Exp(1) value twice. evalrun's statistic keeps only the FIRST
+occurrence of each (row, token) cell: for a text fixed independently of the key, the kept
+cells are distinct entries of an i.i.d. table, so their ``-log(1 - u)`` are independent, and
+with u on float32's grid ``k / 2**24`` (below a continuous uniform) each is stochastically
+at most Exp(1). The p-value ``P[Gamma(n, 1) >= S]`` (n kept tokens,
+:func:`evalrun.watermark.nulls.erlang_p`, S summed in float64 with ``-log1p(-u)``) is
+therefore exact for continuous uniforms and conservative by at most the 2**-24 grid.
+Distinct cells in one shared row are still independent, so positions are dropped only for a
+repeated cell, not for a repeated row.
+
+Keys. Native mode (the default): the MT19937 state is seeded from the secret string through
+numpy's ``SeedSequence`` over the 256-bit sha256 of ``"evalrun/exp_gumbel\\0" + key`` (the
+full 19937-bit state, where torch's ``manual_seed`` keeps only 32 bits of an integer seed).
+``compat=markllm``: ``--key`` is MarkLLM's integer ``seed`` and the table is MarkLLM's exactly;
+``detect`` then adds ``markllm_score``, the p-value MarkLLM's ``detect_watermark`` returns for
+those ids (float32 ``1 - u`` and division, float64 log and sum, scipy's ``gamma.sf``; None
+where the text has no more than L tokens, for which MarkLLM returns NaN), and
+``markllm_is_watermarked`` (``markllm_score < threshold``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections import OrderedDict
+from typing import Any, Sequence
+
+import numpy as np
+from scipy import stats
+
+from evalrun._util.errors import SpecError
+from evalrun._util.specs import Spec, check_keys, spec_float, spec_int
+from evalrun.watermark import nulls
+from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_array
+
+WHAT = "--watermark"
+NAME = "exp_gumbel"
+ALLOWED_KEYS = frozenset({"prefix_length", "eps", "threshold", "temperature", "compat"})
+COMPAT = ("none", "markllm")
+DEFAULTS = {"prefix_length": 2, "eps": 1e-20, "threshold": 1e-4, "temperature": 0.7}
+_INT_RE = re.compile(r"[+-]?[0-9]+")
+_MT_N = 624
+#: how many generator states a stream keeps at most (2.5 kB each)
+MAX_CHECKPOINTS = 2048
+#: the fewest draws between two checkpoints
+MIN_SKIP = 1 << 20
+#: bytes of cached float32 rows a stream keeps for generation
+ROW_CACHE_BYTES = 64 << 20
+
+
+def torch_seed_key(seed: int) -> np.ndarray:
+    """The MT19937 state ``torch.Generator().manual_seed(seed)`` makes (CPU): Knuth's
+    ``init_genrand`` of the seed's low 32 bits (negative seeds wrap as uint64 first)."""
+    s = seed % (1 << 64) & 0xFFFFFFFF
+    key = np.empty(_MT_N, dtype=np.uint32)
+    key[0] = s
+    for j in range(1, _MT_N):
+        s = (1812433253 * (s ^ (s >> 30)) + j) & 0xFFFFFFFF
+        key[j] = s
+    return key
+
+
+def native_key(key: str) -> np.ndarray:
+    """MT19937 state for evalrun's secret string ``key`` (see the module docstring)."""
+    digest = hashlib.sha256(b"evalrun/exp_gumbel\0" + key.encode("utf-8")).digest()
+    bg = np.random.MT19937(np.random.SeedSequence(int.from_bytes(digest, "little")))
+    return np.array(bg.state["state"]["key"], dtype=np.uint32)
+
+
+def _uniform(words: np.ndarray, eps: np.float32) -> np.ndarray:
+    """torch's float32 uniform from raw MT19937 words, clamped like MarkLLM."""
+    u = ((words & 0xFFFFFF).astype(np.float64) * 2.0**-24).astype(np.float32)
+    return np.maximum(u, eps)
+
+
+class RowStream:
+    """Rows of the ``(rows, V)`` uniform table of one MT19937 stream, computed on demand."""
+
+    def __init__(self, init_key: np.ndarray, vocab_size: int, rows: int, eps: float) -> None:
+        self.V = int(vocab_size)
+        self.rows = int(rows)
+        self.eps = np.float32(eps)
+        # a checkpoint every ``every`` rows: at most MAX_CHECKPOINTS of them, and none closer
+        # than MIN_SKIP draws apart (reading a state costs as much as ~3,000 draws)
+        self.every = max(1, -(-self.rows // MAX_CHECKPOINTS), -(-MIN_SKIP // self.V))
+        self._bg = np.random.MT19937(0)
+        #: checkpoint row -> generator state there (row multiple of ``every``)
+        self._checks: dict[int, tuple[np.ndarray, int]] = {0: (init_key.copy(), _MT_N)}
+        self._at = -1  # the row the generator stands at (-1: unknown)
+        self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._cache_rows = max(1, ROW_CACHE_BYTES // (4 * self.V))
+
+    def _seek(self, row: int) -> None:
+        """Move the generator to the start of ``row``, recording checkpoints on the way."""
+        start = max(r for r in self._checks if r <= row)
+        if not start <= self._at <= row:
+            key, pos = self._checks[start]
+            self._bg.state = {"bit_generator": "MT19937", "state": {"key": key, "pos": pos}}
+            self._at = start
+        while self._at < row:
+            nxt = min(row, (self._at // self.every + 1) * self.every)
+            self._bg.random_raw((nxt - self._at) * self.V, output=False)
+            self._at = nxt
+            if nxt % self.every == 0 and nxt not in self._checks:
+                st = self._bg.state["state"]
+                self._checks[nxt] = (np.array(st["key"], dtype=np.uint32), int(st["pos"]))
+
+    def row(self, r: int) -> np.ndarray:
+        """Row ``r`` (float32, clamped at eps); bit-identical to the full table's."""
+        if not 0 <= r < self.rows:
+            raise IndexError(f"row {r} outside [0, {self.rows})")
+        got = self._cache.get(r)
+        if got is not None:
+            self._cache.move_to_end(r)
+            return got
+        self._seek(r)
+        words = self._bg.random_raw(self.V)
+        self._at = r + 1
+        out = _uniform(np.asarray(words), self.eps)
+        self._cache[r] = out
+        if len(self._cache) > self._cache_rows:
+            self._cache.popitem(last=False)
+        return out
+
+    def cells(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """``U[rows[i], cols[i]]`` for every i, visiting each row once in increasing order."""
+        out = np.empty(len(rows), dtype=np.float32)
+        for r in np.unique(rows):
+            sel = rows == r
+            out[sel] = self.row(int(r))[cols[sel]]
+        return out
+
+
+#: (key fingerprint, V, rows, eps) -> stream: one pass over a stream serves every later call
+_STREAMS: OrderedDict[tuple[bytes, int, int, float], RowStream] = OrderedDict()
+
+
+def stream_for(init_key: np.ndarray, vocab_size: int, rows: int, eps: float) -> RowStream:
+    fp = hashlib.sha256(init_key.tobytes()).digest()
+    k = (fp, int(vocab_size), int(rows), float(eps))
+    got = _STREAMS.get(k)
+    if got is None:
+        got = _STREAMS[k] = RowStream(init_key, vocab_size, rows, eps)
+        if len(_STREAMS) > 4:
+            _STREAMS.popitem(last=False)
+    _STREAMS.move_to_end(k)
+    return got
+
+
+class ExpGumbel(WatermarkScheme):
+    """MarkLLM's EXPGumbel with on-demand table rows and an exact (conservative) null."""
+
+    def __init__(self, *, prefix_length: int = 2, eps: float = 1e-20, threshold: float = 1e-4,
+                 temperature: float = 0.7, compat: str = "none") -> None:
+        if compat not in COMPAT:
+            raise SpecError(f"{WHAT} {NAME}: compat={compat!r} unknown; expected none or markllm")
+        self.prefix_length = int(prefix_length)
+        self.eps = float(eps)
+        self.threshold = float(threshold)
+        self.temperature = float(temperature)
+        self.compat = compat
+        self.spec = Spec(name=NAME, params={
+            "compat": compat, "eps": repr(self.eps), "prefix_length": str(self.prefix_length),
+            "temperature": repr(self.temperature), "threshold": repr(self.threshold),
+        })
+
+    def __repr__(self) -> str:
+        return f"ExpGumbel({self.spec})"
+
+    @property
+    def shared_context(self) -> int | None:
+        """Reads the last ``prefix_length`` ids only, ignores ``seed``, keeps no state."""
+        return self.prefix_length
+
+    def check_key(self, key: str) -> None:
+        super().check_key(key)
+        if self.compat == "markllm":
+            text = key.strip()
+            if not _INT_RE.fullmatch(text) or not -(2**63) <= int(text) < 2**64:
+                raise SpecError(f"--key: {NAME}:compat=markllm needs MarkLLM's integer seed as the key "
+                                "(a decimal integer)")
+        elif not key.strip():
+            raise SpecError(f"--key: the watermark key for {self.spec} must not be blank")
+
+    def stream(self, key: str, vocab_size: int) -> RowStream:
+        if vocab_size < 1:
+            raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
+        self.check_key(key)
+        init = torch_seed_key(int(key.strip())) if self.compat == "markllm" else native_key(key)
+        return stream_for(init, vocab_size, self.prefix_length * vocab_size, self.eps)
+
+    # ---- detection ----------------------------------------------------------------------
+    def _cells(self, ids: np.ndarray, key: str, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
+        """(row, u) of every scored position t >= prefix_length."""
+        L = self.prefix_length
+        n = len(ids)
+        if n <= L:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        csum = np.concatenate([[0], np.cumsum(ids)])
+        rows = csum[L:n] - csum[: n - L]
+        return rows, self.stream(key, vocab_size).cells(rows, ids[L:])
+
+    def _scores(self, ids: np.ndarray, rows: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Cumulative (kept count, evalrun's sum) after each scored position."""
+        cells = rows * (int(ids.max()) + 1) + ids[self.prefix_length:]
+        _, first_idx = np.unique(cells, return_index=True)
+        keep = np.zeros(len(cells), dtype=bool)
+        keep[first_idx] = True
+        terms = np.where(keep, -np.log1p(-u.astype(np.float64)), 0.0)
+        return np.cumsum(keep), np.cumsum(terms)
+
+    def markllm_score(self, u: np.ndarray) -> float | None:
+        """MarkLLM's ``detect_watermark`` score for the scored uniforms ``u`` (None: NaN there)."""
+        if len(u) == 0:
+            return None
+        one = np.float32(1.0)
+        inv = one / (one - u.astype(np.float32))  # float32, as torch's 1 / (1 - u)
+        total = 0.0
+        for x in inv.tolist():
+            total += math.log(x)
+        return float(stats.gamma.sf(total, len(u), loc=0, scale=1))
+
+    def detect(self, token_ids: Sequence[int], key: str, vocab_size: int) -> Detection:
+        ids = token_id_array(token_ids, vocab_size)
+        rows, u = self._cells(ids, key, vocab_size)
+        extra: dict[str, Any] = {}
+        if self.compat == "markllm":
+            m = self.markllm_score(u)
+            extra["markllm_score"] = m
+            extra["markllm_is_watermarked"] = None if m is None else bool(m < self.threshold)
+        if len(u) == 0:
+            extra["tokens_dropped_repeats"] = 0
+            return Detection(num_tokens_scored=0, score=0.0, p_value=1.0, extra=extra)
+        kept, sums = self._scores(ids, rows, u)
+        n, s = int(kept[-1]), float(sums[-1])
+        extra["tokens_dropped_repeats"] = len(u) - n
+        p = float(nulls.erlang_p(np.array([s]), np.array([n]))[0])
+        return Detection(num_tokens_scored=n, score=s, p_value=p, extra=extra)
+
+    def prefix_p_values(self, token_ids: Sequence[int], key: str, vocab_size: int) -> np.ndarray:
+        ids = token_id_array(token_ids, vocab_size)
+        out = np.ones(len(ids), dtype=np.float64)
+        rows, u = self._cells(ids, key, vocab_size)
+        if len(u):
+            kept, sums = self._scores(ids, rows, u)
+            out[self.prefix_length:] = nulls.erlang_p(sums, kept)
+        return out
+
+    # ---- generation ---------------------------------------------------------------------
+    def logits_processor(self, key: str, vocab_size: int, *, temperature: float,
+                         seed: int) -> "ExpGumbelLogitsProcessor":
+        return ExpGumbelLogitsProcessor(self.stream(key, vocab_size), self.prefix_length,
+                                        self.temperature, self.eps)
+
+
+class ExpGumbelLogitsProcessor:
+    """Per row: -inf everywhere but ``argmax(scores / temperature + gumbel[row sum])``."""
+
+    def __init__(self, stream: RowStream, prefix_length: int, temperature: float, eps: float) -> None:
+        self.stream = stream
+        self.prefix_length = prefix_length
+        self.temperature = temperature
+        self.eps = eps
+        self._gumbel: OrderedDict[int, Any] = OrderedDict()
+
+    def __repr__(self) -> str:
+        return f"ExpGumbelLogitsProcessor(prefix_length={self.prefix_length}, vocab_size={self.stream.V})"
+
+    def gumbel_row(self, r: int) -> Any:
+        """MarkLLM's ``gumbel[r]``: ``-log(clamp(-log(U[r]), min=eps))`` in float32 torch."""
+        import torch
+
+        got = self._gumbel.get(r)
+        if got is None:
+            u = torch.from_numpy(self.stream.row(r))
+            got = -torch.log(torch.clamp(-torch.log(u), min=self.eps))
+            self._gumbel[r] = got
+            if len(self._gumbel) > self.stream._cache_rows:
+                self._gumbel.popitem(last=False)
+        self._gumbel.move_to_end(r)
+        return got
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        V = self.stream.V
+        width = int(scores.shape[-1])
+        n = min(width, V)
+        out = torch.full_like(scores, float("-inf"))
+        hist = input_ids.detach().cpu().long()
+        for b in range(scores.shape[0]):
+            logits = scores[b, :n].detach().float().cpu()
+            if hist.shape[1] < self.prefix_length:
+                choice = int(torch.argmax(logits))
+            else:
+                r = int(hist[b, -self.prefix_length:].sum()) % self.stream.rows
+                choice = int(torch.argmax(logits / self.temperature + self.gumbel_row(r)[:n]))
+            out[b, choice] = 0.0
+        return out
+
+
+def build(spec: Spec) -> ExpGumbel:
+    """Validate ``exp_gumbel:prefix_length=...,eps=...,threshold=...,temperature=...,compat=...``
+    (MarkLLM's defaults: 2, 1e-20, 1e-4, 0.7; compat none)."""
+    check_keys(spec, ALLOWED_KEYS, what=WHAT)
+    pl = spec_int(spec, "prefix_length", 2, what=WHAT, lo=1, hi=16)
+    eps = finite_param(spec, "eps", spec_float(spec, "eps", 1e-20, what=WHAT, lo=0.0, hi=1e-3))
+    if eps <= 0:
+        raise SpecError(f"{WHAT} {spec}: eps={spec.params['eps']} must be > 0")
+    thr = finite_param(spec, "threshold", spec_float(spec, "threshold", 1e-4, what=WHAT, lo=0.0, hi=1.0))
+    if not 0.0 < thr < 1.0:
+        raise SpecError(f"{WHAT} {spec}: threshold={spec.params['threshold']} must lie strictly between 0 and 1")
+    temp = finite_param(spec, "temperature", spec_float(spec, "temperature", 0.7, what=WHAT, lo=0.0))
+    if temp <= 0:
+        raise SpecError(f"{WHAT} {spec}: temperature={spec.params['temperature']} must be > 0")
+    compat = spec.params.get("compat", "none")
+    if compat not in COMPAT:
+        raise SpecError(f"{WHAT} {spec}: compat={compat!r} unknown; expected none or markllm")
+    return ExpGumbel(prefix_length=pl, eps=eps, threshold=thr, temperature=temp, compat=compat)

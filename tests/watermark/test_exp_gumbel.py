@@ -1,0 +1,256 @@
+"""EXPGumbel (MarkLLM's Gumbel-max exponential watermark): MarkLLM agreement at two vocabulary
+sizes, on-demand table rows equal to the full ``torch.rand`` table, bounded memory, the null,
+generation with the embedded model, specs.
+
+Reference values: ``tests/watermark/data/markllm_reference.json`` (``scripts/markllm_reference.py``,
+MarkLLM 112fa74): per sequence, the ids and the ``score`` (a p-value) and ``is_watermarked`` of
+``EXPGumbel.detect_watermark`` with MarkLLM's default config (seed 42).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from evalrun._util.errors import SpecError
+from evalrun.watermark.exp_gumbel import ExpGumbel, RowStream, torch_seed_key
+from evalrun.watermark.registry import parse_watermark
+
+REF = json.loads((Path(__file__).parent / "data" / "markllm_reference.json").read_text())
+KEY = "exp-gumbel test key"
+
+
+def _scheme(text: str = "exp_gumbel") -> ExpGumbel:
+    scheme = parse_watermark(text)
+    assert isinstance(scheme, ExpGumbel)
+    return scheme
+
+
+def _compat() -> ExpGumbel:
+    return _scheme("exp_gumbel:compat=markllm")
+
+
+# ------------------------------------------------------------------------------------------
+# the table: on-demand rows are the full torch.rand table's rows, bit for bit
+# ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", [42, -3, 2**40 + 7])
+def test_on_demand_rows_equal_the_full_torch_table(seed: int) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    V = 1000
+    full = torch.clamp(torch.rand((2 * V, V), generator=torch.Generator().manual_seed(seed),
+                                  dtype=torch.float32), min=1e-20).numpy()
+    stream = RowStream(torch_seed_key(seed), V, 2 * V, 1e-20)
+    assert stream.every == 1049  # checkpoints at least 2**20 draws apart
+    # out of order, repeated, first and last rows: checkpoints and restarts all exercised
+    for r in [5, 0, 1999, 1998, 700, 5, 3, 1500, 1]:
+        assert np.array_equal(stream.row(r), full[r]), r
+    small = RowStream(torch_seed_key(seed), V, 2 * V, 1e-20)
+    small.every = 64  # sparse checkpoints: rows between them are reached by skipping draws
+    for r in [1999, 63, 64, 65, 1000, 2, 1999]:
+        assert np.array_equal(small.row(r), full[r]), r
+
+
+def test_memory_stays_bounded_at_v_128000() -> None:
+    """Rows of the V = 128,000 table (65 GB in full) with peak RSS measured in a fresh process."""
+    code = (
+        "import resource, numpy as np\n"
+        "from evalrun.watermark.registry import parse_watermark\n"
+        "s = parse_watermark('exp_gumbel:compat=markllm')\n"
+        "V = 128000\n"
+        "ids = np.array([3, 7, 1, 9, 2, 11, 5, 8, 0, 127999], dtype=np.int64)\n"
+        "d = s.detect(ids, '42', V)\n"
+        "st = s.stream('42', V)\n"
+        "print(d.extra['markllm_score'], len(st._checks), st.every,"
+        " resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2], timeout=300).stdout.split()
+    score, checks, every, rss_kb = float(out[0]), int(out[1]), int(out[2]), int(out[3])
+    assert 0.0 <= score <= 1.0
+    assert every == 125 and 1 <= checks <= 2048
+    assert rss_kb < 400 * 1024, f"peak RSS {rss_kb / 1024:.0f} MB"
+
+
+# ------------------------------------------------------------------------------------------
+# MarkLLM agreement
+# ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("vocab", ["1000", "50257"])
+def test_markllm_score_equals_markllm_for_every_stored_sequence(vocab: str) -> None:
+    cfg = REF["configs"]["EXPGumbel"]
+    scheme = _compat()
+    assert (scheme.prefix_length, scheme.eps, scheme.threshold, scheme.temperature) == (
+        cfg["prefix_length"], cfg["eps"], cfg["threshold"], cfg["temperature"])
+    seqs = REF["vocab"][vocab]["algorithms"]["EXPGumbel"]
+    assert {s["kind"] for s in seqs} == {"uniform-random", "model-sampled", "repeated-block", "watermarked"}
+    flagged = 0
+    for s in seqs:
+        det = scheme.detect(s["ids"], str(cfg["seed"]), int(vocab))
+        ref = float(s["score"])
+        assert det.extra["markllm_score"] == pytest.approx(ref, rel=1e-6, abs=1e-12), s["kind"]
+        assert det.extra["markllm_is_watermarked"] == (s["is_watermarked"] in (True, "True"))
+        flagged += det.extra["markllm_is_watermarked"]
+        # the per-token uniforms MarkLLM read
+        rows, u = scheme._cells(np.asarray(s["ids"]), str(cfg["seed"]), int(vocab))
+        assert np.array_equal(u.astype(np.float64), np.asarray(s["detail"]["u"], dtype=np.float64))
+        if s["kind"] == "repeated-block":
+            # MarkLLM counts the repeated cells again; evalrun scores each cell once
+            assert det.extra["tokens_dropped_repeats"] > 0
+            assert det.num_tokens_scored + det.extra["tokens_dropped_repeats"] == len(s["ids"]) - 2
+        elif s["kind"] == "watermarked" and vocab == "50257":
+            assert det.p_value < 0.01  # (at V=1000 the random model's 58 tokens are too few)
+    if vocab == "50257":
+        assert flagged == 3
+
+
+def test_markllm_score_on_too_short_texts_and_wrong_key() -> None:
+    scheme = _compat()
+    for ids in ([], [5], [5, 6]):
+        det = scheme.detect(ids, "42", 1000)
+        assert det.extra["markllm_score"] is None and det.p_value == 1.0
+        assert det.num_tokens_scored == 0
+    marked = [s for s in REF["vocab"]["1000"]["algorithms"]["EXPGumbel"] if s["kind"] == "watermarked"]
+    assert scheme.detect(marked[3]["ids"], "43", 1000).extra["markllm_score"] > 0.01
+
+
+# ------------------------------------------------------------------------------------------
+# the null
+# ------------------------------------------------------------------------------------------
+def _fpr_inside(pvals: np.ndarray, alpha: float = 0.02) -> None:
+    k = int((pvals <= alpha).sum())
+    lo, hi = scipy.stats.binom.interval(0.95, len(pvals), alpha)
+    assert lo <= k <= hi, (k, lo, hi)
+
+
+def test_null_fpr_and_uniformity_on_random_sequences() -> None:
+    """(Checked once on 4,000 random texts under 200 keys: FPR 0.018 at p = 0.02, 0.104 at
+    0.1, KS p = 0.34.)"""
+    rng = np.random.default_rng(2)
+    V = 1000
+    scheme = _scheme()
+    pvals = np.array([scheme.detect(rng.integers(0, V, 60).tolist(), f"{KEY}{i // 20}", V).p_value
+                      for i in range(400)])
+    _fpr_inside(pvals)
+    assert scipy.stats.kstest(pvals, "uniform").pvalue > 1e-3
+    # repetitive random texts (12 distinct ids, so (row, token) cells repeat): MarkLLM's sum
+    # counts repeats again; evalrun's deduplicated statistic stays calibrated
+    rep = np.array([scheme.detect(rng.integers(0, 12, 80).tolist(), f"{KEY}{i // 20}", V).p_value
+                    for i in range(400)])
+    _fpr_inside(rep)
+    assert scipy.stats.kstest(rep, "uniform").pvalue > 1e-3
+
+
+def test_prefix_p_values_match_detect() -> None:
+    rng = np.random.default_rng(5)
+    scheme = _scheme()
+    arr = rng.integers(0, 50, 40)
+    arr[20:30] = arr[0:10]  # repeats
+    ids = arr.tolist()
+    pre = scheme.prefix_p_values(ids, KEY, 1000)
+    assert pre.shape == (40,) and np.all(pre[:2] == 1.0)
+    for i in (2, 11, 25, 39):
+        assert pre[i] == pytest.approx(scheme.detect(ids[: i + 1], KEY, 1000).p_value, rel=1e-12)
+
+
+# ------------------------------------------------------------------------------------------
+# generation
+# ------------------------------------------------------------------------------------------
+def test_processor_picks_markllm_gumbel_argmax() -> None:
+    import torch
+
+    scheme = _compat()
+    V = 1000
+    proc = scheme.logits_processor("42", V, temperature=1.0, seed=0)
+    full = torch.clamp(torch.rand((2 * V, V), generator=torch.Generator().manual_seed(42)), min=1e-20)
+    gumbel = -torch.log(torch.clamp(-torch.log(full), min=1e-20))
+    hist = torch.tensor([[1, 2, 3], [9, 400, 500]])
+    scores = torch.randn(2, V, generator=torch.Generator().manual_seed(1))
+    out = proc(hist, scores.clone())
+    for b in range(2):
+        want = int(torch.argmax(scores[b] / 0.7 + gumbel[int(hist[b, -2:].sum())]))
+        assert int(torch.argmax(out[b])) == want
+        assert torch.isinf(out[b]).sum() == V - 1
+
+
+@pytest.fixture(scope="module")
+def provider():
+    from evalrun.model.embedded import embedded_model_path
+    from evalrun.plugins.providers.hf import HFProvider
+
+    return HFProvider(str(embedded_model_path()), spec="embedded", batch_size=4)
+
+
+def _generate(provider, spec: str, key: str | None, n: int = 4, seed: int = 11) -> dict:
+    from evalrun.model.generation import GenerationRequest, GenParams, Prompt
+
+    reqs = [GenerationRequest(
+        gen_key=f"g{i}", pack="unit", case={"id": f"c{i}"},
+        prompt=Prompt(None, f"Write a short report about the book number {i}."),
+        params=GenParams(temperature=1.0, max_tokens=80, seed=seed),
+        repetition=0, watermark=spec, key=key) for i in range(n)]
+    got: dict = {}
+    provider.generate(reqs, lambda r, g: got.__setitem__(r.gen_key, g))
+    return got
+
+
+def test_embedded_generation_is_detected_and_reproducible(provider) -> None:
+    spec = "exp_gumbel"
+    scheme = _scheme(spec)
+    first = _generate(provider, spec, KEY)
+    again = _generate(provider, spec, KEY, seed=99)  # the seed does not enter
+    detected = 0
+    for name, gen in first.items():
+        assert gen.error is None and len(gen.token_ids) >= 40
+        assert again[name].token_ids == gen.token_ids
+        vocab = gen.extra["vocab_size"]
+        detected += scheme.detect(gen.token_ids, KEY, vocab).p_value <= 0.02
+        assert scheme.detect(gen.token_ids, "another key", vocab).p_value > 0.001
+    assert detected >= 3
+
+
+# ------------------------------------------------------------------------------------------
+# specs and keys
+# ------------------------------------------------------------------------------------------
+def test_defaults_and_canonical_spec() -> None:
+    scheme = _scheme()
+    assert str(scheme.spec) == ("exp_gumbel:compat=none,eps=1e-20,prefix_length=2,"
+                                "temperature=0.7,threshold=0.0001")
+    assert str(_scheme(str(scheme.spec)).spec) == str(scheme.spec)
+    assert KEY not in repr(scheme) and not any(KEY in v for v in vars(scheme).values() if isinstance(v, str))
+
+
+@pytest.mark.parametrize("text,param", [
+    ("exp_gumbel:gamma=0.5", "gamma"),
+    ("exp_gumbel:prefix_length=0", "prefix_length"),
+    ("exp_gumbel:prefix_length=x", "prefix_length"),
+    ("exp_gumbel:temperature=0", "temperature"),
+    ("exp_gumbel:temperature=nan", "temperature"),
+    ("exp_gumbel:threshold=1.5", "threshold"),
+    ("exp_gumbel:eps=0", "eps"),
+    ("exp_gumbel:compat=other", "compat"),
+])
+def test_bad_specs_name_the_parameter(text: str, param: str) -> None:
+    with pytest.raises(SpecError) as err:
+        parse_watermark(text)
+    msg = str(err.value)
+    assert "exp_gumbel" in msg and param in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize("key", ["abc", "4.5", "", " "])
+def test_compat_key_must_be_an_integer(key: str) -> None:
+    with pytest.raises(SpecError) as err:
+        _compat().check_key(key)
+    msg = str(err.value)
+    assert "\n" not in msg and "exp_gumbel" in msg
+    if key.strip():
+        assert "compat" in msg and key not in msg
+    _compat().check_key("42")
+    _compat().check_key("-7")
+    _scheme().check_key("any string")
