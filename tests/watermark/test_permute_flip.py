@@ -111,7 +111,7 @@ def test_native_null_fpr_and_uniform_p_values() -> None:
 def test_compat_null_fpr_holds_where_markllms_threshold_does_not() -> None:
     pytest.importorskip("torch")
     rng = np.random.default_rng(33)
-    seqs = rng.integers(0, 1000, (300, 60))
+    seqs = rng.integers(0, 1000, (N_NULL, 60))
     scheme = _pf("pf:compat=markllm")
     dets = [scheme.detect(s, SALT, 1000) for s in seqs]
     p = np.array([d.p_value for d in dets])
@@ -199,7 +199,7 @@ def provider():
     return HFProvider(str(embedded_model_path()), spec="embedded", batch_size=4)
 
 
-def _generate(provider, spec: str, key: str, n: int = 4, max_tokens: int = 80) -> list:
+def _generate(provider, spec: str, key: str, n: int = 3, max_tokens: int = 40) -> list:
     from evalrun.model.generation import GenerationRequest, GenParams, Prompt
 
     prompts = ["It was a truth universally acknowledged", "Emma Woodhouse, handsome, clever",
@@ -217,10 +217,10 @@ def test_embedded_generation_is_detected_and_reproducible(provider) -> None:
     scheme = _pf()
     spec = str(scheme.spec)
     gens = _generate(provider, spec, KEY)
-    assert all(g.error is None and len(g.token_ids) >= 40 for g in gens)
+    assert all(g.error is None and len(g.token_ids) >= 24 for g in gens)
     vocab = gens[0].extra["vocab_size"]
     p = [scheme.detect(g.token_ids, KEY, vocab).p_value for g in gens]
-    assert sum(x <= 0.02 for x in p) >= 3, p
+    assert all(x <= 0.02 for x in p), p
     wrong = [scheme.detect(g.token_ids, "another key", vocab).p_value for g in gens]
     assert sum(x <= 0.02 for x in wrong) <= 1, wrong
     again = _generate(provider, spec, KEY)
