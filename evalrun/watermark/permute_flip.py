@@ -173,9 +173,10 @@ class PermuteFlip(WatermarkScheme):
             keys = self._compat_seeds(ids, salt)
             vals = np.zeros(m, dtype=np.float32)
             for j, s in enumerate(keys):
-                r = self._compat_uniforms(s, vocab_size)
                 tok = int(ids[n + j])
-                rt = r[tok:tok + 1].clone()
+                # torch.rand(V)[tok] is the last of torch.rand(tok + 1): the CPU generator
+                # fills in stream order (checked against MarkLLM's scores across all ids)
+                rt = self._compat_uniforms(s, tok + 1)[tok:]
                 rt[rt == 0] = 1e-4
                 vals[j] = float(-torch.log(rt)[0])
             scores = vals.astype(np.float64)
