@@ -18,8 +18,8 @@ MT19937 set to the state torch's ``manual_seed`` makes (Knuth's ``init_genrand``
 low 32 bits). MT19937 has no cheap arbitrary jump (a GF(2) polynomial jump costs far more than
 the draws it skips at these sizes), so :class:`RowStream` skips draws without storing them
 (``random_raw(output=False)``, a few ns each) and keeps the generator state (2.5 kB) at up to
-2048 evenly spaced rows (at least 2**20 draws apart), so a later row costs at most
-``max(ceil(L*V/2048), ceil(2**20/V))`` rows of draws. Memory
+2048 evenly spaced rows (at least 2**18 draws apart), so a later row costs at most
+``max(ceil(L*V/2048), ceil(2**18/V))`` rows of draws. Memory
 stays bounded at any V (a few rows plus the checkpoints: tens of MB at V = 128,000); time is one
 pass over the stream up to the highest row used, once per key and vocabulary size (about
 ``r*V*3.5`` ns for row r on one core).
@@ -80,7 +80,7 @@ _MT_N = 624
 #: how many generator states a stream keeps at most (2.5 kB each)
 MAX_CHECKPOINTS = 2048
 #: the fewest draws between two checkpoints
-MIN_SKIP = 1 << 20
+MIN_SKIP = 1 << 18
 #: bytes of cached float32 rows a stream keeps for generation
 ROW_CACHE_BYTES = 64 << 20
 
@@ -118,7 +118,7 @@ class RowStream:
         self.rows = int(rows)
         self.eps = np.float32(eps)
         # a checkpoint every ``every`` rows: at most MAX_CHECKPOINTS of them, and none closer
-        # than MIN_SKIP draws apart (reading a state costs as much as ~3,000 draws)
+        # than MIN_SKIP draws apart (reading a state costs about as much as 5,000 draws)
         self.every = max(1, -(-self.rows // MAX_CHECKPOINTS), -(-MIN_SKIP // self.V))
         self._bg = np.random.MT19937(0)
         #: checkpoint row -> generator state there (row multiple of ``every``)
