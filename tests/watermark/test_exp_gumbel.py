@@ -56,6 +56,27 @@ def test_on_demand_rows_equal_the_full_torch_table(seed: int) -> None:
     small.every = 64  # sparse checkpoints: rows between them are reached by skipping draws
     for r in [1999, 63, 64, 65, 1000, 2, 1999]:
         assert np.array_equal(small.row(r), full[r]), r
+    jumping = RowStream(torch_seed_key(seed), V, 2 * V, 1e-20)
+    jumping.every, jumping.jump_draws = 10, 0  # every checkpoint reached by an MT19937 jump
+    for r in [1999, 1237, 10, 11, 9, 640, 1990]:
+        assert np.array_equal(jumping.row(r), full[r]), r
+    assert sorted(jumping._checks) == [0, 10, 640, 1230, 1990]
+
+
+def test_jump_ahead_equals_skipping_far_into_the_stream() -> None:
+    """A jump of 3 * 10**8 + 7 draws lands where skipping them does (MT19937's recurrence)."""
+    from evalrun.watermark.exp_gumbel import mt_jump
+
+    init = torch_seed_key(42)
+    bg = np.random.MT19937(0)
+    bg.state = {"bit_generator": "MT19937", "state": {"key": init, "pos": 624}}
+    first = np.asarray(bg.random_raw(19937 + 624), dtype=np.uint32)
+    k = 3 * 10**8 + 7
+    bg.state = {"bit_generator": "MT19937", "state": {"key": init, "pos": 624}}
+    bg.random_raw(k, output=False)
+    want = bg.random_raw(1500)
+    bg.state = {"bit_generator": "MT19937", "state": {"key": mt_jump(first, k), "pos": 0}}
+    assert np.array_equal(bg.random_raw(1500), want)
 
 
 def test_memory_stays_bounded_at_v_128000() -> None:
@@ -65,7 +86,7 @@ def test_memory_stays_bounded_at_v_128000() -> None:
         "from evalrun.watermark.registry import parse_watermark\n"
         "s = parse_watermark('exp_gumbel:compat=markllm')\n"
         "V = 128000\n"
-        "ids = np.array([1000, 1000, 5, 3, 7, 1, 9, 2, 11, 5, 8, 0, 127999], dtype=np.int64)\n"
+        "ids = np.array([1000, 1000, 5, 3, 7, 1, 9, 2, 11, 5, 8, 0, 127999, 127998, 4], dtype=np.int64)\n"
         "d = s.detect(ids, '42', V)\n"
         "st = s.stream('42', V)\n"
         "print(d.extra['markllm_score'], len(st._checks), st.every,"
@@ -77,8 +98,9 @@ def test_memory_stays_bounded_at_v_128000() -> None:
     out = proc.stdout.split()
     score, checks, every, rss_kb = float(out[0]), int(out[1]), int(out[2]), int(out[3])
     assert 0.0 <= score <= 1.0
-    # row 2000 is reached by skipping 2000 * 128000 draws, saving a state every 125 rows
-    assert every == 125 and checks == 17
+    # rows 2000, 127999 and 255997 (up to 3.3e10 draws in) are reached by jumps to the
+    # checkpoints 2000, 127875 and 255875
+    assert every == 125 and checks == 4 + 1
     assert rss_kb < 300 * 1024, f"peak RSS {rss_kb / 1024:.0f} MB"
 
 
