@@ -51,7 +51,6 @@ from __future__ import annotations
 import hashlib
 import math
 import random
-import re
 from typing import Any, Sequence
 
 import numpy as np
@@ -60,13 +59,13 @@ from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_float, spec_int
 from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_array
+from evalrun.watermark.markllm_compat import check_key as check_markllm_key
+from evalrun.watermark.markllm_compat import compat_mode
 
 WHAT = "--watermark"
 NAME = "dipmark"
-COMPAT = ("none", "markllm")
 ALLOWED_KEYS = frozenset({"gamma", "alpha", "prefix_length", "z_threshold",
                           "ignore_history_generation", "ignore_history_detection", "compat"})
-_INT_RE = re.compile(r"[+-]?[0-9]+")
 _NATIVE_TAG = b"evalrun:dipmark:v1\0"
 _SEED_MOD = 2**32 - 1
 
@@ -130,8 +129,7 @@ class DiPmark(WatermarkScheme):
     def __init__(self, *, gamma: float = 0.5, alpha: float = 0.45, prefix_length: int = 5,
                  z_threshold: float = 1.513, ignore_history_generation: bool = False,
                  ignore_history_detection: bool = False, compat: str = "none") -> None:
-        if compat not in COMPAT:
-            raise SpecError(f"{WHAT} {NAME}: compat={compat!r} unknown; expected none or markllm")
+        compat = compat_mode(NAME, compat)
         self.gamma = float(gamma)
         self.alpha = float(alpha)
         self.prefix_length = int(prefix_length)
@@ -153,11 +151,7 @@ class DiPmark(WatermarkScheme):
     def check_key(self, key: str) -> None:
         """compat=markllm: an integer (MarkLLM's config key); native: any non-blank string."""
         super().check_key(key)
-        if not key.strip():
-            raise SpecError(f"--key: the watermark key for {self.spec} must not be blank")
-        if self.compat == "markllm" and not _INT_RE.fullmatch(key.strip()):
-            raise SpecError(f"--key: {NAME} with compat=markllm needs MarkLLM's integer config key "
-                            "(the key given is not an integer)")
+        check_markllm_key(self.spec, self.compat, key, "key")
 
     def hash_key(self, key: str) -> bytes:
         """The secret bytes appended to every context before hashing."""
@@ -302,9 +296,7 @@ def build(spec: Spec) -> DiPmark:
     alpha = finite_param(spec, "alpha", spec_float(spec, "alpha", 0.45, what=WHAT, lo=0.0, hi=0.5))
     prefix_length = spec_int(spec, "prefix_length", 5, what=WHAT, lo=0, hi=1 << 20)
     z_threshold = finite_param(spec, "z_threshold", spec_float(spec, "z_threshold", 1.513, what=WHAT))
-    compat = spec.params.get("compat", "none")
-    if compat not in COMPAT:
-        raise SpecError(f"{WHAT} {spec}: compat={compat!r} unknown; expected none or markllm")
+    compat = compat_mode(spec, spec.params.get("compat"))
     return DiPmark(gamma=gamma, alpha=alpha, prefix_length=prefix_length, z_threshold=z_threshold,
                    ignore_history_generation=_flag(spec, "ignore_history_generation"),
                    ignore_history_detection=_flag(spec, "ignore_history_detection"),

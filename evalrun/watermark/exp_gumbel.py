@@ -60,7 +60,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-import re
 from collections import OrderedDict
 from typing import Any, Sequence
 
@@ -71,13 +70,13 @@ from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_float, spec_int
 from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_array
+from evalrun.watermark.markllm_compat import check_key as check_markllm_key
+from evalrun.watermark.markllm_compat import compat_mode
 
 WHAT = "--watermark"
 NAME = "exp_gumbel"
 ALLOWED_KEYS = frozenset({"prefix_length", "eps", "threshold", "temperature", "compat"})
-COMPAT = ("none", "markllm")
 DEFAULTS = {"prefix_length": 2, "eps": 1e-20, "threshold": 1e-4, "temperature": 0.7}
-_INT_RE = re.compile(r"[+-]?[0-9]+")
 _MT_N = 624
 #: how many generator states a stream keeps at most (2.5 kB each)
 MAX_CHECKPOINTS = 2048
@@ -312,8 +311,7 @@ class ExpGumbel(WatermarkScheme):
 
     def __init__(self, *, prefix_length: int = 2, eps: float = 1e-20, threshold: float = 1e-4,
                  temperature: float = 0.7, compat: str = "none") -> None:
-        if compat not in COMPAT:
-            raise SpecError(f"{WHAT} {NAME}: compat={compat!r} unknown; expected none or markllm")
+        compat = compat_mode(NAME, compat)
         self.prefix_length = int(prefix_length)
         self.eps = float(eps)
         self.threshold = float(threshold)
@@ -334,13 +332,7 @@ class ExpGumbel(WatermarkScheme):
 
     def check_key(self, key: str) -> None:
         super().check_key(key)
-        if self.compat == "markllm":
-            text = key.strip()
-            if not _INT_RE.fullmatch(text) or not -(2**63) <= int(text) < 2**64:
-                raise SpecError(f"--key: {NAME}:compat=markllm needs MarkLLM's integer seed as the key "
-                                "(a decimal integer)")
-        elif not key.strip():
-            raise SpecError(f"--key: the watermark key for {self.spec} must not be blank")
+        check_markllm_key(self.spec, self.compat, key, "seed")
 
     def stream(self, key: str, vocab_size: int) -> RowStream:
         if vocab_size < 1:
@@ -473,7 +465,5 @@ def build(spec: Spec) -> ExpGumbel:
     temp = finite_param(spec, "temperature", spec_float(spec, "temperature", 0.7, what=WHAT, lo=0.0))
     if temp <= 0:
         raise SpecError(f"{WHAT} {spec}: temperature={spec.params['temperature']} must be > 0")
-    compat = spec.params.get("compat", "none")
-    if compat not in COMPAT:
-        raise SpecError(f"{WHAT} {spec}: compat={compat!r} unknown; expected none or markllm")
+    compat = compat_mode(spec, spec.params.get("compat"))
     return ExpGumbel(prefix_length=pl, eps=eps, threshold=thr, temperature=temp, compat=compat)

@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 from typing import Any, Sequence
 
 import numpy as np
@@ -66,6 +65,8 @@ from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, WatermarkScheme, token_id_array
 from evalrun.watermark.counting import cumulative_counts, first_occurrences
 from evalrun.watermark.kgw_compat import GreenLists, permutation_prefixes
+from evalrun.watermark.markllm_compat import MARKLLM, compat_mode
+from evalrun.watermark.markllm_compat import check_key as check_markllm_key
 
 WHAT = "--watermark"
 NAME = "morphmark"
@@ -79,9 +80,7 @@ DEFAULTS: dict[str, Any] = {
 ALLOWED_KEYS = frozenset(DEFAULTS)
 TYPES = ("exp", "linear", "log")
 F_SCHEMES = ("time", "additive")
-COMPAT = ("none", "markllm")
 MAX_PREFIX = 8
-_INT_RE = re.compile(r"[+-]?[0-9]+")
 _NATIVE_DOMAIN = b"evalrun morphmark v1\x00"
 _FALSE, _TRUE = ("false", "0", "no"), ("true", "1", "yes")
 
@@ -92,11 +91,9 @@ def _error(spec: Spec | str, param: str, why: str) -> SpecError:
 
 def parse_hash_key(key: Any, spec: Spec | str = NAME) -> int:
     """MarkLLM's integer ``hash_key`` from the ``--key`` string (compat mode; never echoed)."""
-    text = key.strip() if isinstance(key, str) else ""
-    if not _INT_RE.fullmatch(text) or not -(2**63) <= int(text) < 2**63:
-        raise SpecError(f"--key: {spec}: compat=markllm needs --key to be MarkLLM's integer "
-                        f"hash_key (a signed 64-bit decimal integer, e.g. {MARKLLM_HASH_KEY})")
-    return int(text)
+    value = check_markllm_key(spec, MARKLLM, key if isinstance(key, str) else "", "hash_key", high=2**63)
+    assert value is not None  # compat mode always gives the integer
+    return value
 
 
 def context_values(ids: np.ndarray, vocab_size: int, prefix_length: int,
@@ -148,11 +145,8 @@ class MorphMark(WatermarkScheme):
 
     # ---- keys and green lists -------------------------------------------------------------
     def check_key(self, key: str) -> None:
-        if self.compat == "markllm":
-            parse_hash_key(key, self.spec)
         super().check_key(key)
-        if not key.strip():
-            raise SpecError(f"--key: the watermark key for {self.spec} must not be blank")
+        check_markllm_key(self.spec, self.compat, key, "hash_key", high=2**63)
 
     def seeds(self, contexts: Sequence[int], key: str, vocab_size: int) -> list[int]:
         """Generator seed of the green list of each context value."""
@@ -349,7 +343,7 @@ def build(spec: Spec) -> MorphMark:
     f_scheme = _choice(spec, "f_scheme", F_SCHEMES)
     _choice(spec, "window_scheme", ("left",))
     z_threshold = spec_float(spec, "z_threshold", DEFAULTS["z_threshold"], what=WHAT)
-    compat = _choice(spec, "compat", COMPAT)
+    compat = compat_mode(spec, spec.params.get("compat"))
     return MorphMark(gamma=gamma, kind=kind, k_linear=k_linear, k_exp=k_exp, k_log=k_log,
                      p_0=p_0, delta_ewd=delta_ewd, prefix_length=prefix_length,
                      f_scheme=f_scheme, z_threshold=z_threshold, compat=compat)

@@ -54,7 +54,6 @@ evalrun's p-value inherits:
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, Sequence
 
 import numpy as np
@@ -66,6 +65,8 @@ from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.keyed_hash import code, neg_log_uniform, pair, range_codes, tag
 from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, WatermarkScheme, token_id_array
+from evalrun.watermark.markllm_compat import check_key as check_markllm_key
+from evalrun.watermark.markllm_compat import compat_mode
 from evalrun.watermark.randomness import derive_key
 
 WHAT = "--watermark"
@@ -80,7 +81,6 @@ MOD = 2**64 - 1
 MARKLLM_ALPHA = 0.01
 #: domain tag of this scheme's native key word
 TAG_PF = 0x7F3A_1C0D_E5B2_9A61
-_INT_RE = re.compile(r"[+-]?[0-9]+")
 
 
 def _torch() -> Any:
@@ -98,8 +98,7 @@ class PermuteFlip(WatermarkScheme):
                  seed: int = DEFAULT_SEED) -> None:
         if ngram < 1:
             raise SpecError(f"{WHAT} pf: ngram={ngram} must be >= 1")
-        if compat not in (None, "markllm"):
-            raise SpecError(f"{WHAT} pf: compat={compat!r} unknown; expected markllm")
+        compat = None if compat_mode(NAME, compat) == "none" else compat
         self.ngram = int(ngram)
         self.compat = compat
         self.seed = int(seed)
@@ -115,11 +114,7 @@ class PermuteFlip(WatermarkScheme):
     def check_key(self, key: str) -> None:
         """Native: any non-blank string. Compat: MarkLLM's integer ``salt_key``."""
         super().check_key(key)
-        if not key.strip():
-            raise SpecError(f"--key: the watermark key for {self.spec} must not be blank")
-        if self.compat is not None and not _INT_RE.fullmatch(key.strip()):
-            raise SpecError(f"--key: {self.spec} (compat=markllm) needs MarkLLM's integer "
-                            "salt_key as the key; the key given is not an integer")
+        check_markllm_key(self.spec, self.compat or "none", key, "salt_key")
 
     def _salt(self, key: str) -> int:
         self.check_key(key)
