@@ -38,7 +38,9 @@ def test_cpu_smoke_run_passes_and_writes_its_figures(tmp_path: Path) -> None:
     assert parity["status"] == "passed" and parity["figures"]["mismatches"] == []
     # every spec's detections (2 texts) and its logits processor were compared
     assert parity["figures"]["comparisons"] == 3 * len(load_script().PARITY_SPECS)
-    assert set(parity["figures"]["numpy_only"]) == {"kgw_compat", "synthid", "unigram", "waterfall"}
+    # the schemes without a torch kernel are named, so the GPU figures say what they left out
+    assert set(parity["figures"]["numpy_only"]) == {"kgw_compat", "synthid", "unigram", "waterfall", "dipmark",
+                                                    "pf", "exp_gumbel", "morphmark"}
     assert all(row["ratio"] > 0 for row in speed["figures"].values()) and len(speed["figures"]) == 3
 
 
