@@ -27,6 +27,12 @@ def finite_param(spec: Spec, key: str, value: float, *, what: str = "--watermark
     return value
 
 
+def check_temperature(temperature: float) -> None:
+    """ValueError unless a logits processor's ``temperature`` is finite and >= 0 (0: greedy)."""
+    if not math.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"temperature must be finite and >= 0, got {temperature}")
+
+
 def token_id_array(token_ids: Sequence[int], vocab_size: int) -> np.ndarray:
     """``token_ids`` as a 1-D int64 array; ValueError unless they are integers in
     ``[0, vocab_size)``."""

@@ -58,7 +58,7 @@ import numpy as np
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_float, spec_int
 from evalrun.watermark import nulls
-from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_array
+from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, finite_param, token_id_array
 from evalrun.watermark.markllm_compat import check_key as check_markllm_key
 from evalrun.watermark.markllm_compat import compat_mode
 
@@ -242,8 +242,7 @@ class DiPmarkLogitsProcessor:
     contexts used so far (MarkLLM's generation history); one instance per generation."""
 
     def __init__(self, scheme: DiPmark, hash_key: bytes, vocab_size: int, temperature: float) -> None:
-        if not math.isfinite(temperature) or temperature < 0:
-            raise ValueError(f"temperature must be finite and >= 0, got {temperature}")
+        check_temperature(temperature)
         if vocab_size < 1:
             raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
         self.scheme = scheme

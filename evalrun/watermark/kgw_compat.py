@@ -78,7 +78,7 @@ from evalrun.kernels.fisher_yates import (
 )
 from evalrun.kernels.token_stats import first_occurrence
 from evalrun.watermark import nulls
-from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_array
+from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, finite_param, token_id_array
 from evalrun.watermark.base import token_id_arrays as checked_arrays
 from evalrun.watermark.counting import cumulative_counts
 from evalrun.watermark.mask_tables import add_packed, previous_tokens
@@ -607,8 +607,7 @@ class KGWCompatLogitsProcessor:
     temperature (when > 0), so the caller samples at temperature 1."""
 
     def __init__(self, scheme: KGWCompat, hash_key: int, vocab_size: int, temperature: float) -> None:
-        if not math.isfinite(temperature) or temperature < 0:
-            raise ValueError(f"temperature must be finite and >= 0, got {temperature}")
+        check_temperature(temperature)
         self.scheme = scheme
         self._hash_key = hash_key
         self.vocab_size = int(vocab_size)

@@ -62,7 +62,7 @@ import numpy as np
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_float, spec_int
 from evalrun.watermark import nulls
-from evalrun.watermark.base import Detection, WatermarkScheme, token_id_array
+from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, token_id_array
 from evalrun.watermark.counting import cumulative_counts, first_occurrences
 from evalrun.watermark.kgw_compat import GreenLists, permutation_prefixes
 from evalrun.watermark.markllm_compat import MARKLLM, compat_mode
@@ -250,8 +250,7 @@ class MorphMarkLogitsProcessor:
     tokens, then MarkLLM's probability transfer (in the scores' dtype, per row)."""
 
     def __init__(self, scheme: MorphMark, key: str, vocab_size: int, temperature: float) -> None:
-        if not math.isfinite(temperature) or temperature < 0:
-            raise ValueError(f"temperature must be finite and >= 0, got {temperature}")
+        check_temperature(temperature)
         self.scheme = scheme
         self.vocab_size = int(vocab_size)
         self.temperature = float(temperature)

@@ -64,7 +64,7 @@ from evalrun._util.specs import Spec, check_keys, spec_int
 from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.keyed_hash import code, neg_log_uniform, pair, range_codes, tag
 from evalrun.watermark import nulls
-from evalrun.watermark.base import Detection, WatermarkScheme, token_id_array
+from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, token_id_array
 from evalrun.watermark.markllm_compat import check_key as check_markllm_key
 from evalrun.watermark.markllm_compat import compat_mode
 from evalrun.watermark.randomness import derive_key
@@ -234,8 +234,7 @@ class PermuteFlipLogitsProcessor:
 
     def __init__(self, scheme: PermuteFlip, vocab_size: int, temperature: float, *,
                  key_word: int | None = None, salt: int | None = None) -> None:
-        if not math.isfinite(temperature) or temperature < 0:
-            raise ValueError(f"temperature must be finite and >= 0, got {temperature}")
+        check_temperature(temperature)
         if vocab_size < 1:
             raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
         self.scheme = scheme

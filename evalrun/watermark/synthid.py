@@ -68,7 +68,6 @@ there; tests/watermark/test_synthid.py pins these bounds.
 from __future__ import annotations
 
 import functools
-import math
 import re
 from typing import Any, Sequence
 
@@ -77,7 +76,7 @@ import numpy as np
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_int
 from evalrun.watermark import nulls
-from evalrun.watermark.base import Detection, WatermarkScheme, token_id_array
+from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, token_id_array
 
 WHAT = "--watermark"
 SCORES = ("mean", "weighted_mean")
@@ -431,8 +430,7 @@ class SynthIDLogitsProcessor:
     whose step is watermarked. Holds the keys in memory for the generation's lifetime."""
 
     def __init__(self, scheme: SynthID, keys: tuple[int, ...], temperature: float) -> None:
-        if not math.isfinite(temperature) or temperature < 0:
-            raise ValueError(f"temperature must be finite and >= 0, got {temperature}")
+        check_temperature(temperature)
         self.scheme = scheme
         self._keys = _u64(keys)
         self.temperature = float(temperature)

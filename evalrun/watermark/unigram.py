@@ -26,7 +26,6 @@ p-value (green probability ``int(gamma*V)/V``) in ``extra``, computed by
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from dataclasses import replace
 from typing import Any, Sequence
@@ -37,7 +36,7 @@ from scipy import stats
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_float
 from evalrun.watermark import nulls
-from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_array
+from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, finite_param, token_id_array
 from evalrun.watermark.counting import cumulative_counts, first_occurrences
 from evalrun.watermark.scores import REPEATS
 from evalrun.watermark.strength import GREEN_LIST_GRID
@@ -166,8 +165,7 @@ class UnigramLogitsProcessor:
     built once per width, dtype and device and each step costs one addition."""
 
     def __init__(self, mask: np.ndarray, delta: float, temperature: float) -> None:
-        if not math.isfinite(temperature) or temperature < 0:
-            raise ValueError(f"temperature must be finite and >= 0, got {temperature}")
+        check_temperature(temperature)
         self._mask = mask
         self.delta = delta
         self.temperature = float(temperature)

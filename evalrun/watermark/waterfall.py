@@ -89,7 +89,7 @@ import numpy as np
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_float, spec_int
 from evalrun.watermark import nulls
-from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_array
+from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, finite_param, token_id_array
 from evalrun.watermark.processing import host_view
 from evalrun.watermark.seed_tables import seed_tables
 
@@ -464,8 +464,7 @@ class WaterfallLogitsProcessor:
     process-wide seed-table cache per (owner, previous tokens, width, dtype, device)."""
 
     def __init__(self, scheme: Waterfall, owner: int, vocab_size: int, temperature: float) -> None:
-        if not math.isfinite(temperature) or temperature < 0:
-            raise ValueError(f"temperature must be finite and >= 0, got {temperature}")
+        check_temperature(temperature)
         self.scheme = scheme
         self._owner = owner
         self.vocab_size = int(vocab_size)
