@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Sequence, TypeGuard
+from typing import Any, Protocol, Sequence, TypeGuard
 
 import numpy as np
 
-from evalrun._util.errors import SpecError
+from evalrun._util.errors import EvalrunError, SpecError
 from evalrun._util.specs import Spec
 
 
@@ -67,6 +67,53 @@ def token_id_arrays(sequences: Sequence[Sequence[int]], vocab_size: int) -> list
     return [token_id_array(s, vocab_size) for s in seqs]
 
 
+class TokenLogits(Protocol):
+    """A model's next-token logits on texts, for schemes whose detector reads the model
+    (SWEET's and EWD's entropies, Unbiased's likelihood ratios; ``needs_model``).
+
+    Called with texts of ``n >= 1`` token ids each, it returns per text a float32 array of
+    shape ``[n - 1, V]``: row ``t`` is the logits the model gives after reading
+    ``ids[: t + 1]`` -- the text alone, no prompt and no special tokens, as MarkLLM's
+    detectors feed it -- so row ``t`` predicts ``ids[t + 1]``. Each text is scored by itself,
+    so a row never depends on what else is in the batch (results are reproducible from the
+    store bit for bit)."""
+
+    #: what the logits come from, for messages (``embedded``, ``hf:/path``)
+    name: str
+
+    def __call__(self, texts: Sequence[np.ndarray]) -> list[np.ndarray]: ...
+
+
+class ModelRequired(EvalrunError, ValueError):
+    """Detection of a ``needs_model`` scheme was asked for without the model's logits; a
+    ValueError too, so a grade stage records it as the item's grader error."""
+
+
+def require_logits(scheme: "WatermarkScheme", logits: "TokenLogits | None",
+                   why: str) -> "TokenLogits":
+    """``logits``, or :class:`ModelRequired` naming the scheme and what it reads the model for."""
+    if logits is None:
+        raise ModelRequired(f"--watermark {scheme.spec}: detection needs the model ({why}): pass "
+                            "evalrun detect --model SPEC, the model that generated the text")
+    return logits
+
+
+def checked_logits(scheme: "WatermarkScheme", logits: "TokenLogits", ids: np.ndarray,
+                   vocab_size: int) -> np.ndarray:
+    """The ``[len(ids) - 1, vocab_size]`` float32 logits of one text (an empty ``[0, V]``
+    array for texts under two tokens); :class:`ModelRequired` when the model's logit width
+    is not the detector's vocabulary size."""
+    if len(ids) < 2:
+        return np.zeros((0, vocab_size), dtype=np.float32)
+    [rows] = logits([ids])
+    rows = np.asarray(rows, dtype=np.float32)
+    if rows.shape != (len(ids) - 1, vocab_size):
+        raise ModelRequired(f"--watermark {scheme.spec}: --model {logits.name} gives logits of shape "
+                            f"{tuple(rows.shape)} for {len(ids)} ids; expected ({len(ids) - 1}, "
+                            f"{vocab_size}) (--vocab-size must be the model's logit width)")
+    return rows
+
+
 @dataclass(frozen=True)
 class Detection:
     """Detector verdict for one token sequence (the JSON ``evalrun detect`` prints)."""
@@ -99,6 +146,10 @@ class WatermarkScheme(ABC):
     spec: Spec
     #: True for green-list schemes (their detections carry num_green_tokens and z_score)
     green_list: bool = False
+    #: True for schemes whose detector reads the model's logits on the text: their ``detect``,
+    #: ``prefix_p_values`` and ``*_many`` take ``logits=`` (a :class:`TokenLogits`) and raise
+    #: :class:`ModelRequired` without it
+    needs_model: bool = False
 
     @property
     def shared_context(self) -> int | None:

@@ -34,6 +34,9 @@ SCHEMES.register_lazy("dipmark", "evalrun.watermark.dipmark:build")
 SCHEMES.register_lazy("kgw_compat", "evalrun.watermark.kgw_compat:build")
 SCHEMES.register_lazy("morphmark", "evalrun.watermark.morphmark:build")
 SCHEMES.register_lazy("exp_gumbel", "evalrun.watermark.exp_gumbel:build")
+SCHEMES.register_lazy("sweet", "evalrun.watermark.sweet:build")
+SCHEMES.register_lazy("ewd", "evalrun.watermark.ewd:build")
+SCHEMES.register_lazy("unbiased", "evalrun.watermark.unbiased:build")
 
 
 def parse_watermark(text: str) -> WatermarkScheme | None:

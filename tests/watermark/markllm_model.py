@@ -1,0 +1,59 @@
+"""The random 2-layer GPT-2 that made ``data/markllm_reference.json``, rebuilt from
+``scripts/markllm_reference.py`` (same construction, checked against the stored weight hash),
+and its logits as a :class:`~evalrun.watermark.base.TokenLogits`: what the tests of the
+schemes whose detector reads the model (SWEET, EWD, Unbiased) hand to ``detect``."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Sequence
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = json.loads((Path(__file__).parent / "data" / "markllm_reference.json").read_text())
+
+
+@functools.cache
+def reference_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("markllm_reference", ROOT / "scripts" / "markllm_reference.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@functools.cache
+def reference_model(vocab_size: int) -> Any:
+    """The reference GPT-2 at ``vocab_size``; AssertionError if its weights differ from the ones
+    MarkLLM ran with (the hash in the reference file)."""
+    script = reference_script()
+    model = script.build_model(vocab_size)
+    expected = DATA["vocab"][str(vocab_size)]["model"]["weights_sha256"]
+    assert script.weights_sha256(model) == expected, "the rebuilt reference model differs"
+    return model
+
+
+class ReferenceLogits:
+    """:class:`TokenLogits` of the reference model: one text per forward pass, as MarkLLM."""
+
+    def __init__(self, vocab_size: int) -> None:
+        self.vocab_size = vocab_size
+        self.name = f"markllm-reference-gpt2-V{vocab_size}"
+        self.calls = 0
+
+    def __call__(self, texts: Sequence[np.ndarray]) -> list[np.ndarray]:
+        import torch
+
+        model = reference_model(self.vocab_size)
+        out = []
+        for ids in texts:
+            self.calls += 1
+            x = torch.as_tensor(np.asarray(ids[:-1], dtype=np.int64))[None]
+            with torch.no_grad():
+                out.append(model(x, use_cache=False).logits[0].float().numpy())
+        return out
