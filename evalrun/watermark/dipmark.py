@@ -8,16 +8,23 @@ the whole history), ``z_threshold=1.513`` (MarkLLM's decision threshold, reporte
 ``ignore_history_generation=0`` and ``ignore_history_detection=0``, ``compat=none|markllm``.
 
 Randomness. A position's context is its last ``prefix_length`` ids (fewer at the start of a
-text), as int64 little-endian bytes ``c``. Its seed is
-``int.from_bytes(sha256(c + hash_key), "big") % (2**32 - 1)`` and its permutation of the
-vocabulary is ``torch.randperm(V, generator=torch.Generator().manual_seed(seed))``.
+text; the whole history for 0), and each context has a permutation of the vocabulary.
 
-* ``compat=markllm``: ``--key`` is MarkLLM's integer config ``key`` and ``hash_key`` its
-  128-byte expansion ``random.Random(key).getrandbits(1024).to_bytes(128, "big")`` (the
-  expansion MarkLLM's ``DIPConfig`` lost in commit 26d976e; without it MarkLLM's
-  ``detect_watermark`` raises AttributeError on ``hash_key``).
-* native (``compat=none``): ``hash_key = sha256(b"evalrun:dipmark:v1\\0" + key.encode())``, so
-  each seed is a keyed hash (sha256 with the 32-byte secret as suffix) of the context.
+* ``compat=markllm``: the context as int64 little-endian bytes ``c`` gets the seed
+  ``int.from_bytes(sha256(c + hash_key), "big") % (2**32 - 1)`` and the permutation
+  ``torch.randperm(V, generator=torch.Generator().manual_seed(seed))``. ``--key`` is MarkLLM's
+  integer config ``key`` and ``hash_key`` its 128-byte expansion
+  ``random.Random(key).getrandbits(1024).to_bytes(128, "big")`` (the expansion MarkLLM's
+  ``DIPConfig`` lost in commit 26d976e; without it MarkLLM's ``detect_watermark`` raises
+  AttributeError on ``hash_key``).
+* native (``compat=none``): the keyed-hash kernels of :mod:`evalrun.kernels.keyed_hash`, so
+  detection never builds a permutation. The key word is
+  :func:`~evalrun.watermark.randomness.derive_key` of ``--key`` tagged for this scheme; a
+  context's seed word is the SplitMix64 ``pair`` hash folded over its ids newest first,
+  starting from the key word; a token's position in the context's permutation is
+  ``feistel_rank(seed, token, V)``, a keyed bijection of ``[0, V)`` (4-round Feistel network
+  with cycle walking) evaluated per token in O(1). Detection costs a few hashes per token instead of a
+  ``randperm(V)``; generation ranks all V tokens and sorts them into the permutation.
 
 Generation (MarkLLM's ``reweight_logits``, written from the paper's definition): permute the
 temperature-scaled distribution, take its CDF ``F`` in permuted order, and give the j-th permuted
@@ -29,14 +36,17 @@ that history), never shared between rows.
 
 Detection. A token's quantile is ``q = (position in the permutation + 1) / V`` in float32, and
 it is green when ``q >= gamma`` (float32). evalrun's null (exact, under the usual random-oracle
-idealisation of the keyed hash and of ``randperm``): for a text fixed independently of the key,
-a token's permutation position at a context is uniform on ``[0, V)`` and independent across
-distinct contexts, so each token whose context is new in the text (the first token has none and
-is not scored; later repeats of a context are dropped whatever ``ignore_history_detection``
-says) is green with probability exactly ``p = #{k in 1..V : float32(k / V) >= gamma} / V``.
+idealisation of the keyed hash, of the Feistel permutation and of ``randperm``): for a text fixed
+independently of the key, a token's permutation position at a context is uniform on ``[0, V)``
+and independent across distinct contexts (distinct seeds), so each token whose context is new in
+the text (the first token has none and is not scored; later repeats of a context -- native: of
+its seed word -- are dropped whatever ``ignore_history_detection`` says) is green with
+probability exactly ``p = #{k in 1..V : float32(k / V) >= gamma} / V``.
 The green count G of n such tokens is Binomial(n, p): the p-value is
 ``nulls.binomial_p(G, n, p)``, the z-score ``(G - p n) / sqrt(n p (1 - p))`` (the score).
-Seeds of distinct contexts collide with probability about ``n**2 / 2**33``, which is ignored.
+Seeds of distinct contexts collide with probability about ``n**2 / 2**33`` (compat; native
+``n**2 / 2**65``), which is ignored. ``detect_many`` scores all texts in one vectorised pass
+(native) and equals ``detect`` text by text.
 
 MarkLLM's score (``extra["markllm_score"]`` in compat mode, the number its
 ``detect_watermark`` returns): ``z = (G - (1 - gamma) n_m) / sqrt(n_m)`` in float32, where n_m
@@ -57,10 +67,22 @@ import numpy as np
 
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_float, spec_int
+from evalrun.kernels.backend import NUMPY
+from evalrun.kernels.keyed_hash import code, feistel_rank, pair, tag
+from evalrun.kernels.token_stats import first_occurrence
 from evalrun.watermark import nulls
-from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, finite_param, token_id_array
+from evalrun.watermark.base import (
+    Detection,
+    WatermarkScheme,
+    check_temperature,
+    finite_param,
+    token_id_array,
+    token_id_arrays,
+)
+from evalrun.watermark.detection import _Layout as Layout
 from evalrun.watermark.markllm_compat import check_key as check_markllm_key
 from evalrun.watermark.markllm_compat import compat_mode
+from evalrun.watermark.randomness import derive_key
 
 WHAT = "--watermark"
 NAME = "dipmark"
@@ -68,6 +90,8 @@ ALLOWED_KEYS = frozenset({"gamma", "alpha", "prefix_length", "z_threshold",
                           "ignore_history_generation", "ignore_history_detection", "compat"})
 _NATIVE_TAG = b"evalrun:dipmark:v1\0"
 _SEED_MOD = 2**32 - 1
+#: domain tag of this scheme's native key word
+TAG_DIPMARK = 0x4D1B_7E29_C0F5_3A87
 
 
 def markllm_hash_key(key: int) -> bytes:
@@ -76,7 +100,9 @@ def markllm_hash_key(key: int) -> bytes:
 
 
 def native_hash_key(key: str) -> bytes:
-    """The secret suffix of every seed hash for an evalrun string key (never echoed)."""
+    """A 32-byte secret for an evalrun string key, the suffix of :func:`context_seed`'s hash
+    (never echoed): the sha256/``randperm`` keying with a string key, which other schemes
+    reuse. dipmark's own native mode keys with :func:`native_key_word` instead."""
     return hashlib.sha256(_NATIVE_TAG + key.encode("utf-8")).digest()
 
 
@@ -84,6 +110,32 @@ def context_seed(context: np.ndarray, hash_key: bytes) -> int:
     """Seed of a position's permutation from its context ids (int64 little endian)."""
     code = np.ascontiguousarray(context, dtype="<i8").tobytes()
     return int.from_bytes(hashlib.sha256(code + hash_key).digest(), "big") % _SEED_MOD
+
+
+def native_key_word(key: str) -> int:
+    """The 64-bit key word of native mode: :func:`derive_key` tagged for this scheme."""
+    return int(tag(NUMPY, NUMPY.u64([derive_key(key)]), TAG_DIPMARK)[0])
+
+
+def native_seeds(key_word: int, ids: np.ndarray, local: np.ndarray, prefix_length: int) -> np.ndarray:
+    """Native seed word of every position of texts laid end to end (``local``: each position's
+    index in its own text): ``pair`` folded over the position's context ids newest first, from
+    ``key_word``. The context is the last ``prefix_length`` ids of its own text (fewer at the
+    start, all for 0), so each text gets the seeds it gets alone."""
+    seeds = np.full(len(ids), key_word, dtype=np.uint64)
+    depth = int(local.max()) if len(local) else 0
+    if prefix_length:
+        depth = min(depth, prefix_length)
+    codes = code(NUMPY, ids)
+    for back in range(1, depth + 1):
+        at = np.flatnonzero(local >= back)
+        seeds[at] = pair(NUMPY, seeds[at], codes[at - back])
+    return seeds
+
+
+def native_ranks(seeds: np.ndarray, tokens: np.ndarray, vocab_size: int) -> np.ndarray:
+    """Position of each token in its seed's native permutation (int64 in ``[0, V)``)."""
+    return np.asarray(feistel_rank(NUMPY, seeds, tokens, vocab_size)).astype(np.int64)
 
 
 def permutation(seed: int, vocab_size: int) -> Any:
@@ -167,7 +219,8 @@ class DiPmark(WatermarkScheme):
 
     # ---- detection ------------------------------------------------------------------------
     def _flags(self, ids: np.ndarray, hash_key: bytes, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
-        """Per position: (first occurrence of its context, green). Position 0 is neither."""
+        """compat=markllm, per position: (first occurrence of its context, green). Position 0
+        is neither."""
         n = len(ids)
         new = np.zeros(n, dtype=bool)
         green = np.zeros(n, dtype=bool)
@@ -185,11 +238,33 @@ class DiPmark(WatermarkScheme):
             green[i] = bool(q[pos] >= gamma)
         return new, green
 
-    def _prefix_stats(self, token_ids: Sequence[int], key: str,
-                      vocab_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        ids = token_id_array(token_ids, vocab_size)
-        new, green = self._flags(ids, self.hash_key(key), vocab_size)
-        return ids, new, np.cumsum(new), np.cumsum(new & green)
+    def _native_flags(self, lay: Layout, key: str, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
+        """Native :meth:`_flags` of every text of ``lay`` at once (a context's first
+        occurrence is its seed word's, per text)."""
+        seeds = native_seeds(native_key_word(key), lay.flat, lay.local, self.prefix_length)
+        at = np.flatnonzero(lay.local >= 1)
+        new = np.zeros(lay.size, dtype=bool)
+        green = np.zeros(lay.size, dtype=bool)
+        if len(at):
+            new[at] = np.asarray(first_occurrence(NUMPY, seeds[at], lay.segment[at]), dtype=bool)
+            ranks = native_ranks(seeds[at], lay.flat[at], vocab_size)
+            green[at] = quantiles(vocab_size)[ranks] >= np.float32(self.gamma)
+        return new, green
+
+    def _flags_many(self, token_id_seqs: Sequence[Sequence[int]], key: str,
+                    vocab_size: int) -> tuple[Layout, np.ndarray, np.ndarray]:
+        """The texts laid end to end, and the (new context, green) flags of every position."""
+        self.check_key(key)
+        if vocab_size < 1:
+            raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
+        lay = Layout(token_id_arrays(token_id_seqs, vocab_size))
+        if self.compat != "markllm":
+            return (lay, *self._native_flags(lay, key, vocab_size))
+        hash_key = self.hash_key(key)
+        pairs = [self._flags(ids, hash_key, vocab_size) for ids in lay.split(lay.flat)]
+        if not pairs:
+            return lay, np.zeros(0, dtype=bool), np.zeros(0, dtype=bool)
+        return lay, np.concatenate([a for a, _ in pairs]), np.concatenate([b for _, b in pairs])
 
     def markllm_score(self, new: np.ndarray, green: np.ndarray) -> float:
         """MarkLLM's ``score`` (float32 arithmetic as in its ``score_sequence``)."""
@@ -205,43 +280,64 @@ class DiPmark(WatermarkScheme):
         return float((f32(g) - f32((1 - self.gamma) * n)) / f32(math.sqrt(n)))
 
     def detect(self, token_ids: Sequence[int], key: str, vocab_size: int) -> Detection:
-        ids = token_id_array(token_ids, vocab_size)
-        new, green = self._flags(ids, self.hash_key(key), vocab_size)
+        return self.detect_many([token_ids], key, vocab_size)[0]
+
+    def detect_many(self, token_id_arrays: Sequence[Sequence[int]], key: str,
+                    vocab_size: int, **kwargs: Any) -> list[Detection]:
+        """:meth:`detect` of every text; native mode flags all texts in one vectorised pass."""
+        if kwargs:
+            raise TypeError(f"unexpected keyword arguments {sorted(kwargs)}")
+        lay, new, green = self._flags_many(token_id_arrays, key, vocab_size)
         p_green = green_probability(vocab_size, self.gamma)
-        n, g = int(new.sum()), int((new & green).sum())
-        z = float(nulls.z_scores(np.array([g]), np.array([n]), p_green)[0])
-        p = float(nulls.binomial_p(np.array([g]), np.array([n]), p_green)[0])
-        extra: dict[str, Any] = {
-            "green_fraction": g / n if n else 0.0,
-            "green_probability": p_green,
-            "normal_p_value": float(nulls.normal_p(np.array([z]))[0]),
-        }
-        if self.compat == "markllm":
-            score = self.markllm_score(new, green) if len(ids) else None
-            extra["markllm_score"] = score
-            extra["markllm_is_watermarked"] = bool(score is not None and score > self.z_threshold)
-        return Detection(num_tokens_scored=n, score=z, p_value=p, num_green_tokens=g,
-                         z_score=z, extra=extra)
+        n, g = lay.totals(new.astype(np.int64)), lay.totals((new & green).astype(np.int64))
+        z = nulls.z_scores(g, n, p_green)
+        p = nulls.binomial_p(g, n, p_green)
+        normal = nulls.normal_p(z)
+        news, greens = (lay.split(new), lay.split(green)) if self.compat == "markllm" else ([], [])
+        out = []
+        for i, (n_i, g_i, z_i, p_i, q_i) in enumerate(zip(n.tolist(), g.tolist(), z.tolist(),
+                                                          p.tolist(), normal.tolist())):
+            extra: dict[str, Any] = {"green_fraction": g_i / n_i if n_i else 0.0,
+                                     "green_probability": p_green, "normal_p_value": q_i}
+            if self.compat == "markllm":
+                score = self.markllm_score(news[i], greens[i]) if lay.lengths[i] else None
+                extra["markllm_score"] = score
+                extra["markllm_is_watermarked"] = bool(score is not None and score > self.z_threshold)
+            out.append(Detection(num_tokens_scored=n_i, score=z_i, p_value=p_i,
+                                 num_green_tokens=g_i, z_score=z_i, extra=extra))
+        return out
 
     def prefix_p_values(self, token_ids: Sequence[int], key: str, vocab_size: int) -> np.ndarray:
-        _, _, totals, counts = self._prefix_stats(token_ids, key, vocab_size)
-        if len(totals) == 0:
-            return np.ones(0, dtype=np.float64)
+        return self.prefix_p_values_many([token_ids], key, vocab_size)[0]
+
+    def prefix_p_values_many(self, token_id_arrays: Sequence[Sequence[int]], key: str,
+                             vocab_size: int, **kwargs: Any) -> list[np.ndarray]:
+        """:meth:`prefix_p_values` of every text, from one pass over all of them."""
+        if kwargs:
+            raise TypeError(f"unexpected keyword arguments {sorted(kwargs)}")
+        lay, new, green = self._flags_many(token_id_arrays, key, vocab_size)
+        totals = lay.int_cumsum(new.astype(np.int64))
+        counts = lay.int_cumsum((new & green).astype(np.int64))
         p_green = green_probability(vocab_size, self.gamma)
-        return np.asarray(nulls.binomial_p(counts, totals, p_green), dtype=np.float64)
+        return lay.split(np.asarray(nulls.binomial_p(counts, totals, p_green), dtype=np.float64))
 
     # ---- generation -----------------------------------------------------------------------
     def logits_processor(self, key: str, vocab_size: int, *, temperature: float,
                          seed: int) -> "DiPmarkLogitsProcessor":
-        return DiPmarkLogitsProcessor(self, self.hash_key(key), vocab_size, temperature)
+        if self.compat == "markllm":
+            return DiPmarkLogitsProcessor(self, vocab_size, temperature, hash_key=self.hash_key(key))
+        self.check_key(key)
+        return DiPmarkLogitsProcessor(self, vocab_size, temperature, key_word=native_key_word(key))
 
 
 class DiPmarkLogitsProcessor:
     """Divides by the temperature (when > 0), then reweights the first ``vocab_size`` columns
     of each row with DiPmark under that row's context permutation. Keeps, per row, the
-    contexts used so far (MarkLLM's generation history); one instance per generation."""
+    contexts used so far (MarkLLM's generation history); one instance per generation.
+    ``hash_key`` for compat=markllm's permutations, ``key_word`` for native ones."""
 
-    def __init__(self, scheme: DiPmark, hash_key: bytes, vocab_size: int, temperature: float) -> None:
+    def __init__(self, scheme: DiPmark, vocab_size: int, temperature: float, *,
+                 hash_key: bytes | None = None, key_word: int | None = None) -> None:
         check_temperature(temperature)
         if vocab_size < 1:
             raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
@@ -249,10 +345,25 @@ class DiPmarkLogitsProcessor:
         self.vocab_size = int(vocab_size)
         self.temperature = float(temperature)
         self._hash_key = hash_key
+        self._key_word = key_word
         self._history: dict[int, set[bytes]] = {}
 
     def __repr__(self) -> str:
         return f"DiPmarkLogitsProcessor({self.scheme.spec}, temperature={self.temperature})"
+
+    def _permutation(self, context: np.ndarray, code: bytes, width: int) -> Any:
+        """The context's permutation of the first ``width`` tokens (a CPU int64 tensor)."""
+        import torch
+
+        if self._hash_key is not None:
+            return permutation(int.from_bytes(hashlib.sha256(code + self._hash_key).digest(), "big")
+                               % _SEED_MOD, width)
+        assert self._key_word is not None
+        # the seed of the position after the context: the context plus a placeholder token
+        ids = np.append(context.astype(np.int64), 0)
+        seed = native_seeds(self._key_word, ids, np.arange(len(ids)), self.scheme.prefix_length)[-1:]
+        ranks = native_ranks(seed, np.arange(width, dtype=np.int64), self.vocab_size)
+        return torch.from_numpy(np.argsort(ranks, kind="stable"))
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import torch
@@ -275,8 +386,7 @@ class DiPmarkLogitsProcessor:
                     if code in history:
                         continue
                     history.add(code)
-                seed = int.from_bytes(hashlib.sha256(code + self._hash_key).digest(), "big") % _SEED_MOD
-                perm = permutation(seed, width).to(x.device)
+                perm = self._permutation(context, code, width).to(x.device)
                 x[row, :width] = dip_reweight(x[row, :width], perm, scheme.alpha)
         out = x.to(raw.dtype)
         return out.numpy() if as_numpy else out

@@ -17,14 +17,19 @@ import pytest
 import scipy.stats
 
 from evalrun._util.errors import SpecError
+from evalrun.kernels.backend import NUMPY
+from evalrun.kernels.keyed_hash import GOLDEN, feistel_rank
 from evalrun.watermark.dipmark import (
+    TAG_DIPMARK,
     DiPmark,
     context_seed,
     green_probability,
     markllm_hash_key,
     native_hash_key,
     permutation,
+    quantiles,
 )
+from evalrun.watermark.randomness import derive_key
 from evalrun.watermark.registry import parse_watermark
 
 torch = pytest.importorskip("torch")
@@ -201,6 +206,65 @@ def test_prefix_p_values_match_detect() -> None:
     assert empty.extra["markllm_score"] is None
 
 
+MASK64 = (1 << 64) - 1
+
+
+def _mix64(x: int) -> int:
+    """SplitMix64's finaliser on a Python integer (the documented hash, written out)."""
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9 & MASK64
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EB & MASK64
+    return x ^ (x >> 31)
+
+
+def _native_seed(key: str, context: np.ndarray) -> int:
+    """The native seed from the module docstring, one Python integer at a time: the tagged key
+    word, then ``pair`` folded over the context newest first."""
+    seed = _mix64(derive_key(key) ^ TAG_DIPMARK)
+    for tok in reversed(context.tolist()):
+        seed = _mix64(seed ^ (tok * GOLDEN & MASK64))
+    return seed
+
+
+def _native_perm(key: str, context: np.ndarray, vocab: int) -> np.ndarray:
+    """Tokens in the order of the native permutation (the inverse of their Feistel ranks)."""
+    ranks = feistel_rank(NUMPY, NUMPY.u64([_native_seed(key, context)]), np.arange(vocab), vocab)
+    perm = np.empty(vocab, dtype=np.int64)
+    perm[np.asarray(ranks, dtype=np.int64)] = np.arange(vocab)
+    return perm
+
+
+@pytest.mark.parametrize("prefix_length", [0, 1, 5])
+def test_native_detection_equals_the_slow_definition(prefix_length: int) -> None:
+    """Per position: the context's seed, the token's place in its permutation, green iff the
+    quantile reaches gamma, repeated contexts dropped; detect_many and prefix p-values agree."""
+    V, rng = 700, np.random.default_rng(11)
+    scheme = _scheme(f"dipmark:gamma=0.4,prefix_length={prefix_length}")
+    texts = [rng.integers(0, V, n) for n in (0, 1, 2, 30, 80)]
+    texts[-1][50:70] = texts[-1][10:30]  # repeated contexts
+    dets = scheme.detect_many(texts, KEY, V)
+    prefixes = scheme.prefix_p_values_many(texts, KEY, V)
+    q = quantiles(V)
+    for ids, det, pre in zip(texts, dets, prefixes):
+        seen: set[tuple[int, ...]] = set()
+        n = g = 0
+        for i in range(1, len(ids)):
+            ctx = ids[max(0, i - prefix_length) if prefix_length else 0:i]
+            if tuple(ctx) in seen:
+                continue
+            seen.add(tuple(ctx))
+            pos = int(np.flatnonzero(_native_perm(KEY, ctx, V) == ids[i])[0])
+            n, g = n + 1, g + bool(q[pos] >= np.float32(0.4))
+        assert (det.num_tokens_scored, det.num_green_tokens) == (n, g)
+        assert det == scheme.detect(ids, KEY, V)
+        assert np.array_equal(pre, scheme.prefix_p_values(ids, KEY, V))
+        assert pre.shape == (len(ids),) and (not len(ids) or pre[-1] == det.p_value)
+    # the repeated block was dropped (a whole history never repeats)
+    if prefix_length:
+        assert dets[-1].num_tokens_scored <= 79 - 20 + prefix_length
+    else:
+        assert dets[-1].num_tokens_scored == 79
+
+
 def test_native_and_markllm_keys_differ() -> None:
     assert native_hash_key(KEY) != native_hash_key(KEY + "!")
     assert len(markllm_hash_key(42)) == 128 and markllm_hash_key(42) != markllm_hash_key(43)
@@ -230,7 +294,6 @@ def _dip_distribution(p: np.ndarray, perm: np.ndarray, alpha: float) -> np.ndarr
 def test_processor_reweights_and_keeps_history() -> None:
     V = 50
     scheme = _scheme("dipmark:alpha=0.3")
-    hash_key = native_hash_key(KEY)
     gen = torch.Generator().manual_seed(5)
     scores = torch.randn(3, V + 4, generator=gen, dtype=torch.float64)
     ids = torch.randint(0, V, (3, 7), generator=gen)
@@ -239,7 +302,7 @@ def test_processor_reweights_and_keeps_history() -> None:
     full = torch.softmax(out, dim=-1).numpy()
     base = torch.softmax(scores / 0.8, dim=-1).numpy()
     for row in range(3):
-        perm = permutation(context_seed(ids[row, -5:].numpy(), hash_key), V).numpy()
+        perm = _native_perm(KEY, ids[row, -5:].numpy(), V)
         mass = base[row, :V].sum()
         want = _dip_distribution(base[row, :V] / mass, perm, 0.3) * mass
         assert np.allclose(full[row, :V], want, atol=1e-12)
