@@ -71,14 +71,7 @@ from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.keyed_hash import code, feistel_rank, pair, tag
 from evalrun.kernels.token_stats import first_occurrence
 from evalrun.watermark import nulls
-from evalrun.watermark.base import (
-    Detection,
-    WatermarkScheme,
-    check_temperature,
-    finite_param,
-    token_id_array,
-    token_id_arrays,
-)
+from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, finite_param, token_id_arrays
 from evalrun.watermark.detection import _Layout as Layout
 from evalrun.watermark.markllm_compat import check_key as check_markllm_key
 from evalrun.watermark.markllm_compat import compat_mode

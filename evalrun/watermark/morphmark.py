@@ -11,22 +11,25 @@ Parameters and defaults (MarkLLM's config): ``gamma`` 0.5, ``type`` exp, ``k_lin
 (the only one MarkLLM implements), ``z_threshold`` 2.0, ``compat`` none (native) or markllm.
 
 Context and green list. At position t the context value is ``c = prod(ids[t-k:t]) % V``
-(``f_scheme=time``; ``additive`` sums instead) with ``k = prefix_length``. The green list is
-the first ``int(V * gamma)`` entries of the CPU ``torch.randperm(V)`` of a generator seeded with
-a per-context seed (drawn by :func:`evalrun.watermark.kgw_compat.permutation_prefixes`, bit for
-bit torch's, without importing torch where the compiled kernel is built):
+(``f_scheme=time``; ``additive`` sums instead) with ``k = prefix_length``.
 
-* ``compat=markllm``: ``--key`` is MarkLLM's integer ``hash_key`` and the seed is MarkLLM's
+* ``compat=markllm``: the green list is the first ``int(V * gamma)`` entries of the CPU
+  ``torch.randperm(V)`` of a generator seeded with a per-context seed (drawn by
+  :func:`evalrun.watermark.kgw_compat.permutation_prefixes`, bit for bit torch's, without
+  importing torch where the compiled kernel is built). ``--key`` is MarkLLM's integer
+  ``hash_key`` and the seed is MarkLLM's
   ``(hash_key * prf[c]) % V`` with ``prf = torch.randperm(V)`` of a generator seeded with
   ``hash_key`` (Python integers, so no overflow). Reducing the seed modulo V means there are only
   V possible green lists and, when ``hash_key`` is prime and does not divide V, every key gives
   the *same* V lists (the key only decides which context gets which): kept here only to
   reproduce MarkLLM's numbers.
-* native (``compat=none``, the default): the seed is keyed by evalrun's string key, without
-  any reduction: the first 4 bytes (little endian) of ``blake2b(c as 8 little-endian bytes,
-  key=sha256(b"evalrun morphmark v1\\0" + key UTF-8), digest_size=8)`` (torch's CPU generator
-  keeps 32 seed bits, so 2**32 green lists, independent across contexts for any practical
-  purpose).
+* native (``compat=none``, the default): native kgw's green lists
+  (:mod:`evalrun.kernels.green`), no permutation at all. The context's seed word is
+  ``pair(key word, c)`` (SplitMix64 keyed hash of :mod:`evalrun.kernels.keyed_hash`; the key
+  word is :func:`~evalrun.watermark.randomness.derive_key` of ``--key`` tagged for this
+  scheme), and token v is green iff ``is_green(seed, v, gamma)``: the top 53 bits of
+  ``pair(seed, v)`` fall below ``threshold53(gamma)``. Detection is a few vectorised hashes
+  per token (all texts of ``detect_many`` in one pass), generation one ``green_mask`` row.
 
 Generation (``MorphMarkLogitsProcessor``): with ``p = softmax(scores)`` and the green mass
 ``P_G``, ``r = 0`` if ``P_G < p_0``, else ``exp(k_exp * P_G) - 1`` (``type=exp``),
@@ -42,31 +45,34 @@ Detection. MarkLLM's score (``extra["markllm_score"]`` in compat mode) is the z-
 ``k`` tokens, repeats included, compared with ``z_threshold``; it treats repeated contexts as
 independent, so repetitive text inflates it. evalrun's p-value scores only the positions
 whose context value has not occurred before in the text (each green list used once): for a
-text fixed independently of the key, the native seeds of distinct contexts are independent
-uniform draws (keyed hash as a random function), so each scored token is green with
-probability exactly ``int(V*gamma)/V`` independently and the green count is exactly
-``Binomial(n, int(V*gamma)/V)``; the p-value is its survival function
-(:func:`evalrun.watermark.nulls.binomial_p`; repeats dropped with
-:mod:`evalrun.watermark.counting`). In compat mode the same binomial is only approximate:
-the green lists come from MarkLLM's fixed family of V lists.
+text fixed independently of the key, the native hash words of its distinct (context, token)
+pairs are independent uniform 64-bit words (keyed hash as a random function), so each scored
+token is green with probability exactly ``p = threshold53(gamma) / 2**53`` (0.5 exactly at
+the default gamma) independently, and the green count is exactly ``Binomial(n, p)``; the
+p-value is its survival function (:func:`evalrun.watermark.nulls.binomial_p`). In compat mode
+the binomial uses ``p = int(V*gamma)/V`` and is only approximate: the green lists come from
+MarkLLM's fixed family of V lists.
 """
 
 from __future__ import annotations
 
-import hashlib
-import math
 from typing import Any, Sequence
 
 import numpy as np
 
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_float, spec_int
+from evalrun.kernels.backend import NUMPY
+from evalrun.kernels.green import green_mask, is_green
+from evalrun.kernels.keyed_hash import code, pair, tag, threshold53
+from evalrun.kernels.token_stats import first_occurrence
 from evalrun.watermark import nulls
-from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, token_id_array
-from evalrun.watermark.counting import cumulative_counts, first_occurrences
+from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, token_id_arrays
+from evalrun.watermark.detection import _Layout as Layout
 from evalrun.watermark.kgw_compat import GreenLists, permutation_prefixes
 from evalrun.watermark.markllm_compat import MARKLLM, compat_mode
 from evalrun.watermark.markllm_compat import check_key as check_markllm_key
+from evalrun.watermark.randomness import derive_key
 
 WHAT = "--watermark"
 NAME = "morphmark"
@@ -81,7 +87,8 @@ ALLOWED_KEYS = frozenset(DEFAULTS)
 TYPES = ("exp", "linear", "log")
 F_SCHEMES = ("time", "additive")
 MAX_PREFIX = 8
-_NATIVE_DOMAIN = b"evalrun morphmark v1\x00"
+#: domain tag of this scheme's native key word
+TAG_MORPHMARK = 0x2F6B_91D3_A74C_05E8
 _FALSE, _TRUE = ("false", "0", "no"), ("true", "1", "yes")
 
 
@@ -96,17 +103,21 @@ def parse_hash_key(key: Any, spec: Spec | str = NAME) -> int:
     return value
 
 
-def context_values(ids: np.ndarray, vocab_size: int, prefix_length: int,
-                   f_scheme: str) -> list[int]:
+def context_values(ids: np.ndarray, vocab_size: int, prefix_length: int, f_scheme: str,
+                   local: np.ndarray | None = None) -> np.ndarray:
     """MarkLLM's ``_f`` argument of every position ``t >= prefix_length``: the product
-    (``time``) or sum (``additive``) of the ``prefix_length`` previous ids, modulo V."""
-    vals = ids.tolist()
-    out = []
-    for t in range(prefix_length, len(vals)):
-        window = vals[t - prefix_length: t]
-        acc = math.prod(window) if f_scheme == "time" else sum(window)
-        out.append(acc % vocab_size)
-    return out
+    (``time``) or sum (``additive``) of the ``prefix_length`` previous ids, modulo V (reduced
+    after each factor, so int64 never overflows). With ``local`` (each position's index in its
+    own text, for texts laid end to end) the positions are those with ``local >=
+    prefix_length``."""
+    ids = np.asarray(ids, dtype=np.int64)
+    at = (np.arange(prefix_length, len(ids)) if local is None
+          else np.flatnonzero(local >= prefix_length))
+    acc = np.full(len(at), 1 if f_scheme == "time" else 0, dtype=np.int64)
+    for back in range(1, prefix_length + 1):
+        prev = ids[at - back]
+        acc = (acc * prev if f_scheme == "time" else acc + prev) % vocab_size
+    return acc
 
 
 class MorphMark(WatermarkScheme):
@@ -155,71 +166,96 @@ class MorphMark(WatermarkScheme):
             hash_key = parse_hash_key(key, self.spec)
             prf = _markllm_prf(hash_key, vocab_size)
             return [(hash_key * int(prf[c])) % vocab_size for c in contexts]
-        secret = hashlib.sha256(_NATIVE_DOMAIN + key.encode("utf-8")).digest()
-        out = []
-        for c in contexts:
-            digest = hashlib.blake2b(int(c).to_bytes(8, "little"), key=secret,
-                                     digest_size=8).digest()
-            out.append(int.from_bytes(digest[:4], "little"))
-        return out
+        return self._native_seeds(np.asarray(list(contexts), dtype=np.int64), key).tolist()
+
+    def _native_seeds(self, contexts: np.ndarray, key: str) -> np.ndarray:
+        word = tag(NUMPY, NUMPY.u64([derive_key(key)]), TAG_MORPHMARK)
+        return np.asarray(pair(NUMPY, word, code(NUMPY, contexts)), dtype=np.uint64)
 
     def green_size(self, vocab_size: int) -> int:
+        """compat=markllm: the size of every green list."""
         return int(vocab_size * self.gamma)
 
+    def green_probability(self, vocab_size: int) -> float:
+        """Exact probability that a scored token is green under the null."""
+        if self.compat == "markllm":
+            return self.green_size(vocab_size) / vocab_size
+        return threshold53(self.gamma) / 2.0**53
+
     # ---- detection ------------------------------------------------------------------------
-    def _flags(self, token_ids: Sequence[int], key: str,
-               vocab_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per position of the text: scored with repeats (t >= k), green, and first
-        occurrence of its context value (evalrun's scored positions)."""
+    def _flags(self, token_id_seqs: Sequence[Sequence[int]], key: str,
+               vocab_size: int) -> tuple[Layout, np.ndarray, np.ndarray, np.ndarray]:
+        """The texts laid end to end and, per position: scored with repeats (t >= k), green,
+        and first occurrence of its context value in its text (evalrun's scored positions)."""
         self.check_key(key)
         if vocab_size < 1:
             raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
-        ids = token_id_array(token_ids, vocab_size)
-        n, k = len(ids), self.prefix_length
-        scored = np.zeros(n, dtype=bool)
-        green = np.zeros(n, dtype=bool)
-        first = np.zeros(n, dtype=bool)
-        if n <= k:
-            return scored, green, first
-        ctx = context_values(ids, vocab_size, k, self.f_scheme)
-        uniq, inverse = np.unique(np.asarray(ctx, dtype=np.int64), return_inverse=True)
-        seeds = np.asarray(self.seeds(uniq.tolist(), key, vocab_size), dtype=np.uint64)
-        lists = GreenLists(vocab_size, self.gamma)
-        scored[k:] = True
-        green[k:] = lists.membership(seeds, ids[k:], cache=self.compat == "markllm",
-                                     seed_of=inverse.reshape(-1))
-        first[k:] = first_occurrences(np.asarray(ctx, dtype=np.int64))
-        return scored, green, first
+        lay = Layout(token_id_arrays(token_id_seqs, vocab_size))
+        scored = lay.local >= self.prefix_length
+        green = np.zeros(lay.size, dtype=bool)
+        first = np.zeros(lay.size, dtype=bool)
+        at = np.flatnonzero(scored)
+        if not len(at):
+            return lay, scored, green, first
+        ctx = context_values(lay.flat, vocab_size, self.prefix_length, self.f_scheme, lay.local)
+        if self.compat == "markllm":
+            uniq, inverse = np.unique(ctx, return_inverse=True)
+            seeds = np.asarray(self.seeds(uniq.tolist(), key, vocab_size), dtype=np.uint64)
+            green[at] = GreenLists(vocab_size, self.gamma).membership(
+                seeds, lay.flat[at], cache=True, seed_of=inverse.reshape(-1))
+        else:
+            green[at] = is_green(NUMPY, self._native_seeds(ctx, key), lay.flat[at], self.gamma)
+        first[at] = first_occurrence(NUMPY, ctx.astype(np.uint64), lay.segment[at])
+        return lay, scored, green, first
 
     def detect(self, token_ids: Sequence[int], key: str, vocab_size: int) -> Detection:
-        scored, green, first = self._flags(token_ids, key, vocab_size)
-        total_all, green_all = int(scored.sum()), int((green & scored).sum())
-        n, g = int(first.sum()), int((green & first).sum())
-        frac = self.green_size(vocab_size) / vocab_size
-        p = float(nulls.binomial_p(np.array([g]), np.array([n]), frac)[0])
-        z = float(nulls.z_scores(np.array([g]), np.array([n]), self.gamma)[0])
-        z_all = float(nulls.z_scores(np.array([green_all]), np.array([total_all]), self.gamma)[0])
-        extra: dict[str, Any] = {
-            "green_fraction": g / n if n else 0.0,
-            "green_probability": frac,
-            "positions_with_repeats": total_all,
-            "green_with_repeats": green_all,
-            "z_with_repeats": z_all,
-        }
-        if self.compat == "markllm" and total_all >= 1:
-            # MarkLLM's detect_watermark: z over all L - k positions, compared with z_threshold
-            extra["markllm_score"] = z_all
-            extra["markllm_is_watermarked"] = bool(z_all > self.z_threshold)
-        return Detection(num_tokens_scored=n, score=z, p_value=p, num_green_tokens=g,
-                         z_score=z, extra=extra)
+        return self.detect_many([token_ids], key, vocab_size)[0]
+
+    def detect_many(self, token_id_arrays: Sequence[Sequence[int]], key: str,
+                    vocab_size: int, **kwargs: Any) -> list[Detection]:
+        """:meth:`detect` of every text, from one vectorised pass over all of them."""
+        if kwargs:
+            raise TypeError(f"unexpected keyword arguments {sorted(kwargs)}")
+        lay, scored, green, first = self._flags(token_id_arrays, key, vocab_size)
+        total_all = lay.totals(scored.astype(np.int64))
+        green_all = lay.totals((green & scored).astype(np.int64))
+        n, g = lay.totals(first.astype(np.int64)), lay.totals((green & first).astype(np.int64))
+        frac = self.green_probability(vocab_size)
+        p = nulls.binomial_p(g, n, frac)
+        z = nulls.z_scores(g, n, self.gamma)
+        z_all = nulls.z_scores(green_all, total_all, self.gamma)
+        out = []
+        for n_i, g_i, p_i, z_i, t_i, ga_i, za_i in zip(n.tolist(), g.tolist(), p.tolist(), z.tolist(),
+                                                       total_all.tolist(), green_all.tolist(),
+                                                       z_all.tolist()):
+            extra: dict[str, Any] = {
+                "green_fraction": g_i / n_i if n_i else 0.0,
+                "green_probability": frac,
+                "positions_with_repeats": t_i,
+                "green_with_repeats": ga_i,
+                "z_with_repeats": za_i,
+            }
+            if self.compat == "markllm" and t_i >= 1:
+                # MarkLLM's detect_watermark: z over all L - k positions, compared with z_threshold
+                extra["markllm_score"] = za_i
+                extra["markllm_is_watermarked"] = bool(za_i > self.z_threshold)
+            out.append(Detection(num_tokens_scored=n_i, score=z_i, p_value=p_i,
+                                 num_green_tokens=g_i, z_score=z_i, extra=extra))
+        return out
 
     def prefix_p_values(self, token_ids: Sequence[int], key: str, vocab_size: int) -> np.ndarray:
-        _scored, green, first = self._flags(token_ids, key, vocab_size)
-        if len(first) == 0:
-            return np.ones(0, dtype=np.float64)
-        totals, counts = cumulative_counts(green, first, count_repeats=False)
-        frac = self.green_size(vocab_size) / vocab_size
-        return np.asarray(nulls.binomial_p(counts, totals, frac), dtype=np.float64)
+        return self.prefix_p_values_many([token_ids], key, vocab_size)[0]
+
+    def prefix_p_values_many(self, token_id_arrays: Sequence[Sequence[int]], key: str,
+                             vocab_size: int, **kwargs: Any) -> list[np.ndarray]:
+        """:meth:`prefix_p_values` of every text, from one pass over all of them."""
+        if kwargs:
+            raise TypeError(f"unexpected keyword arguments {sorted(kwargs)}")
+        lay, _scored, green, first = self._flags(token_id_arrays, key, vocab_size)
+        totals = lay.int_cumsum(first.astype(np.int64))
+        counts = lay.int_cumsum((green & first).astype(np.int64))
+        frac = self.green_probability(vocab_size)
+        return lay.split(np.asarray(nulls.binomial_p(counts, totals, frac), dtype=np.float64))
 
     # ---- generation -----------------------------------------------------------------------
     def logits_processor(self, key: str, vocab_size: int, *, temperature: float,
@@ -266,11 +302,13 @@ class MorphMarkLogitsProcessor:
         if len(history) < s.prefix_length:
             return np.zeros(self.vocab_size, dtype=bool)
         # the context of the next position: the last prefix_length ids, a dummy target after
-        c = context_values(np.asarray(history[-s.prefix_length:] + [0], dtype=np.int64),
-                           self.vocab_size, s.prefix_length, s.f_scheme)[0]
+        c = int(context_values(np.asarray(history[-s.prefix_length:] + [0], dtype=np.int64),
+                               self.vocab_size, s.prefix_length, s.f_scheme)[0])
         seed = self._seed_of.get(c)
         if seed is None:
             seed = self._seed_of[c] = s.seeds([c], self._key, self.vocab_size)[0]
+        if s.compat != "markllm":
+            return np.asarray(green_mask(NUMPY, NUMPY.u64([seed]), self.vocab_size, s.gamma)[0])
         return self._lists.mask(seed)
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:

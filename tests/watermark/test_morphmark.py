@@ -19,7 +19,10 @@ import scipy.stats
 
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import parse_spec
-from evalrun.watermark.morphmark import MorphMark, build
+from evalrun.kernels.backend import NUMPY
+from evalrun.kernels.keyed_hash import GOLDEN, mix64
+from evalrun.watermark.morphmark import TAG_MORPHMARK, MorphMark, build
+from evalrun.watermark.randomness import derive_key
 from evalrun.watermark.registry import parse_watermark
 
 DATA = json.loads((Path(__file__).parent / "data" / "markllm_reference.json").read_text())
@@ -63,7 +66,7 @@ def test_markllm_score_equals_markllm(vocab: int, index: int, case: dict) -> Non
     detail = case["detail"]
     assert det.extra["green_with_repeats"] == detail["green"]
     assert det.extra["positions_with_repeats"] == detail["n_scored"]
-    _, green, _ = scheme._flags(case["ids"], HASH_KEY, vocab)
+    _, _, green, _ = scheme._flags([case["ids"]], HASH_KEY, vocab)
     assert [-1] + green[1:].astype(int).tolist() == detail["green_flags"]
     # evalrun's own count drops repeated contexts: never more positions than MarkLLM's
     assert det.num_tokens_scored <= detail["n_scored"]
@@ -81,7 +84,7 @@ def test_compat_seeds_are_reduced_mod_v_native_ones_are_not() -> None:
     assert set(compat.seeds(range(vocab), "104729", vocab)) == set(seeds)
     mine = native.seeds(range(vocab), KEY, vocab)
     assert max(mine) >= vocab and len(set(mine)) == vocab
-    # another key: new seeds (a chance overlap of 1000 draws from 2**32 is ~1e-4 expected)
+    # another key: new seeds (a chance overlap of 1000 draws from 2**64 is ~1e-14 expected)
     assert len(set(native.seeds(range(vocab), KEY + "!", vocab)) & set(mine)) < 3
 
 
@@ -125,6 +128,41 @@ def test_null_randomised_p_values_are_uniform(null_runs) -> None:
     u = np.random.default_rng(7).random(len(n))
     rand_p = scipy.stats.binom.sf(g, n, frac) + u * scipy.stats.binom.pmf(g, n, frac)
     assert scipy.stats.kstest(rand_p, "uniform").pvalue > 1e-3
+
+
+def _hash(x: int) -> int:
+    return int(mix64(NUMPY, NUMPY.u64([x]))[0])
+
+
+@pytest.mark.parametrize("spec", ["morphmark", "morphmark:gamma=0.3,prefix_length=3",
+                                  "morphmark:prefix_length=2,f_scheme=additive"])
+def test_native_detection_equals_the_slow_definition(spec: str) -> None:
+    """Position by position from the module docstring: the context value, its seed word, the
+    token green iff the top 53 bits of its pair hash fall below ``gamma * 2**53``; repeated
+    context values dropped; detect_many, detect and prefix p-values agree."""
+    scheme, V, rng = _scheme(spec), 997, np.random.default_rng(5)
+    k, word = scheme.prefix_length, _hash(derive_key(KEY) ^ TAG_MORPHMARK)
+    texts = [rng.integers(0, V, n) for n in (0, k, k + 1, 60, 120)]
+    texts[-1][80:110] = texts[-1][20:50]
+    dets = scheme.detect_many(texts, KEY, V)
+    for ids, det, pre in zip(texts, dets, scheme.prefix_p_values_many(texts, KEY, V)):
+        seen: set[int] = set()
+        n = g = 0
+        for t in range(k, len(ids)):
+            window = [int(x) for x in ids[t - k:t]]
+            c = (math.prod(window) if scheme.f_scheme == "time" else sum(window)) % V
+            if c in seen:
+                continue
+            seen.add(c)
+            seed = _hash(word ^ (c * GOLDEN % 2**64))
+            word_t = _hash(seed ^ (int(ids[t]) * GOLDEN % 2**64))
+            n, g = n + 1, g + (word_t >> 11 < round(scheme.gamma * 2**53))
+        assert (det.num_tokens_scored, det.num_green_tokens) == (n, g)
+        want = scipy.stats.binom.sf(g - 1, n, scheme.gamma) if n else 1.0
+        assert det.p_value == pytest.approx(want, rel=1e-9)
+        assert det == scheme.detect(ids, KEY, V)
+        assert np.array_equal(pre, scheme.prefix_p_values(ids, KEY, V))
+        assert len(pre) == len(ids) and (len(ids) <= k or pre[-1] == det.p_value)
 
 
 def test_repeated_contexts_are_scored_once() -> None:
