@@ -382,6 +382,26 @@ class HFProvider:
                 out.append((float(part.double().mean()), len(t)))
         return out
 
+    def next_token_logits(self, texts: Sequence[Any]) -> list[Any]:
+        """Per text of ``n >= 1`` token ids, the float32 ``[n - 1, V]`` numpy logits the model
+        gives on the text alone (row t predicts ids[t + 1]): what the detectors of SWEET, EWD
+        and Unbiased read (:class:`evalrun.watermark.base.TokenLogits`). One text per forward
+        pass, so a row never depends on the batch it came in."""
+        import numpy as np
+        import torch
+
+        out = []
+        for ids in texts:
+            arr = np.asarray(ids, dtype=np.int64).reshape(-1)
+            if len(arr) < 2:
+                out.append(np.zeros((0, self.vocab_size), dtype=np.float32))
+                continue
+            x = torch.as_tensor(arr[:-1])[None].to(self.device)
+            with torch.inference_mode():
+                logits = self.model(input_ids=x, use_cache=False).logits[0].float()
+            out.append(logits.cpu().numpy())
+        return out
+
     def embed(self, texts: Sequence[str]) -> Any:
         """Text embeddings from this model: the mean over each text's tokens of the last hidden
         state of its decoder stack (:func:`mean_pooled`), in batches of ``batch_size``;
