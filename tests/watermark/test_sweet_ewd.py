@@ -1,0 +1,310 @@
+"""SWEET and EWD (MarkLLM's ``watermark/sweet`` and ``watermark/ewd``), the two schemes of
+:mod:`evalrun.watermark.entropy_green`: MarkLLM's scores and intermediates on its own token ids
+with the model it ran, the nulls on unwatermarked text, generation with the embedded model,
+the model at detection (``evalrun detect --model``, the missing-model error) and spec checks.
+
+Reference values: ``tests/watermark/data/markllm_reference.json`` (``scripts/markllm_reference.py``,
+MarkLLM 112fa74 on a random 2-layer GPT-2 at V=1000 and V=50257, rebuilt here by
+``markllm_model.py``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from evalrun._util.errors import EvalrunError, SpecError
+from evalrun.watermark.base import ModelRequired
+from evalrun.watermark.entropy_green import EntropyGreenScheme
+from evalrun.watermark.registry import parse_watermark
+
+sys.path.insert(0, str(Path(__file__).parent))
+from markllm_model import DATA, ReferenceLogits  # noqa: E402
+
+torch = pytest.importorskip("torch")
+KEY = "sweet and ewd test key"
+NAMES = {"sweet": "SWEET", "ewd": "EWD"}
+
+
+def _scheme(text: str) -> EntropyGreenScheme:
+    scheme = parse_watermark(text)
+    assert isinstance(scheme, EntropyGreenScheme)
+    return scheme
+
+
+@pytest.fixture(scope="module")
+def logits() -> dict[int, ReferenceLogits]:
+    return {v: ReferenceLogits(v) for v in (1000, 50257)}
+
+
+def _cases() -> list[tuple[str, int, int, dict]]:
+    return [(name, int(v), i, case) for name, algo in NAMES.items()
+            for v, block in DATA["vocab"].items() for i, case in enumerate(block["algorithms"][algo])]
+
+
+# ------------------------------------------------------------------------------------------
+# MarkLLM's numbers
+# ------------------------------------------------------------------------------------------
+def test_reference_covers_both_vocabularies_and_all_kinds() -> None:
+    for name in NAMES:
+        cases = [c for c in _cases() if c[0] == name]
+        assert {v for _, v, _, _ in cases} == {1000, 50257}
+        assert {c["kind"] for *_, c in cases} == {"uniform-random", "model-sampled", "repeated-block",
+                                                  "watermarked"}
+    assert DATA["configs"]["SWEET"]["entropy_threshold"] == 0.9
+    # SWEET's entropy filter fires on the reference model: some positions are dropped, some kept
+    sweet = [c for c in _cases() if c[0] == "sweet"]
+    assert all(0 < c["detail"]["n_scored"] < len(c["ids"]) - 1 for *_, c in sweet)
+
+
+@pytest.mark.parametrize("name,vocab,index,case", _cases(),
+                         ids=[f"{n}-V{v}-{i}-{c['kind']}" for n, v, i, c in _cases()])
+def test_markllm_score_equals_markllm(name: str, vocab: int, index: int, case: dict, logits) -> None:
+    algo = NAMES[name]
+    scheme = _scheme(f"{name}:compat=markllm")
+    det = scheme.detect(case["ids"], str(DATA["configs"][algo]["hash_key"]), vocab, logits=logits[vocab])
+    assert det.extra["markllm_score"] == pytest.approx(case["score"], rel=1e-5, abs=1e-5)
+    assert det.extra["markllm_is_watermarked"] == case["is_watermarked"]
+    ids = np.asarray(case["ids"])
+    stats = scheme.stats(ids, logits[vocab], vocab)
+    np.testing.assert_allclose(stats[1:], case["detail"]["entropy"][1:], rtol=1e-5, atol=1e-6)
+    flags, _ = scheme.green_units(ids, str(DATA["configs"][algo]["hash_key"]), vocab)
+    assert flags[1:].astype(int).tolist() == case["detail"]["green_flags"][1:]
+    if name == "sweet":
+        assert det.extra["positions_with_repeats"] == case["detail"]["n_scored"]
+        assert det.extra["green_with_repeats"] == case["detail"]["green"]
+
+
+def test_markllm_watermarked_texts_are_detected_by_evalrun(logits) -> None:
+    """MarkLLM's own watermarked texts: evalrun's null puts most of them under p = 0.05 (the
+    texts are 60 tokens long) and none of MarkLLM's random texts under 0.02."""
+    for name, algo in NAMES.items():
+        scheme = _scheme(f"{name}:compat=markllm")
+        key = str(DATA["configs"][algo]["hash_key"])
+        for vocab in (1000, 50257):
+            cases = DATA["vocab"][str(vocab)]["algorithms"][algo]
+            marked = [scheme.detect(c["ids"], key, vocab, logits=logits[vocab]).p_value
+                      for c in cases if c["kind"] == "watermarked"]
+            random = [scheme.detect(c["ids"], key, vocab, logits=logits[vocab]).p_value
+                      for c in cases if c["kind"] == "uniform-random"]
+            assert sum(p <= 0.05 for p in marked) >= 2, (name, vocab, marked)
+            assert min(random) > 0.02
+
+
+# ------------------------------------------------------------------------------------------
+# nulls on unwatermarked text (native keys; the model reads random token ids)
+# ------------------------------------------------------------------------------------------
+N_NULL, LENGTH, VOCAB, ALPHA = 400, 80, 1000, 0.02
+
+
+@pytest.fixture(scope="module")
+def null_texts() -> np.ndarray:
+    return np.random.default_rng(20261126).integers(0, VOCAB, (N_NULL, LENGTH))
+
+
+def test_sweet_null_is_the_exact_binomial(null_texts, logits) -> None:
+    scheme = _scheme("sweet")
+    dets = [scheme.detect(t, KEY, VOCAB, logits=logits[VOCAB]) for t in null_texts]
+    n = np.array([d.num_tokens_scored for d in dets])
+    g = np.array([d.num_green_tokens for d in dets])
+    p = np.array([d.p_value for d in dets])
+    frac = scheme.green_probability(VOCAB)
+    assert frac == 0.5
+    crit = [int(scipy.stats.binom.isf(ALPHA, k, frac)) + 1 for k in n]
+    sizes = np.array([scipy.stats.binom.sf(c - 1, k, frac) for c, k in zip(crit, n)])
+    lo, hi = scipy.stats.binom.interval(0.95, N_NULL, sizes.mean())
+    assert lo <= int((p <= ALPHA).sum()) <= hi
+    u = np.random.default_rng(7).random(len(n))
+    rand_p = scipy.stats.binom.sf(g, n, frac) + u * scipy.stats.binom.pmf(g, n, frac)
+    assert scipy.stats.kstest(rand_p, "uniform").pvalue > 1e-3
+
+
+def test_ewd_null_fpr_inside_binomial_interval(null_texts, logits) -> None:
+    scheme = _scheme("ewd")
+    p = np.array([scheme.detect(t, KEY, VOCAB, logits=logits[VOCAB]).p_value for t in null_texts])
+    lo, hi = scipy.stats.binom.interval(0.95, N_NULL, ALPHA)
+    assert lo <= int((p <= ALPHA).sum()) <= hi
+    assert scipy.stats.kstest(p, "uniform").pvalue > 1e-3
+
+
+@pytest.mark.parametrize("name", list(NAMES))
+def test_prefix_p_values_match_detect_of_each_prefix(name: str, logits) -> None:
+    scheme = _scheme(name)
+    seq = np.random.default_rng(5).integers(0, VOCAB, 40)
+    prefixes = scheme.prefix_p_values(seq, KEY, VOCAB, logits=logits[VOCAB])
+    assert prefixes.shape == (40,)
+    for i in (0, 1, 7, 20, 39):
+        want = scheme.detect(seq[: i + 1], KEY, VOCAB, logits=logits[VOCAB]).p_value
+        # a prefix's own forward pass gives its rows to float32 rounding, not bit for bit
+        assert prefixes[i] == pytest.approx(want, rel=1e-5, abs=1e-12)
+
+
+def test_repeated_contexts_are_scored_once(logits) -> None:
+    block = np.random.default_rng(3).integers(0, VOCAB, 15)
+    seq = np.concatenate([block] * 4)
+    for name in NAMES:
+        det = _scheme(name).detect(seq, KEY, VOCAB, logits=logits[VOCAB])
+        assert det.num_tokens_scored <= len(set(zip(block[:-1].tolist(), block[1:].tolist()))) + 1
+
+
+# ------------------------------------------------------------------------------------------
+# generation
+# ------------------------------------------------------------------------------------------
+def test_sweet_processor_biases_only_uncertain_rows() -> None:
+    scheme = _scheme("sweet:delta=3")
+    proc = scheme.logits_processor(KEY, 64, temperature=1.0, seed=0)
+    scores = torch.zeros((2, 64))
+    scores[1, 5] = 30.0  # a near-certain row: entropy ~0, below the threshold
+    ids = torch.tensor([[1, 2], [1, 2]])
+    out = proc(ids, scores.clone())
+    green = torch.from_numpy(scheme.green_rows(ids.numpy(), KEY, 64))
+    assert torch.equal(out[0], green[0].float() * 3.0)
+    assert torch.equal(out[1], scores[1])
+    ewd = _scheme("ewd:delta=3").logits_processor(KEY, 64, temperature=2.0, seed=0)
+    out = ewd(ids, scores.clone())
+    assert torch.equal(out[1], (scores[1] + green[1].float() * 3.0) / 2.0)
+
+
+def test_native_green_lists_are_native_kgw_green_lists() -> None:
+    """Same key, same gamma: SWEET's and EWD's native green tokens are kgw's."""
+    kgw = parse_watermark("kgw:gamma=0.5,delta=2,repeats=count")
+    assert kgw is not None
+    seq = np.random.default_rng(9).integers(0, VOCAB, 60)
+    green, _ = _scheme("ewd").green_units(seq, KEY, VOCAB)
+    for end in (2, 10, 33, 60):
+        det = kgw.detect(seq[:end], KEY, VOCAB)
+        assert det.num_tokens_scored == end - 1 and det.num_green_tokens == int(green[:end].sum())
+    # generation's green rows agree with detection's flags, position by position
+    for t in (1, 10, 59):
+        rows = _scheme("sweet").green_rows(seq[None, :t], KEY, VOCAB)
+        assert bool(rows[0, seq[t]]) == bool(green[t])
+
+
+PROMPTS = ["Miss Bennet walked to the village.", "The letter arrived on a Tuesday, and",
+           "Mr. Darcy said that", "It was a fine morning when"]
+
+
+@pytest.fixture(scope="module")
+def provider():
+    from evalrun.model.embedded import embedded_model_path
+    from evalrun.plugins.providers.hf import HFProvider
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield HFProvider(str(embedded_model_path()), spec="embedded", batch_size=4)
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("name", list(NAMES))
+def test_embedded_generation_is_detected_and_reproducible(name: str, provider) -> None:
+    from evalrun.model.generation import GenerationRequest, GenParams, Prompt
+    from evalrun.model.token_logits import ModelLogits
+
+    def generate() -> list:
+        reqs = [GenerationRequest(gen_key=f"g{i}", pack="unit", case={"id": f"c{i}"},
+                                  prompt=Prompt(None, prompt),
+                                  params=GenParams(temperature=1.0, max_tokens=80, seed=11),
+                                  repetition=0, watermark=name, key=KEY)
+                for i, prompt in enumerate(PROMPTS)]
+        got: dict = {}
+        provider.generate(reqs, lambda req, gen: got.__setitem__(req.gen_key, gen))
+        return [got[f"g{i}"] for i in range(len(PROMPTS))]
+
+    first, again = generate(), generate()
+    assert [g.token_ids for g in first] == [g.token_ids for g in again]
+    model = ModelLogits("embedded", provider)
+    scheme = _scheme(name)
+    detected = false_alarms = 0
+    for gen in first:
+        assert gen.error is None and len(gen.token_ids) >= 60
+        vocab = gen.extra["vocab_size"]
+        detected += scheme.detect(gen.token_ids, KEY, vocab, logits=model).p_value <= 0.02
+        false_alarms += sum(scheme.detect(gen.token_ids, f"wrong key {i}", vocab, logits=model).p_value <= 0.02
+                            for i in range(5))
+    assert detected >= 3
+    assert false_alarms <= 2  # 20 wrong-key tests at 0.02: 0.4 expected
+
+
+# ------------------------------------------------------------------------------------------
+# the model at detection, evalrun detect, specs
+# ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", list(NAMES))
+def test_detection_without_the_model_names_the_scheme(name: str) -> None:
+    scheme = _scheme(name)
+    assert scheme.needs_model
+    with pytest.raises(ModelRequired, match=rf"--watermark {name}:.*needs the model.*--model SPEC"):
+        scheme.detect([1, 2, 3, 4], KEY, VOCAB)
+    with pytest.raises(ModelRequired):
+        scheme.prefix_p_values([1, 2, 3, 4], KEY, VOCAB)
+
+
+def test_logits_of_another_width_are_refused(logits) -> None:
+    with pytest.raises(ModelRequired, match=r"logits of shape \(3, 1000\).*expected \(3, 2000\)"):
+        _scheme("ewd").detect([1, 2, 3, 4], KEY, 2000, logits=logits[1000])
+
+
+def test_detect_cli_reads_the_model_and_prints_markllm_score(tmp_path: Path, logits, monkeypatch) -> None:
+    from evalrun.cli.detect import detect_main
+    from evalrun.model import token_logits
+
+    ids = [5, 17, 300, 2048, 9, 11, 4000, 7, 7, 8, 100, 101, 102, 4, 5, 6]
+    path = tmp_path / "ids.jsonl"
+    path.write_text(json.dumps({"id": "a", "token_ids": ids}) + "\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert detect_main(["--watermark", "sweet", "--key", KEY, "--tokens", str(path), "--model", "embedded"],
+                       out, err) == 0, err.getvalue()
+    record = json.loads(out.getvalue())
+    want = _scheme("sweet").detect(ids, KEY, 8192, logits=token_logits.model_logits("embedded"))
+    assert record["id"] == "a" and record["p_value"] == want.p_value  # vocab from the model: 8192
+    assert KEY not in out.getvalue() + err.getvalue()
+    # compat mode at V=1000 with the reference model stands in for --model
+    case = DATA["vocab"]["1000"]["algorithms"]["EWD"][6]
+    path.write_text(json.dumps({"token_ids": case["ids"]}) + "\n")
+    monkeypatch.setitem(token_logits._LOADED, "reference-1000", logits[1000])
+    monkeypatch.setattr(token_logits, "parse_model", lambda spec: type("S", (), {"identity": lambda self: spec})())
+    logits[1000].vocab_size = 1000
+    out = io.StringIO()
+    assert detect_main(["--watermark", "ewd:compat=markllm", "--key", "15485863", "--tokens", str(path),
+                        "--model", "reference-1000"], out, err) == 0, err.getvalue()
+    assert json.loads(out.getvalue())["markllm_score"] == pytest.approx(case["score"], rel=1e-5)
+
+
+def test_detect_cli_without_model_is_one_line(tmp_path: Path) -> None:
+    from evalrun.cli.detect import detect_main
+
+    path = tmp_path / "ids.jsonl"
+    path.write_text(json.dumps({"token_ids": [1, 2, 3]}) + "\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert detect_main(["--watermark", "ewd", "--key", KEY, "--tokens", str(path), "--vocab-size", "1000"],
+                       out, err) == 2
+    assert err.getvalue().count("\n") == 1 and "--model SPEC" in err.getvalue() and "ewd:" in err.getvalue()
+    err = io.StringIO()
+    assert detect_main(["--watermark", "kgw", "--key", KEY, "--tokens", str(path), "--vocab-size", "1000",
+                        "--model", "embedded"], out, err) == 2
+    assert "--model applies to" in err.getvalue()
+
+
+@pytest.mark.parametrize("spec,param", [
+    ("sweet:gamma=1.5", "gamma"), ("ewd:gamma=0", "gamma"), ("sweet:wat=1", "wat"),
+    ("sweet:entropy_threshold=-1", "entropy_threshold"), ("ewd:prefix_length=0", "prefix_length"),
+    ("ewd:delta=nan", "delta"), ("sweet:compat=marklm", "compat"), ("ewd:entropy_threshold=1", "entropy_threshold"),
+])
+def test_bad_specs_are_one_line_naming_the_parameter(spec: str, param: str) -> None:
+    with pytest.raises(SpecError) as info:
+        parse_watermark(spec)
+    message = str(info.value)
+    assert "\n" not in message and param in message and spec.split(":")[0] in message
+
+
+def test_compat_key_must_be_an_integer() -> None:
+    with pytest.raises(EvalrunError, match="hash_key") as info:
+        _scheme("sweet:compat=markllm").check_key("not-a-number")
+    assert "not-a-number" not in str(info.value)
