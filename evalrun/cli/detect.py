@@ -9,7 +9,9 @@ tokenizer at PATH (a ``tokenizer.json`` file or a Hugging Face tokenizer directo
 it is read as it streams, ``CHUNK_TEXTS`` texts at a time, each chunk detected in one batched
 call (:meth:`~evalrun.watermark.base.WatermarkScheme.detect_many`) and its results printed
 before the next chunk is read. One JSON object is printed per input, in input order: ``num_tokens_scored``, ``score``, ``p_value`` (and
-``num_green_tokens``, ``z_score`` for green-list schemes, ``id`` when given). The key may come
+``num_green_tokens``, ``z_score`` for green-list schemes, ``id`` when given). Schemes whose
+detector reads the model (SWEET, EWD, Unbiased) take ``--model SPEC``, the model that generated
+the texts (its logit width is then the default ``--vocab-size``). The key may come
 from ``EVALRUN_WATERMARK_KEY`` and is never printed. Bad inputs are reported one line each on
 stderr (naming file and line) with exit status 2, after the valid inputs were printed.
 """
@@ -49,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tokenizer", help="tokenizer.json, or a model directory whose config.json vocab_size sets"
                         " the vocabulary size (with --text)")
     p.add_argument("--vocab-size", type=int, help="vocabulary size: the model's logit width (with --tokens; overrides --tokenizer's)")
+    p.add_argument("--model", default=None,
+                   help="the model that generated the texts (embedded, hf:PATH): schemes whose detector "
+                        "reads its logits (sweet, ewd, unbiased) need it; it also sets --vocab-size")
     p.add_argument("--backend", choices=("numpy", "torch"), default=None,
                    help="kernel backend (default: automatic, or $EVALRUN_KERNELS)")
     return p
@@ -205,6 +210,20 @@ def _run(argv: list[str], out: TextIO, err: TextIO) -> int:
     if scheme is None:
         raise EvalrunError("evalrun detect: --watermark none has nothing to detect")
     scheme.check_key(key)
+    kwargs: dict[str, Any] = {}
+    model_vocab: int | None = None
+    if scheme.needs_model:
+        if not args.model:
+            raise EvalrunError(f"evalrun detect: --watermark {scheme.spec} reads the generating model's logits "
+                               "at detection: pass --model SPEC (embedded, hf:PATH)")
+        # here, not at the top: only these schemes load a model (torch takes seconds to import)
+        from evalrun.model.token_logits import model_logits
+
+        kwargs["logits"] = model_logits(args.model)
+        model_vocab = kwargs["logits"].vocab_size
+    elif args.model:
+        raise EvalrunError(f"evalrun detect: --model applies to schemes whose detector reads the model "
+                           f"(sweet, ewd, unbiased), not {scheme.spec}")
     errors: list[tuple[int, str]] = []  # (line, message), reported in line order
     if args.text is not None:
         if not args.tokenizer:
@@ -216,12 +235,11 @@ def _run(argv: list[str], out: TextIO, err: TextIO) -> int:
             [(None, None, list(encode(_read_text(args.text))))]]
         source = args.text
     else:
-        if args.vocab_size is None:
+        if args.vocab_size is None and model_vocab is None:
             raise EvalrunError("evalrun detect: --tokens needs --vocab-size V")
-        vocab_size = args.vocab_size
+        vocab_size = args.vocab_size if args.vocab_size is not None else model_vocab
         chunks = _token_records(args.tokens, errors)
         source = args.tokens
-    kwargs = {}
     if args.backend:
         if "backend" not in inspect.signature(scheme.detect).parameters:
             raise EvalrunError(f"--backend applies to the native schemes, not {scheme.spec}")

@@ -28,6 +28,13 @@ tokenizer) also carries the reference's detection under the output's watermark a
 those human texts (its ``detect_human.py``), not on model outputs. It does not change the
 output's label.
 
+Schemes whose detector reads the model (SWEET, EWD, Unbiased: ``needs_model``) are detected
+with the logits of the output's generating model (:mod:`evalrun.model.token_logits`, loaded
+once per process): the one case where grading runs a model, because those detectors are
+defined by it. The forward pass is deterministic and made one text at a time, so a regrade on
+the same machine and library versions gives the same numbers; a model that gives no logits (an
+API model) makes the grade fail with the reason.
+
 A pack's grader.py also exports :func:`prepare_detection` as its ``prepare``: the harness
 hands it the items about to be graded, and it detects them all in a few batched calls (one
 per watermark and vocabulary) whose results the per-item grades then look up -- the same
@@ -54,14 +61,27 @@ from evalrun.watermark.verdict import (
 )
 
 #: detections computed in bulk by :func:`prepare_detection` for the items about to be graded:
-#: (spec, vocab size, key fingerprint, p-value threshold, token ids) -> (Detection, size).
+#: (spec, vocab size, key fingerprint, p-value threshold, token ids, model) -> (Detection, size).
 #: Process memory only (never stored); replaced by each ``prepare`` call, so it stays bounded.
 _PREPARED: dict[tuple[Any, ...], tuple[Any, int | None]] = {}
 
 
 def _memo_key(spec: str, vocab_size: int, key: str, threshold: float,
-              token_ids: tuple[int, ...]) -> tuple[Any, ...]:
-    return (spec, vocab_size, hashlib.sha256(key.encode()).digest(), threshold, token_ids)
+              token_ids: tuple[int, ...], model: str) -> tuple[Any, ...]:
+    return (spec, vocab_size, hashlib.sha256(key.encode()).digest(), threshold, token_ids, model)
+
+
+def _model_kwargs(scheme: Any, model: str) -> dict[str, Any]:
+    """``{"logits": ...}`` of the generating model for schemes whose detector reads it (SWEET,
+    EWD, Unbiased; loaded once per process), else nothing."""
+    if not getattr(scheme, "needs_model", False):
+        return {}
+    if not model:
+        raise ValueError(f"--watermark {scheme.spec}: detection needs the generating model, which the "
+                         "stored output does not name")
+    from evalrun.model.token_logits import model_logits
+
+    return {"logits": model_logits(model)}
 
 
 def _size(prefix_p_values: Any, threshold: float) -> int | None:
@@ -69,18 +89,19 @@ def _size(prefix_p_values: Any, threshold: float) -> int | None:
 
 
 def _detect(spec: str, token_ids: tuple[int, ...], key: str, vocab_size: int, threshold: float,
-            z_threshold: float | None = None) -> dict[str, Any]:
+            z_threshold: float | None = None, model: str = "") -> dict[str, Any]:
     """One detection with its evidence (``threshold`` is the p-value rule; with
     ``z_threshold``, see the module docstring)."""
-    found = _PREPARED.get(_memo_key(spec, vocab_size, key, threshold, token_ids))
+    found = _PREPARED.get(_memo_key(spec, vocab_size, key, threshold, token_ids, model))
     if found is not None:
         detection, size = found
     else:
 
         scheme = parse_watermark(spec)
         assert scheme is not None
-        detection = scheme.detect(token_ids, key, vocab_size)
-        size = _size(scheme.prefix_p_values(token_ids, key, vocab_size), threshold) if token_ids else None
+        kwargs = _model_kwargs(scheme, model)
+        detection = scheme.detect(token_ids, key, vocab_size, **kwargs)
+        size = _size(scheme.prefix_p_values(token_ids, key, vocab_size, **kwargs), threshold) if token_ids else None
     detected = is_detected(detection.z_score, detection.p_value, threshold=threshold, z_threshold=z_threshold)
     z = detection.z_score
     return {"p_value": float(detection.p_value), "z_score": None if z is None or not math.isfinite(z) else float(z),
@@ -122,7 +143,7 @@ def prepare_detection(batch: Sequence[tuple[Mapping[str, Any], str, GradeContext
     ``prefix_p_values_many``, equal text by text to the single-text methods), everything the
     coming :func:`grade_detection` calls will ask for. Items the grader would refuse are
     left to it; a group whose batched call fails is left to the item-by-item path."""
-    groups: dict[tuple[str, int, str, float], dict[tuple[int, ...], None]] = {}
+    groups: dict[tuple[str, int, str, float, str], dict[tuple[int, ...], None]] = {}
     for _case, _output, context in batch:
         vocab_size = context.extra.get("vocab_size")
         if context.token_ids is None or not context.key or not isinstance(vocab_size, int):
@@ -134,24 +155,25 @@ def prepare_detection(batch: Sequence[tuple[Mapping[str, Any], str, GradeContext
         except ValueError:
             continue
         for spec in _specs(context):
-            groups.setdefault((spec, vocab_size, context.key, threshold), {})[context.token_ids] = None
+            groups.setdefault((spec, vocab_size, context.key, threshold, context.model), {})[context.token_ids] = None
         reference = _reference_ids(context, vocab_size)
         if reference is not None:
-            groups[(context.watermark, vocab_size, context.key, threshold)][reference] = None
+            groups[(context.watermark, vocab_size, context.key, threshold, context.model)][reference] = None
     prepared: dict[tuple[Any, ...], tuple[Any, int | None]] = {}
-    for (spec, vocab_size, key, threshold), texts in groups.items():
+    for (spec, vocab_size, key, threshold, model), texts in groups.items():
         ids = list(texts)
         try:
             scheme = parse_watermark(spec)
             if scheme is None:
                 continue
-            dets = scheme.detect_many(ids, key, vocab_size)
-            prefixes = scheme.prefix_p_values_many(ids, key, vocab_size)
+            kwargs = _model_kwargs(scheme, model)
+            dets = scheme.detect_many(ids, key, vocab_size, **kwargs)
+            prefixes = scheme.prefix_p_values_many(ids, key, vocab_size, **kwargs)
             sizes = [_size(p, threshold) for p in prefixes]
         except Exception:  # noqa: BLE001 - the item-by-item path raises it for its item
             continue
         for one, det, size in zip(ids, dets, sizes):
-            prepared[_memo_key(spec, vocab_size, key, threshold, one)] = (det, size)
+            prepared[_memo_key(spec, vocab_size, key, threshold, one, model)] = (det, size)
     _PREPARED.clear()
     _PREPARED.update(prepared)
 
@@ -185,7 +207,7 @@ def grade_detection(case: Mapping[str, Any], output: str, context: GradeContext)
                          " outside evalrun")
     if not context.key:
         raise ValueError("detection needs the watermark key (--key or EVALRUN_WATERMARK_KEY)")
-    found = {spec: _detect(spec, context.token_ids, context.key, vocab_size, threshold, z_threshold)
+    found = {spec: _detect(spec, context.token_ids, context.key, vocab_size, threshold, z_threshold, context.model)
              for spec in specs}
     if marked:
         evidence = found[context.watermark]
@@ -193,7 +215,8 @@ def grade_detection(case: Mapping[str, Any], output: str, context: GradeContext)
         metadata = {**evidence, **rule}
         reference = _reference_ids(context, vocab_size)
         if reference is not None:
-            verdict = _detect(context.watermark, reference, context.key, vocab_size, threshold, z_threshold)
+            verdict = _detect(context.watermark, reference, context.key, vocab_size, threshold, z_threshold,
+                              context.model)
             metadata["reference_detection"] = {k: v for k, v in verdict.items() if k != "size"}
         return Grade(1.0 if evidence["detected"] else 0.0, label, _rule(evidence, threshold, z_threshold), metadata)
     fired = sorted(spec for spec, ev in found.items() if ev["detected"])
