@@ -235,9 +235,10 @@ def _run(argv: list[str], out: TextIO, err: TextIO) -> int:
             [(None, None, list(encode(_read_text(args.text))))]]
         source = args.text
     else:
-        if args.vocab_size is None and model_vocab is None:
+        width = args.vocab_size if args.vocab_size is not None else model_vocab
+        if width is None:
             raise EvalrunError("evalrun detect: --tokens needs --vocab-size V")
-        vocab_size = args.vocab_size if args.vocab_size is not None else model_vocab
+        vocab_size = int(width)
         chunks = _token_records(args.tokens, errors)
         source = args.tokens
     if args.backend:
