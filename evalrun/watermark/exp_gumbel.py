@@ -7,7 +7,7 @@ MarkLLM's implementation, ``watermark/exp_gumbel/exp_gumbel.py`` and ``config/EX
 of THU-BPM/MarkLLM at commit 112fa74 (defaults: prefix_length 2, eps 1e-20, threshold 1e-4,
 sequence_length 200, temperature 0.7, seed 42).
 
-Key table. MarkLLM draws one table ``U = clamp(torch.rand((L*V, V), generator=seed), min=eps)``
+Key table (``compat=markllm``). MarkLLM draws one table ``U = clamp(torch.rand((L*V, V), generator=seed), min=eps)``
 (float32, L = prefix_length) and reads row ``r = ids[t-L] + ... + ids[t-1]``, the SUM of the
 previous L ids: different id pairs with the same sum share a row. At V = 50,257 the table is
 2*V^2 floats (20 GB, and MarkLLM keeps a second one of Gumbel values). Here rows are computed on
@@ -25,9 +25,18 @@ Measured at V = 128,000 (the full table: 131 GB): 200 random ids score in 15-18 
 core with a peak RSS of 170 MB, interpreter included; bit-identical to the full table (tested
 at V = 1000, and against MarkLLM's own numbers at V = 50,257).
 
+Native table (``compat=none``, the default): the same rows ``r`` (the sum of the previous L ids),
+but ``U[r, v] = uniform(pair(seed_r, v))`` from the keyed-hash kernels of
+:mod:`evalrun.kernels.keyed_hash`, with ``seed_r = pair(key word, r)`` and the key word
+:func:`~evalrun.watermark.randomness.derive_key` of ``--key`` tagged for this scheme: the
+``exp`` scheme's uniforms (``(top 53 bits + 0.5) / 2**53``, never 0 or 1, so ``eps`` never
+binds). One cell costs two hashes, with no generator stream to walk: ``detect_many`` scores
+all texts in one vectorised pass.
+
 Generation (MarkLLM's ``EXPGumbelLogitsProcessor`` plus its greedy ``watermark_logits_argmax``):
 the chosen token is ``argmax(logits / temperature + g)`` with ``g = -log(clamp(-log U[r],
-min=eps))`` (float32, as MarkLLM), i.e. the Gumbel-max trick; the processor returns -inf
+min=eps))`` (float32, as MarkLLM; native: float64 ``exp_gumbel`` noise of
+:mod:`evalrun.kernels.token_stats`), i.e. the Gumbel-max trick; the processor returns -inf
 everywhere but that token (histories shorter than L: the plain argmax, as MarkLLM). The run's
 own ``--temperature`` does not enter; the scheme's ``temperature`` does. ``seed`` is unused:
 generation is a function of the key and the history only.
@@ -40,15 +49,14 @@ occurrence of each (row, token) cell: for a text fixed independently of the key,
 cells are distinct entries of an i.i.d. table, so their ``-log(1 - u)`` are independent, and
 with u on float32's grid ``k / 2**24`` (below a continuous uniform) each is stochastically
 at most Exp(1). The p-value ``P[Gamma(n, 1) >= S]`` (n kept tokens,
-:func:`evalrun.watermark.nulls.erlang_p`, S summed in float64 with ``-log1p(-u)``) is
-therefore exact for continuous uniforms and conservative by at most the 2**-24 grid.
+:func:`evalrun.watermark.nulls.erlang_p`, S summed in float64 left to right with
+``-log1p(-u)``) is therefore exact for continuous uniforms and conservative by at most the
+2**-24 grid. Native terms are ``-log(1 - u)`` (numpy's ``log`` of the exact complement word's uniform,
+as ``exp_stat`` computes it), Exp(1) up to the 2**-53 grid, so the same Gamma null holds.
 Distinct cells in one shared row are still independent, so positions are dropped only for a
 repeated cell, not for a repeated row.
 
-Keys. Native mode (the default): the MT19937 state is seeded from the secret string through
-numpy's ``SeedSequence`` over the 256-bit sha256 of ``"evalrun/exp_gumbel\\0" + key`` (the
-full 19937-bit state, where torch's ``manual_seed`` keeps only 32 bits of an integer seed).
-``compat=markllm``: ``--key`` is MarkLLM's integer ``seed`` and the table is MarkLLM's exactly;
+Keys. Native mode: any non-blank string (the key word above). ``compat=markllm``: ``--key`` is MarkLLM's integer ``seed`` and the table is MarkLLM's exactly;
 ``detect`` then adds ``markllm_score``, the p-value MarkLLM's ``detect_watermark`` returns for
 those ids (float32 ``1 - u`` and division, float64 log and sum, scipy's ``gamma.sf``; None
 where the text has no more than L tokens, for which MarkLLM returns NaN), and
@@ -68,10 +76,15 @@ from scipy import stats
 
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_float, spec_int
+from evalrun.kernels.backend import NUMPY
+from evalrun.kernels.keyed_hash import code, complement, pair, tag, uniform
+from evalrun.kernels.token_stats import exp_gumbel, first_occurrence
 from evalrun.watermark import nulls
-from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_array
+from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_arrays
+from evalrun.watermark.detection import _Layout as Layout
 from evalrun.watermark.markllm_compat import check_key as check_markllm_key
 from evalrun.watermark.markllm_compat import compat_mode
+from evalrun.watermark.randomness import derive_key
 
 WHAT = "--watermark"
 NAME = "exp_gumbel"
@@ -86,6 +99,8 @@ JUMP_DRAWS = 1 << 25
 MIN_SKIP = 1 << 18
 #: bytes of cached float32 rows a stream keeps for generation
 ROW_CACHE_BYTES = 64 << 20
+#: domain tag of this scheme's native key word
+TAG_EXP_GUMBEL = 0x6C3E_A915_0B7D_F248
 
 
 def torch_seed_key(seed: int) -> np.ndarray:
@@ -98,13 +113,6 @@ def torch_seed_key(seed: int) -> np.ndarray:
         s = (1812433253 * (s ^ (s >> 30)) + j) & 0xFFFFFFFF
         key[j] = s
     return key
-
-
-def native_key(key: str) -> np.ndarray:
-    """MT19937 state for evalrun's secret string ``key`` (see the module docstring)."""
-    digest = hashlib.sha256(b"evalrun/exp_gumbel\0" + key.encode("utf-8")).digest()
-    bg = np.random.MT19937(np.random.SeedSequence(int.from_bytes(digest, "little")))
-    return np.array(bg.state["state"]["key"], dtype=np.uint32)
 
 
 def _uniform(words: np.ndarray, eps: np.float32) -> np.ndarray:
@@ -335,31 +343,60 @@ class ExpGumbel(WatermarkScheme):
         check_markllm_key(self.spec, self.compat, key, "seed")
 
     def stream(self, key: str, vocab_size: int) -> RowStream:
+        """compat=markllm: MarkLLM's table of the integer seed ``key``, rows on demand."""
         if vocab_size < 1:
             raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
         self.check_key(key)
-        init = torch_seed_key(int(key.strip())) if self.compat == "markllm" else native_key(key)
-        return stream_for(init, vocab_size, self.prefix_length * vocab_size, self.eps)
+        if self.compat != "markllm":
+            raise ValueError(f"{self.spec}: only compat=markllm draws its table from MT19937")
+        return stream_for(torch_seed_key(int(key.strip())), vocab_size,
+                          self.prefix_length * vocab_size, self.eps)
+
+    def native_key_word(self, key: str) -> int:
+        """Native mode's 64-bit key word: :func:`derive_key` of ``key`` tagged for this scheme."""
+        self.check_key(key)
+        return int(tag(NUMPY, NUMPY.u64([derive_key(key)]), TAG_EXP_GUMBEL)[0])
 
     # ---- detection ----------------------------------------------------------------------
-    def _cells(self, ids: np.ndarray, key: str, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
-        """(row, u) of every scored position t >= prefix_length."""
-        L = self.prefix_length
-        n = len(ids)
-        if n <= L:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        csum = np.concatenate([[0], np.cumsum(ids)])
-        rows = csum[L:n] - csum[: n - L]
-        return rows, self.stream(key, vocab_size).cells(rows, ids[L:])
+    def _rows(self, ids: np.ndarray, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(scored positions ``local >= L``, their table rows: the sum of the L ids before)."""
+        at = np.flatnonzero(local >= self.prefix_length)
+        rows = np.zeros(len(at), dtype=np.int64)
+        for back in range(1, self.prefix_length + 1):
+            rows += ids[at - back]
+        return at, rows
 
-    def _scores(self, ids: np.ndarray, rows: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Cumulative (kept count, evalrun's sum) after each scored position."""
-        cells = rows * (int(ids.max()) + 1) + ids[self.prefix_length:]
-        _, first_idx = np.unique(cells, return_index=True)
-        keep = np.zeros(len(cells), dtype=bool)
-        keep[first_idx] = True
-        terms = np.where(keep, -np.log1p(-u.astype(np.float64)), 0.0)
-        return np.cumsum(keep), np.cumsum(terms)
+    def _cells(self, ids: np.ndarray, key: str, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
+        """compat=markllm: (row, u) of every scored position t >= prefix_length."""
+        _, rows = self._rows(ids, np.arange(len(ids)))
+        return rows, self.stream(key, vocab_size).cells(rows, ids[self.prefix_length:])
+
+    def _analyse(self, token_id_seqs: Sequence[Sequence[int]], key: str,
+                 vocab_size: int) -> tuple[Layout, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """All texts laid end to end; per position (0 where not scored): kept (first
+        occurrence of its (row, token) cell in its text), the running kept count and
+        evalrun's running sum of its text, and u (compat; NaN in native mode)."""
+        self.check_key(key)
+        if vocab_size < 1:
+            raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
+        lay = Layout(token_id_arrays(token_id_seqs, vocab_size))
+        at, rows = self._rows(lay.flat, lay.local)
+        tokens = lay.flat[at]
+        u = np.full(lay.size, np.nan, dtype=np.float32)
+        if self.compat == "markllm":
+            u[at] = self.stream(key, vocab_size).cells(rows, tokens)
+            terms = -np.log1p(-u[at].astype(np.float64))
+        else:
+            seeds = pair(NUMPY, self.native_key_word(key), code(NUMPY, rows))
+            words = pair(NUMPY, seeds, code(NUMPY, tokens))
+            # -log(1 - u) as -log of the exact complement word's uniform (exp_stat's value up
+            # to exact_log's last-ulp agreement across backends, which numpy-only code skips)
+            terms = -np.log(uniform(NUMPY, complement(NUMPY, words)))
+        kept = np.zeros(lay.size, dtype=bool)
+        kept[at] = first_occurrence(NUMPY, (rows * vocab_size + tokens).astype(np.uint64), lay.segment[at])
+        evidence = np.zeros(lay.size, dtype=np.float64)
+        evidence[at] = np.where(kept[at], terms, 0.0)
+        return lay, kept, lay.int_cumsum(kept.astype(np.int64)), lay.ordered_cumsum(NUMPY, evidence), u
 
     def markllm_score(self, u: np.ndarray) -> float | None:
         """MarkLLM's ``detect_watermark`` score for the scored uniforms ``u`` (None: NaN there)."""
@@ -373,61 +410,89 @@ class ExpGumbel(WatermarkScheme):
         return float(stats.gamma.sf(total, len(u), loc=0, scale=1))
 
     def detect(self, token_ids: Sequence[int], key: str, vocab_size: int) -> Detection:
-        ids = token_id_array(token_ids, vocab_size)
-        rows, u = self._cells(ids, key, vocab_size)
-        extra: dict[str, Any] = {}
-        if self.compat == "markllm":
-            m = self.markllm_score(u)
-            extra["markllm_score"] = m
-            extra["markllm_is_watermarked"] = None if m is None else bool(m < self.threshold)
-        if len(u) == 0:
-            extra["tokens_dropped_repeats"] = 0
-            return Detection(num_tokens_scored=0, score=0.0, p_value=1.0, extra=extra)
-        kept, sums = self._scores(ids, rows, u)
-        n, s = int(kept[-1]), float(sums[-1])
-        extra["tokens_dropped_repeats"] = len(u) - n
-        p = float(nulls.erlang_p(np.array([s]), np.array([n]))[0])
-        return Detection(num_tokens_scored=n, score=s, p_value=p, extra=extra)
+        return self.detect_many([token_ids], key, vocab_size)[0]
+
+    def detect_many(self, token_id_arrays: Sequence[Sequence[int]], key: str,
+                    vocab_size: int, **kwargs: Any) -> list[Detection]:
+        """:meth:`detect` of every text, from one vectorised pass over all of them."""
+        if kwargs:
+            raise TypeError(f"unexpected keyword arguments {sorted(kwargs)}")
+        lay, _kept, counts, sums, u = self._analyse(token_id_arrays, key, vocab_size)
+        n, total = lay.last(counts), lay.last(sums)
+        p = nulls.erlang_p(total, n)
+        scored = np.maximum(lay.lengths - self.prefix_length, 0)
+        us = lay.split(u) if self.compat == "markllm" else []
+        out = []
+        for i, (n_i, s_i, p_i, m_i) in enumerate(zip(n.tolist(), total.tolist(), p.tolist(),
+                                                     scored.tolist())):
+            extra: dict[str, Any] = {}
+            if self.compat == "markllm":
+                m = self.markllm_score(us[i][self.prefix_length:])
+                extra["markllm_score"] = m
+                extra["markllm_is_watermarked"] = None if m is None else bool(m < self.threshold)
+            extra["tokens_dropped_repeats"] = m_i - n_i
+            out.append(Detection(num_tokens_scored=n_i, score=s_i if n_i else 0.0, p_value=p_i,
+                                 extra=extra))
+        return out
 
     def prefix_p_values(self, token_ids: Sequence[int], key: str, vocab_size: int) -> np.ndarray:
-        ids = token_id_array(token_ids, vocab_size)
-        out = np.ones(len(ids), dtype=np.float64)
-        rows, u = self._cells(ids, key, vocab_size)
-        if len(u):
-            kept, sums = self._scores(ids, rows, u)
-            out[self.prefix_length:] = nulls.erlang_p(sums, kept)
-        return out
+        return self.prefix_p_values_many([token_ids], key, vocab_size)[0]
+
+    def prefix_p_values_many(self, token_id_arrays: Sequence[Sequence[int]], key: str,
+                             vocab_size: int, **kwargs: Any) -> list[np.ndarray]:
+        """:meth:`prefix_p_values` of every text, from one pass over all of them."""
+        if kwargs:
+            raise TypeError(f"unexpected keyword arguments {sorted(kwargs)}")
+        lay, _kept, counts, sums, _u = self._analyse(token_id_arrays, key, vocab_size)
+        return lay.split(np.asarray(nulls.erlang_p(sums, counts), dtype=np.float64))
 
     # ---- generation ---------------------------------------------------------------------
     def logits_processor(self, key: str, vocab_size: int, *, temperature: float,
                          seed: int) -> "ExpGumbelLogitsProcessor":
-        return ExpGumbelLogitsProcessor(self.stream(key, vocab_size), self.prefix_length,
-                                        self.temperature, self.eps)
+        if self.compat == "markllm":
+            return ExpGumbelLogitsProcessor(self.stream(key, vocab_size), self.prefix_length,
+                                            self.temperature, self.eps)
+        if vocab_size < 1:
+            raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
+        return ExpGumbelLogitsProcessor(None, self.prefix_length, self.temperature, self.eps,
+                                        vocab_size=vocab_size, key_word=self.native_key_word(key))
 
 
 class ExpGumbelLogitsProcessor:
-    """Per row: -inf everywhere but ``argmax(scores / temperature + gumbel[row sum])``."""
+    """Per row: -inf everywhere but ``argmax(scores / temperature + gumbel[row sum])``; the
+    Gumbel rows from MarkLLM's table (``stream``) or, native, from ``key_word``."""
 
-    def __init__(self, stream: RowStream, prefix_length: int, temperature: float, eps: float) -> None:
+    def __init__(self, stream: RowStream | None, prefix_length: int, temperature: float, eps: float,
+                 *, vocab_size: int = 0, key_word: int | None = None) -> None:
         self.stream = stream
         self.prefix_length = prefix_length
         self.temperature = temperature
         self.eps = eps
+        self.vocab_size = stream.V if stream is not None else int(vocab_size)
+        self.rows = prefix_length * self.vocab_size
+        self._key_word = key_word
+        self._cache_rows = max(1, ROW_CACHE_BYTES // (8 * self.vocab_size))
         self._gumbel: OrderedDict[int, Any] = OrderedDict()
 
     def __repr__(self) -> str:
-        return f"ExpGumbelLogitsProcessor(prefix_length={self.prefix_length}, vocab_size={self.stream.V})"
+        return f"ExpGumbelLogitsProcessor(prefix_length={self.prefix_length}, vocab_size={self.vocab_size})"
 
     def gumbel_row(self, r: int) -> Any:
-        """MarkLLM's ``gumbel[r]``: ``-log(clamp(-log(U[r]), min=eps))`` in float32 torch."""
+        """MarkLLM's ``gumbel[r]``: ``-log(clamp(-log(U[r]), min=eps))`` in float32 torch;
+        native: the float64 ``exp_gumbel`` noise of row r's seed word."""
         import torch
 
         got = self._gumbel.get(r)
         if got is None:
-            u = torch.from_numpy(self.stream.row(r))
-            got = -torch.log(torch.clamp(-torch.log(u), min=self.eps))
+            if self.stream is not None:
+                u = torch.from_numpy(self.stream.row(r))
+                got = -torch.log(torch.clamp(-torch.log(u), min=self.eps))
+            else:
+                assert self._key_word is not None
+                seed = pair(NUMPY, self._key_word, code(NUMPY, np.array([r], dtype=np.int64)))
+                got = torch.from_numpy(np.asarray(exp_gumbel(NUMPY, seed, self.vocab_size))[0])
             self._gumbel[r] = got
-            if len(self._gumbel) > self.stream._cache_rows:
+            if len(self._gumbel) > self._cache_rows:
                 self._gumbel.popitem(last=False)
         self._gumbel.move_to_end(r)
         return got
@@ -435,7 +500,7 @@ class ExpGumbelLogitsProcessor:
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import torch
 
-        V = self.stream.V
+        V = self.vocab_size
         width = int(scores.shape[-1])
         n = min(width, V)
         out = torch.full_like(scores, float("-inf"))
@@ -445,7 +510,7 @@ class ExpGumbelLogitsProcessor:
             if hist.shape[1] < self.prefix_length:
                 choice = int(torch.argmax(logits))
             else:
-                r = int(hist[b, -self.prefix_length:].sum()) % self.stream.rows
+                r = int(hist[b, -self.prefix_length:].sum()) % self.rows
                 choice = int(torch.argmax(logits / self.temperature + self.gumbel_row(r)[:n]))
             out[b, choice] = 0.0
         return out

@@ -19,7 +19,10 @@ import pytest
 import scipy.stats
 
 from evalrun._util.errors import SpecError
-from evalrun.watermark.exp_gumbel import ExpGumbel, RowStream, torch_seed_key
+from evalrun.kernels.backend import NUMPY
+from evalrun.kernels.keyed_hash import GOLDEN, mix64
+from evalrun.watermark.exp_gumbel import TAG_EXP_GUMBEL, ExpGumbel, RowStream, torch_seed_key
+from evalrun.watermark.randomness import derive_key
 from evalrun.watermark.registry import parse_watermark
 
 REF = json.loads((Path(__file__).parent / "data" / "markllm_reference.json").read_text())
@@ -186,9 +189,61 @@ def test_prefix_p_values_match_detect() -> None:
         assert pre[i] == pytest.approx(scheme.detect(ids[: i + 1], KEY, 1000).p_value, rel=1e-12)
 
 
+def _native_u(key: str, row: int, token: int) -> float:
+    """The native table's cell from the module docstring, one Python integer at a time."""
+    def h(x: int) -> int:
+        return int(mix64(NUMPY, NUMPY.u64([x]))[0])
+
+    seed = h(h(derive_key(key) ^ TAG_EXP_GUMBEL) ^ (row * GOLDEN % 2**64))
+    return ((h(seed ^ (token * GOLDEN % 2**64)) >> 11) + 0.5) / 2**53
+
+
+@pytest.mark.parametrize("prefix_length", [1, 2, 3])
+def test_native_detection_equals_the_slow_definition(prefix_length: int) -> None:
+    """Rows are sums of the previous ids, cells hashed, repeated (row, token) cells dropped, the
+    sum of -log(1 - u) against Gamma(n, 1); detect_many, detect and prefix p-values agree."""
+    V, rng = 400, np.random.default_rng(8)
+    scheme = _scheme(f"exp_gumbel:prefix_length={prefix_length}")
+    texts = [rng.integers(0, V, n) for n in (0, prefix_length, 50, 90)]
+    texts[-1][60:80] = texts[-1][10:30]
+    dets = scheme.detect_many(texts, KEY, V)
+    for ids, det, pre in zip(texts, dets, scheme.prefix_p_values_many(texts, KEY, V)):
+        seen: set[tuple[int, int]] = set()
+        total, kept = 0.0, 0
+        for t in range(prefix_length, len(ids)):
+            cell = (int(ids[t - prefix_length:t].sum()), int(ids[t]))
+            if cell not in seen:
+                seen.add(cell)
+                total, kept = total - np.log1p(-_native_u(KEY, *cell)), kept + 1
+        assert det.num_tokens_scored == kept and det.score == pytest.approx(total, rel=1e-12)
+        want = scipy.stats.gamma.sf(total, kept) if kept else 1.0
+        assert det.p_value == pytest.approx(want, rel=1e-9)
+        assert det.extra["tokens_dropped_repeats"] == max(len(ids) - prefix_length, 0) - kept
+        assert det == scheme.detect(ids, KEY, V)
+        assert np.array_equal(pre, scheme.prefix_p_values(ids, KEY, V))
+    assert dets[-1].extra["tokens_dropped_repeats"] >= 20 - prefix_length
+
+
 # ------------------------------------------------------------------------------------------
 # generation
 # ------------------------------------------------------------------------------------------
+def test_native_processor_picks_the_gumbel_argmax() -> None:
+    import torch
+
+    V = 300
+    proc = _scheme("exp_gumbel:temperature=0.5").logits_processor(KEY, V, temperature=1.0, seed=0)
+    hist = torch.tensor([[1, 2, 3], [9, 200, 250], [0, 299, 299]])
+    scores = torch.randn(3, V, generator=torch.Generator().manual_seed(4))
+    out = proc(hist, scores.clone())
+    for b in range(3):
+        row = int(hist[b, -2:].sum())
+        gumbel = [-np.log(-np.log(_native_u(KEY, row, v))) for v in range(V)]
+        want = int(np.argmax(scores[b].double().numpy() / 0.5 + np.array(gumbel)))
+        assert int(torch.argmax(out[b])) == want and torch.isinf(out[b]).sum() == V - 1
+    short = proc(hist[:, :1], scores.clone())  # shorter than prefix_length: the plain argmax
+    assert torch.equal(torch.argmax(short, dim=1), torch.argmax(scores, dim=1))
+
+
 def test_processor_picks_markllm_gumbel_argmax() -> None:
     import torch
 
