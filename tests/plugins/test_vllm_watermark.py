@@ -154,6 +154,25 @@ def test_apply_matches_the_processor_on_prompt_plus_output():
     assert b.apply(logits) is logits
 
 
+@pytest.mark.parametrize("spec", ["dipmark", "unbiased", "pf", "sweet", "ewd", "exp_gumbel", "morphmark"])
+def test_markllm_schemes_through_the_adapter_match_their_processors(spec: str):
+    """MarkLLM's schemes take the vLLM path unchanged: over several steps, each row's logits
+    are what the scheme's own processor gives on prompt + output so far."""
+    a = adapter()
+    gen = torch.Generator().manual_seed(1)
+    prompt, output = [3, 9, 27, 17, 51, 2, 8], [5, 40]
+    a.update_state(Update(2, added=[(0, marked(spec=spec, temperature=0.8, seed=2), prompt, output),
+                                    (1, Params(), [4], [])]))
+    proc = parse_watermark(spec).logits_processor("k", V, temperature=0.8, seed=2)
+    for step in range(3):
+        logits = torch.randn(2, V, generator=gen) * 3
+        want = proc(torch.tensor([prompt + output]), logits[:1].clone())[0]
+        got = a.apply(logits.clone())
+        assert torch.allclose(got[0], want, equal_nan=True), (spec, step)
+        assert torch.equal(got[1], logits[1])
+        output.append(int(torch.nan_to_num(want, neginf=-1e30).argmax()))  # vLLM grows the list in place
+
+
 def test_prompt_embeddings_are_refused():
     with pytest.raises(ValueError, match="prompt's token ids"):
         adapter().update_state(Update(1, added=[(0, marked(), None, [])]))
