@@ -249,6 +249,23 @@ def test_processor_matches_markllm_rule(kind: str) -> None:
     assert isinstance(as_np, np.ndarray) and np.allclose(as_np, out.numpy(), equal_nan=True)
 
 
+def test_native_processor_boosts_the_keyed_hash_green_list() -> None:
+    """Native rows: MarkLLM's rule on the green list of the slow definition (token v green iff
+    its pair hash with the context's seed word falls below gamma)."""
+    torch = pytest.importorskip("torch")
+    vocab, scheme = 500, _scheme("morphmark:gamma=0.3,type=linear")
+    word = _hash(derive_key(KEY) ^ TAG_MORPHMARK)
+    ids = torch.tensor([[3, 17], [4, 250], [9, 0]])
+    scores = torch.randn(3, vocab, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    out = scheme.logits_processor(KEY, vocab, temperature=1.0, seed=0)(ids, scores.clone())
+    for row in range(3):
+        seed = _hash(word ^ (int(ids[row, -1]) * GOLDEN % 2**64))
+        green = torch.tensor([_hash(seed ^ (v * GOLDEN % 2**64)) >> 11 < round(0.3 * 2**53)
+                              for v in range(vocab)])
+        want = _markllm_reweight(torch, scores[row].clone(), green, dict(CONFIG, type="linear"))
+        assert torch.allclose(out[row], want, rtol=1e-9, atol=1e-9, equal_nan=True)
+
+
 # ------------------------------------------------------------------------------------------
 # Generation with the embedded model (hf provider)
 # ------------------------------------------------------------------------------------------
