@@ -186,8 +186,8 @@ def main() -> None:
         m = ml.get(alg)
         match = agreement(dets, m["scores"], exact=name == "pf") if m else None
         rows.append((name, alg, len(texts), vocab, m["cpu_s"] if m else None, t_nat, t_cmp, match))
-        print(f"  evalrun {name} V={vocab}: native {1000 * t_nat / len(texts):.2f}, "
-              f"compat {1000 * t_cmp / len(texts):.2f} ms/text", flush=True)
+        print(f"  evalrun {name} V={vocab}: native {1000 * t_nat / len(texts):.3f}, "
+              f"compat {1000 * t_cmp / len(texts):.3f} ms/text", flush=True)
     if args.exp_texts and args.exp_vocab != args.vocab:
         texts = list(ids[:args.exp_texts])
         t_nat, _ = evalrun_side("exp_gumbel", NATIVE_KEY, texts, args.vocab, 1, warm_big)
@@ -205,8 +205,9 @@ def main() -> None:
         note = (f"{match[0]}/{n} (max rel diff {match[1]:.1e})" if match
                 else ("MarkLLM cannot build its 16*V^2-byte table" if alg == "EXPGumbel" and t_ml is None and ml
                       else "-"))
-        print(f"{name:11s} {alg:9s} {n:5d} {vocab:6d} {ml_ms} {1000 * t_nat / n:8.2f} "
-              f"{1000 * t_cmp / n:8.2f} {r_nat} {r_cmp}  {note}")
+        # three decimals: native rows take tens of microseconds per text
+        print(f"{name:11s} {alg:9s} {n:5d} {vocab:6d} {ml_ms} {1000 * t_nat / n:8.3f} "
+              f"{1000 * t_cmp / n:8.3f} {r_nat} {r_cmp}  {note}")
     if any(r[7] is not None and r[7][0] != r[2] for r in rows):
         sys.exit("markllm_score differs from MarkLLM's score on some text")
 
