@@ -169,6 +169,7 @@ class MorphMark(WatermarkScheme):
         return self._native_seeds(np.asarray(list(contexts), dtype=np.int64), key).tolist()
 
     def _native_seeds(self, contexts: np.ndarray, key: str) -> np.ndarray:
+        """Native seed words ``pair(key word, c)`` of the context values ``contexts``."""
         word = tag(NUMPY, NUMPY.u64([derive_key(key)]), TAG_MORPHMARK)
         return np.asarray(pair(NUMPY, word, code(NUMPY, contexts)), dtype=np.uint64)
 
