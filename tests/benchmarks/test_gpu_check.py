@@ -40,7 +40,7 @@ def test_cpu_smoke_run_passes_and_writes_its_figures(tmp_path: Path) -> None:
     assert parity["figures"]["comparisons"] == 3 * len(load_script().PARITY_SPECS)
     # the schemes without a torch kernel are named, so the GPU figures say what they left out
     assert set(parity["figures"]["numpy_only"]) == {"kgw_compat", "synthid", "unigram", "waterfall", "dipmark",
-                                                    "pf", "exp_gumbel", "morphmark"}
+                                                    "pf", "exp_gumbel", "morphmark", "sweet", "ewd", "unbiased"}
     assert all(row["ratio"] > 0 for row in speed["figures"].values()) and len(speed["figures"]) == 3
 
 
