@@ -161,6 +161,10 @@ LAZY = {
     ("evalrun.plugins.providers.vllm", "evalrun.plugins.providers.vllm_watermark"):
         "it imports vLLM itself, an optional multi-GB dependency",
     ("evalrun.cli.run", "evalrun.report"): "the report loads matplotlib: only runs that ask for one",
+    ("evalrun.cli.detect", "evalrun.model.token_logits"):
+        "torch and a model: only schemes whose detector reads the model (SWEET, EWD, Unbiased)",
+    ("evalrun.pack.detection_grader", "evalrun.model.token_logits"):
+        "torch and a model: only schemes whose detector reads the model (SWEET, EWD, Unbiased)",
 }
 
 

@@ -61,14 +61,14 @@ from evalrun.watermark.verdict import (
 )
 
 #: detections computed in bulk by :func:`prepare_detection` for the items about to be graded:
-#: (spec, vocab size, key fingerprint, p-value threshold, token ids, model) -> (Detection, size).
+#: (spec, vocab size, key fingerprint, p-value threshold, model, token ids) -> (Detection, size).
 #: Process memory only (never stored); replaced by each ``prepare`` call, so it stays bounded.
 _PREPARED: dict[tuple[Any, ...], tuple[Any, int | None]] = {}
 
 
 def _memo_key(spec: str, vocab_size: int, key: str, threshold: float,
               token_ids: tuple[int, ...], model: str) -> tuple[Any, ...]:
-    return (spec, vocab_size, hashlib.sha256(key.encode()).digest(), threshold, token_ids, model)
+    return (spec, vocab_size, hashlib.sha256(key.encode()).digest(), threshold, model, token_ids)
 
 
 def _model_kwargs(scheme: Any, model: str) -> dict[str, Any]:
