@@ -33,6 +33,35 @@ def check_temperature(temperature: float) -> None:
         raise ValueError(f"temperature must be finite and >= 0, got {temperature}")
 
 
+class SchemeProcessor:
+    """What a scheme's own logits processor starts from: a checked temperature and vocabulary
+    size, the scheme, and a repr that names its spec and never the key."""
+
+    def __init__(self, scheme: "WatermarkScheme", vocab_size: int, temperature: float) -> None:
+        check_temperature(temperature)
+        if vocab_size < 1:
+            raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
+        self.scheme = scheme
+        self.vocab_size = int(vocab_size)
+        self.temperature = float(temperature)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.scheme.spec}, temperature={self.temperature})"
+
+    @staticmethod
+    def torch_inputs(input_ids: Any, scores: Any) -> tuple[Any, np.ndarray, bool]:
+        """``(scores as a torch tensor, input_ids as an int64 numpy array, whether the scores
+        came as numpy)``: processors are called with torch tensors by transformers and vLLM and
+        with numpy arrays by some tests and providers."""
+        import torch
+
+        as_numpy = isinstance(scores, np.ndarray)
+        raw = torch.from_numpy(np.asarray(scores)) if as_numpy else scores
+        ids = np.asarray(input_ids if isinstance(input_ids, np.ndarray)
+                         else input_ids.detach().cpu().numpy(), dtype=np.int64)
+        return raw, ids, as_numpy
+
+
 def token_id_array(token_ids: Sequence[int], vocab_size: int) -> np.ndarray:
     """``token_ids`` as a 1-D int64 array; ValueError unless they are integers in
     ``[0, vocab_size)``."""

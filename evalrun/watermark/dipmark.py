@@ -71,7 +71,7 @@ from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.keyed_hash import code, feistel_rank, pair, tag
 from evalrun.kernels.token_stats import first_occurrence
 from evalrun.watermark import nulls
-from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, finite_param, token_id_arrays
+from evalrun.watermark.base import Detection, SchemeProcessor, WatermarkScheme, finite_param, token_id_arrays
 from evalrun.watermark.detection import _Layout as Layout
 from evalrun.watermark.markllm_compat import check_key as check_markllm_key
 from evalrun.watermark.markllm_compat import compat_mode
@@ -323,26 +323,20 @@ class DiPmark(WatermarkScheme):
         return DiPmarkLogitsProcessor(self, vocab_size, temperature, key_word=native_key_word(key))
 
 
-class DiPmarkLogitsProcessor:
+class DiPmarkLogitsProcessor(SchemeProcessor):
     """Divides by the temperature (when > 0), then reweights the first ``vocab_size`` columns
     of each row with DiPmark under that row's context permutation. Keeps, per row, the
     contexts used so far (MarkLLM's generation history); one instance per generation.
     ``hash_key`` for compat=markllm's permutations, ``key_word`` for native ones."""
 
+    scheme: DiPmark
+
     def __init__(self, scheme: DiPmark, vocab_size: int, temperature: float, *,
                  hash_key: bytes | None = None, key_word: int | None = None) -> None:
-        check_temperature(temperature)
-        if vocab_size < 1:
-            raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
-        self.scheme = scheme
-        self.vocab_size = int(vocab_size)
-        self.temperature = float(temperature)
+        super().__init__(scheme, vocab_size, temperature)
         self._hash_key = hash_key
         self._key_word = key_word
         self._history: dict[int, set[bytes]] = {}
-
-    def __repr__(self) -> str:
-        return f"DiPmarkLogitsProcessor({self.scheme.spec}, temperature={self.temperature})"
 
     def _permutation(self, context: np.ndarray, code: bytes, width: int) -> Any:
         """The context's permutation of the first ``width`` tokens (a CPU int64 tensor)."""
@@ -361,10 +355,7 @@ class DiPmarkLogitsProcessor:
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import torch
 
-        as_numpy = isinstance(scores, np.ndarray)
-        raw = torch.from_numpy(np.asarray(scores)) if as_numpy else scores
-        ids = np.asarray(input_ids if isinstance(input_ids, np.ndarray)
-                         else input_ids.detach().cpu().numpy(), dtype=np.int64)
+        raw, ids, as_numpy = self.torch_inputs(input_ids, scores)
         x = raw.to(torch.float64)  # a copy: the caller's scores are left untouched
         if self.temperature > 0:
             x = x / self.temperature

@@ -40,9 +40,9 @@ from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.green import green_mask, is_green
 from evalrun.kernels.keyed_hash import code, pair, threshold53
 from evalrun.watermark.base import (
+    SchemeProcessor,
     TokenLogits,
     WatermarkScheme,
-    check_temperature,
     checked_logits,
     finite_param,
     require_logits,
@@ -198,31 +198,22 @@ class EntropyGreenScheme(WatermarkScheme):
         return GreenBiasProcessor(self, key, vocab_size, temperature)
 
 
-class GreenBiasProcessor:
+class GreenBiasProcessor(SchemeProcessor):
     """Adds ``delta`` to the green logits of the rows the scheme's :meth:`~EntropyGreenScheme.gate`
     lets through (MarkLLM's order: the gate reads the raw scores), then divides by the
     temperature (the provider samples at temperature 1). Rows shorter than ``prefix_length``
     are left as they are, as MarkLLM does."""
 
-    def __init__(self, scheme: EntropyGreenScheme, key: str, vocab_size: int, temperature: float) -> None:
-        check_temperature(temperature)
-        if vocab_size < 1:
-            raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
-        self.scheme = scheme
-        self.vocab_size = int(vocab_size)
-        self.temperature = float(temperature)
-        self._key = key
+    scheme: EntropyGreenScheme
 
-    def __repr__(self) -> str:
-        return f"GreenBiasProcessor({self.scheme.spec}, temperature={self.temperature})"
+    def __init__(self, scheme: EntropyGreenScheme, key: str, vocab_size: int, temperature: float) -> None:
+        super().__init__(scheme, vocab_size, temperature)
+        self._key = key
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import torch
 
-        as_numpy = isinstance(scores, np.ndarray)
-        raw = torch.from_numpy(np.asarray(scores)) if as_numpy else scores
-        ids = np.asarray(input_ids if isinstance(input_ids, np.ndarray)
-                         else input_ids.detach().cpu().numpy(), dtype=np.int64)
+        raw, ids, as_numpy = self.torch_inputs(input_ids, scores)
         out = raw.clone()
         width = min(int(out.shape[-1]), self.vocab_size)
         if ids.shape[-1] >= self.scheme.prefix_length:

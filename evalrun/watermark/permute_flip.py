@@ -64,7 +64,7 @@ from evalrun._util.specs import Spec, check_keys, spec_int
 from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.keyed_hash import code, neg_log_uniform, pair, range_codes, tag
 from evalrun.watermark import nulls
-from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, token_id_array
+from evalrun.watermark.base import Detection, SchemeProcessor, WatermarkScheme, token_id_array
 from evalrun.watermark.markllm_compat import check_key as check_markllm_key
 from evalrun.watermark.markllm_compat import compat_mode
 from evalrun.watermark.randomness import derive_key
@@ -227,24 +227,18 @@ class PermuteFlip(WatermarkScheme):
         return PermuteFlipLogitsProcessor(self, vocab_size, temperature, salt=self._salt(key))
 
 
-class PermuteFlipLogitsProcessor:
+class PermuteFlipLogitsProcessor(SchemeProcessor):
     """``(input_ids [B,T], scores [B,W]) -> scores``: -inf everywhere but the token
     ``argmax_v log p_v - log r_v`` of each row (numpy or torch in, the same type out); at
     temperature 0 the scores unchanged (greedy, unwatermarked, as in MarkLLM)."""
 
+    scheme: PermuteFlip
+
     def __init__(self, scheme: PermuteFlip, vocab_size: int, temperature: float, *,
                  key_word: int | None = None, salt: int | None = None) -> None:
-        check_temperature(temperature)
-        if vocab_size < 1:
-            raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
-        self.scheme = scheme
-        self.vocab_size = int(vocab_size)
-        self.temperature = float(temperature)
+        super().__init__(scheme, vocab_size, temperature)
         self._key_word = key_word
         self._salt = salt
-
-    def __repr__(self) -> str:  # never show the key
-        return f"PermuteFlipLogitsProcessor({self.scheme.spec}, vocab_size={self.vocab_size})"
 
     def _contexts(self, input_ids: Any, batch: int) -> list[list[int]]:
         ids = input_ids.detach().cpu().numpy() if hasattr(input_ids, "detach") else np.asarray(input_ids)
