@@ -258,13 +258,16 @@ def test_detect_cli_reads_the_model_and_prints_markllm_score(tmp_path: Path, log
     ids = [5, 17, 300, 2048, 9, 11, 4000, 7, 7, 8, 100, 101, 102, 4, 5, 6]
     path = tmp_path / "ids.jsonl"
     path.write_text(json.dumps({"id": "a", "token_ids": ids}) + "\n")
-    out, err = io.StringIO(), io.StringIO()
-    assert detect_main(["--watermark", "sweet", "--key", KEY, "--tokens", str(path), "--model", "embedded"],
-                       out, err) == 0, err.getvalue()
-    record = json.loads(out.getvalue())
-    want = _scheme("sweet").detect(ids, KEY, 8192, logits=token_logits.model_logits("embedded"))
-    assert record["id"] == "a" and record["p_value"] == want.p_value  # vocab from the model: 8192
-    assert KEY not in out.getvalue() + err.getvalue()
+    for name in ("sweet", "ewd", "unbiased"):  # every scheme whose detector reads the model
+        out, err = io.StringIO(), io.StringIO()
+        assert detect_main(["--watermark", name, "--key", KEY, "--tokens", str(path), "--model", "embedded"],
+                           out, err) == 0, err.getvalue()
+        record = json.loads(out.getvalue())
+        scheme = parse_watermark(name)
+        assert scheme is not None
+        want = scheme.detect(ids, KEY, 8192, logits=token_logits.model_logits("embedded"))
+        assert record["id"] == "a" and record["p_value"] == want.p_value  # vocab from the model: 8192
+        assert KEY not in out.getvalue() + err.getvalue()
     # compat mode at V=1000 with the reference model stands in for --model
     case = DATA["vocab"]["1000"]["algorithms"]["EWD"][6]
     path.write_text(json.dumps({"token_ids": case["ids"]}) + "\n")
