@@ -20,11 +20,14 @@ Green lists, by ``compat``:
   ``kgw:gamma=...`` calls green under the same key, so SWEET and EWD read as kgw plus an
   entropy rule.
 
-The units evalrun's null scores (native: first occurrences of each (context, token) pair,
-whose keyed hashes are independent; compat: first occurrences of each context value, each
-green list used once) are chosen from the text and the model alone, never from the key, so
-for a text fixed independently of the key each unit is green independently with the exact
-probability :meth:`EntropyGreenScheme.green_probability`.
+The units evalrun's null scores are first occurrences: natively of each (context ids, token)
+tuple, whose keyed hashes are independent, chosen from the text and the model alone; in compat
+mode of each green list, i.e. of the 32 generator-seed bits torch keeps (``hash_key * c`` of
+two contexts may agree there -- every context does for a key divisible by 2**32 -- and then
+they share one list and one unit). For a text fixed independently of the key each unit is
+then green independently with the exact probability
+:meth:`EntropyGreenScheme.green_probability` (compat mode: taking torch's permutations of
+distinct seeds as independent draws).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, spec_float, spec_int
 from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.green import green_mask, is_green
-from evalrun.kernels.keyed_hash import code, pair, threshold53
+from evalrun.kernels.keyed_hash import threshold53
 from evalrun.watermark.base import (
     SchemeProcessor,
     TokenLogits,
@@ -111,9 +114,15 @@ class EntropyGreenScheme(WatermarkScheme):
         assert value is not None
         return value
 
+    def _compat_seed(self, hash_key: int, context: int) -> int:
+        """MarkLLM's generator seed of a context value; torch's mt19937 keeps its low 32 bits."""
+        return (hash_key * int(context)) & 0xFFFFFFFF
+
     def green_units(self, ids: np.ndarray, key: str, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
         """``(green, first)`` per position: green membership (False before ``prefix_length``)
-        and whether the position is the first occurrence of its null unit."""
+        and whether the position is the first occurrence of its null unit (native: the
+        (context ids, token) tuple, chosen from the text alone; compat: the green list's
+        32-bit generator seed, so contexts that share a list share a unit)."""
         self.check_key(key)
         n, k = len(ids), self.prefix_length
         green = np.zeros(n, dtype=bool)
@@ -121,31 +130,33 @@ class EntropyGreenScheme(WatermarkScheme):
         if n <= k:
             return green, first
         if self.compat == MARKLLM:
-            ctx = np.asarray(context_values(ids, vocab_size, k, "time"), dtype=np.int64)
-            uniq, inverse = np.unique(ctx, return_inverse=True)
             hash_key = self._hash_key(key)
-            seeds = np.asarray([(hash_key * int(c)) & 0xFFFFFFFFFFFFFFFF for c in uniq.tolist()],
-                               dtype=np.uint64)
+            ctx = context_values(ids, vocab_size, k, "time")
+            seeds = np.asarray([self._compat_seed(hash_key, c) for c in ctx], dtype=np.int64)
+            uniq, inverse = np.unique(seeds, return_inverse=True)
             green[k:] = GreenLists(vocab_size, self.gamma).membership(
-                seeds, ids[k:], cache=True, seed_of=inverse.reshape(-1))
-            first[k:] = first_occurrences(ctx)
+                uniq.astype(np.uint64), ids[k:], cache=True, seed_of=inverse.reshape(-1))
+            first[k:] = first_occurrences(seeds)
             return green, first
         seeds, scored = Randomness("window", context=k).text_seeds(
             NUMPY, NUMPY.u64([derive_key(key)]), NUMPY.i64(ids))
         green[:] = np.asarray(is_green(NUMPY, seeds, ids, self.gamma), dtype=bool) & scored
-        units = np.asarray(pair(NUMPY, seeds, code(NUMPY, ids)), dtype=np.uint64).view(np.int64)
-        first[k:] = first_occurrences(units[k:])
+        windows = np.lib.stride_tricks.sliding_window_view(ids, k + 1)  # ids[t-k..t], t >= k
+        _, at = np.unique(windows, axis=0, return_index=True)
+        first[k + at] = True
         return green, first
 
-    def green_rows(self, input_ids: np.ndarray, key: str, vocab_size: int) -> np.ndarray:
-        """``[B, V]`` green masks for the next token of each row of ``input_ids [B, T]``."""
+    def green_rows(self, input_ids: np.ndarray, key: str, vocab_size: int,
+                   lists: GreenLists | None = None) -> np.ndarray:
+        """``[B, V]`` green masks for the next token of each row of ``input_ids [B, T]``
+        (``lists``: the compat green lists to draw from, kept by the caller across steps)."""
         k = self.prefix_length
         if self.compat == MARKLLM:
             hash_key = self._hash_key(key)
-            lists = GreenLists(vocab_size, self.gamma)
-            rows = [lists.mask((hash_key * (int(np.prod(r[-k:].tolist(), dtype=object)) % vocab_size))
-                               & 0xFFFFFFFFFFFFFFFF) for r in input_ids]
-            return np.stack(rows)
+            lists = lists or GreenLists(vocab_size, self.gamma)
+            # the context value of the position after each row: its last k ids
+            ctx = [context_values(np.append(r[-k:], 0), vocab_size, k, "time")[0] for r in input_ids]
+            return np.stack([lists.mask(self._compat_seed(hash_key, c)) for c in ctx])
         seeds = Randomness("window", context=k).generation_seeds(
             NUMPY, derive_key(key), input_ids, int(input_ids.shape[1]), None)
         return np.asarray(green_mask(NUMPY, seeds, vocab_size, self.gamma), dtype=bool)
@@ -209,6 +220,7 @@ class GreenBiasProcessor(SchemeProcessor):
     def __init__(self, scheme: EntropyGreenScheme, key: str, vocab_size: int, temperature: float) -> None:
         super().__init__(scheme, vocab_size, temperature)
         self._key = key
+        self._lists: dict[int, GreenLists] = {}  # compat green lists by width, kept across steps
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import torch
@@ -217,7 +229,10 @@ class GreenBiasProcessor(SchemeProcessor):
         out = raw.clone()
         width = min(int(out.shape[-1]), self.vocab_size)
         if ids.shape[-1] >= self.scheme.prefix_length:
-            mask = torch.from_numpy(self.scheme.green_rows(ids, self._key, width)).to(out.device)
+            lists = self._lists.get(width)
+            if lists is None and self.scheme.compat == MARKLLM:
+                lists = self._lists[width] = GreenLists(width, self.scheme.gamma)
+            mask = torch.from_numpy(self.scheme.green_rows(ids, self._key, width, lists)).to(out.device)
             mask = mask & self.scheme.gate(raw[:, :width])
             out[:, :width] = out[:, :width] + mask.to(out.dtype) * self.scheme.delta
         if self.temperature > 0 and self.temperature != 1:

@@ -23,8 +23,9 @@ position weighs 0).
   model and each unit is green independently with the exact probability p, so
   ``S = sum_green w`` has mean ``p sum w`` and variance ``p (1 - p) sum w^2`` exactly; the
   p-value is the normal tail of ``z = (S - p sum w) / sqrt(p (1 - p) sum w^2)`` (the score
-  and ``z_score``). The normal shape is an approximation (a weighted sum of Bernoullis); the
-  tests check its false-positive rate at 0.02 on unwatermarked text.
+  and ``z_score``; p = 1 and z = 0 when every weight is 0). The normal shape is an
+  approximation (a weighted sum of Bernoullis); the tests check its false-positive rate at
+  0.02 on unwatermarked text.
 """
 
 from __future__ import annotations
@@ -44,14 +45,19 @@ DEFAULTS: dict[str, float] = {"gamma": 0.5, "delta": 2.0, "prefix_length": 1, "z
 ALLOWED_KEYS = frozenset(DEFAULTS) | {"compat"}
 
 
-def weighted_z(weights: np.ndarray, green: np.ndarray, p: float) -> float:
-    """``(sum of green weights - p sum w) / sqrt(p (1 - p) sum w^2)`` in float64; 0 when every
-    weight is 0."""
+def weighted_z(weights: np.ndarray, green: np.ndarray, p: float) -> float | None:
+    """``(sum of green weights - p sum w) / sqrt(p (1 - p) sum w^2)`` in float64; None when
+    every weight is 0 (no evidence either way)."""
     w = np.asarray(weights, dtype=np.float64)
     var = p * (1.0 - p) * float(np.dot(w, w))
     if not var > 0:
-        return 0.0
+        return None
     return (float(w[green].sum()) - p * float(w.sum())) / math.sqrt(var)
+
+
+def _p_of(z: float | None) -> float:
+    """The normal tail of a weighted z; 1 without evidence."""
+    return 1.0 if z is None else float(nulls.normal_p(np.array([z]))[0])
 
 
 class EWD(EntropyGreenScheme):
@@ -80,18 +86,21 @@ class EWD(EntropyGreenScheme):
         se = spike[k:upto].astype(np.float32)
         return (se - se.min()).astype(np.float64) if len(se) else np.zeros(0)
 
-    def _markllm_score(self, weights: np.ndarray, green: np.ndarray) -> float:
-        """MarkLLM's ``_compute_z_score``: the green weight summed in double, the rest float32."""
+    def _markllm_score(self, weights: np.ndarray, green: np.ndarray) -> float | None:
+        """MarkLLM's ``_compute_z_score``: the green weight summed in double, the rest float32;
+        None where every weight is 0 (MarkLLM divides 0 by 0 and returns NaN, not JSON)."""
         import torch
 
         observed = sum(float(w) for w, g in zip(weights, green) if g)
         w = torch.tensor(weights, dtype=torch.float)
         numer = observed - self.gamma * torch.sum(w)
         denom = torch.sqrt(torch.sum(torch.square(w)) * self.gamma * (1 - self.gamma))
+        if not float(denom) > 0:
+            return None
         return float((numer / denom).item())
 
     def _z(self, spike: np.ndarray, green: np.ndarray, units: np.ndarray, upto: int,
-           p_green: float) -> tuple[float, int]:
+           p_green: float) -> tuple[float | None, int]:
         """evalrun's weighted z of the prefix ``[:upto]`` and its number of units."""
         k = self.prefix_length
         w = self._weights(spike, upto)
@@ -104,7 +113,7 @@ class EWD(EntropyGreenScheme):
         n_all, k = len(ids), self.prefix_length
         p_green = self.green_probability(vocab_size)
         z, n = self._z(spike, green, first, n_all, p_green)
-        p = float(nulls.normal_p(np.array([z]))[0]) if n else 1.0
+        p = _p_of(z)
         extra: dict[str, Any] = {"green_probability": p_green,
                                  "num_green_tokens_weighted": 0.0, "weight_sum": 0.0}
         if n_all > k:
@@ -115,9 +124,11 @@ class EWD(EntropyGreenScheme):
             if self.compat == "markllm":
                 markllm = self._markllm_score(w, green[k:])
                 extra["markllm_score"] = markllm
-                extra["markllm_is_watermarked"] = bool(markllm > self.z_threshold)
+                extra["markllm_is_watermarked"] = markllm is not None and markllm > self.z_threshold
         g = int((first & green).sum())
-        return Detection(num_tokens_scored=n, score=z, p_value=p, num_green_tokens=g, z_score=z, extra=extra)
+        score = 0.0 if z is None else z
+        return Detection(num_tokens_scored=n, score=score, p_value=p, num_green_tokens=g, z_score=score,
+                         extra=extra)
 
     def prefix_p_values(self, token_ids: Sequence[int], key: str, vocab_size: int, *,
                         logits: TokenLogits | None = None) -> np.ndarray:
@@ -125,9 +136,7 @@ class EWD(EntropyGreenScheme):
         p_green = self.green_probability(vocab_size)
         out = np.ones(len(ids), dtype=np.float64)
         for i in range(self.prefix_length, len(ids)):
-            z, n = self._z(spike, green, first, i + 1, p_green)
-            if n:
-                out[i] = float(nulls.normal_p(np.array([z]))[0])
+            out[i] = _p_of(self._z(spike, green, first, i + 1, p_green)[0])
         return out
 
 

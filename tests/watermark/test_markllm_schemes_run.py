@@ -51,15 +51,17 @@ def test_markllm_schemes_generate_detectably_and_reach_the_summary(tmp_path: Pat
     conn.close()
     assert len(rows) == CASES * (len(SCHEMES) + 1)
     canon = {parse_watermark(s).spec.canonical(): s for s in SCHEMES}  # type: ignore[union-attr]
+    false_alarms = 0
     for watermark, label, reason, metadata in rows:
         if watermark == "none":
             detections = json.loads(metadata)["detections"]
             assert set(detections) == set(canon), detections  # detected under every scheme of the run
-            assert label == "NOT_DETECTED", reason
+            false_alarms += label != "NOT_DETECTED"
         else:
             assert watermark in canon
             assert label == "DETECTED", (canon[watermark], reason)
-    summary = (reports / "report.md").read_text()
+    # each unwatermarked output is tested under 7 detectors at 0.02: about 13% flagged each
+    assert false_alarms <= 2    summary = (reports / "report.md").read_text()
     for spec in canon:
         assert spec in summary
     assert KEY not in summary + proc.stdout + proc.stderr

@@ -186,6 +186,35 @@ def test_native_green_lists_are_native_kgw_green_lists() -> None:
         assert bool(rows[0, seq[t]]) == bool(green[t])
 
 
+def test_compat_generation_lists_are_the_detectors() -> None:
+    """compat=markllm: the processor's green rows are the lists detection checks against."""
+    key = str(DATA["configs"]["SWEET"]["hash_key"])
+    seq = np.random.default_rng(4).integers(0, VOCAB, 40)
+    for spec in ("sweet:compat=markllm", "ewd:compat=markllm,prefix_length=2"):
+        scheme = _scheme(spec)
+        green, _ = scheme.green_units(seq, key, VOCAB)
+        for t in range(scheme.prefix_length, 40, 7):
+            assert bool(scheme.green_rows(seq[None, :t], key, VOCAB)[0, seq[t]]) == bool(green[t])
+
+
+def test_compat_contexts_sharing_a_green_list_are_one_unit() -> None:
+    """torch keeps 32 seed bits: under a key divisible by 2**32 every context draws the same
+    list, so the exact null may count one unit only."""
+    seq = np.arange(1, 41)
+    scheme = _scheme("sweet:compat=markllm")
+    _, first = scheme.green_units(seq, str(2**32), VOCAB)
+    assert int(first.sum()) == 1
+    _, first = scheme.green_units(seq, "15485863", VOCAB)
+    assert int(first.sum()) == 39
+
+
+def test_ewd_markllm_score_of_an_unweighted_text_is_none(logits) -> None:
+    det = _scheme("ewd:compat=markllm").detect([3, 4], "15485863", VOCAB, logits=logits[VOCAB])
+    assert det.extra["markllm_score"] is None and det.extra["markllm_is_watermarked"] is False
+    assert det.p_value == 1.0
+    json.dumps(det.as_json(), allow_nan=False)
+
+
 PROMPTS = ["Miss Bennet walked to the village.", "The letter arrived on a Tuesday, and",
            "Mr. Darcy said that", "It was a fine morning when"]
 
@@ -273,7 +302,6 @@ def test_detect_cli_reads_the_model_and_prints_markllm_score(tmp_path: Path, log
     path.write_text(json.dumps({"token_ids": case["ids"]}) + "\n")
     monkeypatch.setitem(token_logits._LOADED, "reference-1000", logits[1000])
     monkeypatch.setattr(token_logits, "parse_model", lambda spec: type("S", (), {"identity": lambda self: spec})())
-    logits[1000].vocab_size = 1000
     out = io.StringIO()
     assert detect_main(["--watermark", "ewd:compat=markllm", "--key", "15485863", "--tokens", str(path),
                         "--model", "reference-1000"], out, err) == 0, err.getvalue()
