@@ -356,7 +356,7 @@ class DiPmarkLogitsProcessor(SchemeProcessor):
         import torch
 
         raw, ids, as_numpy = self.torch_inputs(input_ids, scores)
-        x = raw.to(torch.float64)  # a copy: the caller's scores are left untouched
+        x = raw.to(torch.float64, copy=True)  # the caller's scores are left untouched
         if self.temperature > 0:
             x = x / self.temperature
         scheme = self.scheme

@@ -9,9 +9,11 @@ delta-reweight is refused), ``n_grid=10`` (grid of the likelihood-ratio score), 
 decision threshold, reported only), ``ignore_history_generation=1``,
 ``ignore_history_detection=1``, ``compat=none|markllm``.
 
-Randomness: DiPmark's (:mod:`evalrun.watermark.dipmark`, whose helpers this module imports). A
-position's context is its last ``prefix_length`` ids; its permutation is ``torch.randperm(V)``
-seeded with ``sha256(context as int64 LE + hash_key) mod 2**32 - 1``.
+Randomness, in both modes: DiPmark's MarkLLM-compatible construction (the helpers of
+:mod:`evalrun.watermark.dipmark`; native DiPmark has its own keyed-hash ranks since, but Unbiased
+keeps MarkLLM's so one code path serves both modes, the detector reading the model dominating
+its cost anyway). A position's context is its last ``prefix_length`` ids; its permutation is
+``torch.randperm(V)`` seeded with ``sha256(context as int64 LE + hash_key) mod 2**32 - 1``.
 
 * ``compat=markllm``: ``--key`` is MarkLLM's integer config ``key``, ``hash_key`` its expansion
   ``random.seed(key); random.getrandbits(1024)`` as 128 big-endian bytes. MarkLLM's
@@ -36,8 +38,8 @@ score ``t``.
 evalrun's p-value (``Detection.p_value``): ``min(1, n_grid * exp(-t))``, the bound of the
 paper's Theorem 9 that MarkLLM also uses (a union bound over the queries of the Markov bound
 ``P(S_k >= t) <= exp(-t)``, which needs ``E exp(S_k) <= 1`` under the null). It is
-conservative -- a bound, not a tail probability; the tests find it far above uniform on
-unwatermarked text -- and it holds only when the scored tokens' permutations are fresh (the
+conservative -- a bound, not a tail probability; on 200 uniform random texts the tests find
+none under 0.3 -- and it holds only when the scored tokens' permutations are fresh (the
 martingale argument of the paper), so only tokens whose context is new in the text are
 scored, whatever ``ignore_history_detection`` says, the last token included. The max runs
 over the n_grid queries k = 1..n_grid: the k = 0 query (the unclamped ratio, hugely negative
@@ -226,11 +228,12 @@ class Unbiased(WatermarkScheme):
 
     # ---- detection ------------------------------------------------------------------------
     def _token_scores(self, ids: np.ndarray, rows: np.ndarray, hash_key: bytes,
-                      positions: np.ndarray, reweight: np.ndarray, perms: dict[bytes, Any],
+                      positions: np.ndarray, reweight: np.ndarray, perms: dict[bytes, int],
                       queries: Sequence[tuple[float, float]]) -> np.ndarray:
         """Clamped scores ([len(positions), len(queries)] float32) of the tokens at
         ``positions``, Q being the reweighted row where ``reweight`` says so and P elsewhere.
-        Rows are processed in chunks; ``perms`` caches permutations by context."""
+        Rows are processed in chunks; ``perms`` keeps the permutation seed of each context (the
+        permutations themselves, V int64 each, are drawn per chunk: memory stays bounded)."""
         import torch
 
         vocab_size = rows.shape[1]
@@ -247,8 +250,8 @@ class Unbiased(WatermarkScheme):
                     context = ids[t - self.prefix_length:t]
                     code = context.astype("<i8").tobytes()
                     if code not in perms:
-                        perms[code] = permutation(context_seed(context, hash_key), vocab_size)
-                    stack.append(perms[code])
+                        perms[code] = context_seed(context, hash_key)
+                    stack.append(permutation(perms[code], vocab_size))
                 index = torch.from_numpy(marked)
                 new[index] = gamma_reweight(old[index], torch.stack(stack))
             labels = torch.from_numpy(ids[at])
@@ -272,7 +275,7 @@ class Unbiased(WatermarkScheme):
         _, first = np.unique(codes, axis=0, return_index=True)
         new = np.zeros(len(positions), dtype=bool)
         new[first] = True
-        perms: dict[bytes, Any] = {}
+        perms: dict[bytes, int] = {}
         ours = self.queries[1:]
         if self.compat != "markllm":
             at = positions[new]

@@ -140,6 +140,8 @@ def test_null_p_values_are_not_anti_conservative(model_logits: dict[int, Referen
     assert (p <= ALPHA).sum() <= scipy.stats.binom.interval(0.95, N_NULL, ALPHA)[1]
     for t in (0.005, 0.01, 0.05, 0.1, 0.2, 0.5, 0.8):
         assert (p <= t).sum() <= scipy.stats.binom.ppf(0.975, N_NULL, t), t
+    # and far from tight, as the docs say: a bound, not a tail probability
+    assert (p <= 0.3).sum() == 0 and np.median(p) == 1.0
 
 
 def test_prefix_p_values_match_detect(model_logits: dict[int, ReferenceLogits]) -> None:
