@@ -210,6 +210,8 @@ def _run(argv: list[str], out: TextIO, err: TextIO) -> int:
     if scheme is None:
         raise EvalrunError("evalrun detect: --watermark none has nothing to detect")
     scheme.check_key(key)
+    if args.text is not None and not args.tokenizer:
+        raise EvalrunError("evalrun detect: --text needs --tokenizer PATH")
     kwargs: dict[str, Any] = {}
     model_vocab: int | None = None
     if scheme.needs_model:
@@ -226,8 +228,6 @@ def _run(argv: list[str], out: TextIO, err: TextIO) -> int:
                            f"(sweet, ewd, unbiased), not {scheme.spec}")
     errors: list[tuple[int, str]] = []  # (line, message), reported in line order
     if args.text is not None:
-        if not args.tokenizer:
-            raise EvalrunError("evalrun detect: --text needs --tokenizer PATH")
         encode, vocab_size = load_tokenizer(args.tokenizer)
         if args.vocab_size is not None:
             vocab_size = args.vocab_size

@@ -122,6 +122,9 @@ class ProviderKind(ABC):
     needs_arg: bool = True
     #: whether it has logits to apply a watermark to
     logits: bool = False
+    #: whether its provider scores texts (``next_token_logits``), as the detectors of SWEET,
+    #: EWD and Unbiased need
+    scores_texts: bool = False
     #: whether its outputs may carry a watermark applied outside evalrun (a replay file, a
     #: server that watermarks on its side): a ``--watermark`` is then detected, not applied
     detects_only: bool = False

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from evalrun._util.errors import EvalrunError
-from evalrun.model.providers import make_provider, parse_model
+from evalrun.model.providers import make_provider, parse_model, provider_kind
 
 _LOADED: dict[str, "ModelLogits"] = {}
 
@@ -37,16 +37,13 @@ class ModelLogits:
 def model_logits(spec: str) -> ModelLogits:
     """The logits of the model ``spec`` names (loaded once per process); EvalrunError naming
     ``--model`` when the spec is bad or its provider gives no logits."""
-    name = parse_model(spec).identity()
+    parsed = parse_model(spec)
+    name = parsed.identity()
     found = _LOADED.get(name)
     if found is not None:
         return found
-    provider = make_provider(spec)
-    if not callable(getattr(provider, "next_token_logits", None)):
-        close = getattr(provider, "close", None)
-        if callable(close):
-            close()
+    if not provider_kind(parsed.name).scores_texts:
         raise EvalrunError(f"--model {name}: gives no next-token logits (detection with SWEET, EWD "
                            "or Unbiased needs a local model: embedded or hf:PATH)")
-    found = _LOADED[name] = ModelLogits(name, provider)
+    found = _LOADED[name] = ModelLogits(name, make_provider(spec))
     return found

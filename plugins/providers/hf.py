@@ -483,6 +483,7 @@ class HFKind(ProviderKind):
     name = "hf"
     example = "hf:/path/to/model"
     logits = True
+    scores_texts = True
     options = _OPTIONS
     #: ``task="embed"`` builds an :class:`HFEncoder` (``evalrun distinguish --embedder``)
     run_options = frozenset({"task"})

@@ -61,7 +61,8 @@ def test_markllm_schemes_generate_detectably_and_reach_the_summary(tmp_path: Pat
             assert watermark in canon
             assert label == "DETECTED", (canon[watermark], reason)
     # each unwatermarked output is tested under 7 detectors at 0.02: about 13% flagged each
-    assert false_alarms <= 2    summary = (reports / "report.md").read_text()
+    assert false_alarms <= 2
+    summary = (reports / "report.md").read_text()
     for spec in canon:
         assert spec in summary
     assert KEY not in summary + proc.stdout + proc.stderr
