@@ -67,7 +67,7 @@ from evalrun.kernels.green import green_mask, is_green
 from evalrun.kernels.keyed_hash import code, pair, tag, threshold53
 from evalrun.kernels.token_stats import first_occurrence
 from evalrun.watermark import nulls
-from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, token_id_arrays
+from evalrun.watermark.base import Detection, SchemeProcessor, WatermarkScheme, token_id_arrays
 from evalrun.watermark.detection import _Layout as Layout
 from evalrun.watermark.kgw_compat import GreenLists, permutation_prefixes
 from evalrun.watermark.markllm_compat import MARKLLM, compat_mode
@@ -282,21 +282,17 @@ def _markllm_prf(hash_key: int, vocab_size: int) -> np.ndarray:
     return permutation_prefixes([hash_key & 0xFFFFFFFFFFFFFFFF], vocab_size, vocab_size)[0]
 
 
-class MorphMarkLogitsProcessor:
+class MorphMarkLogitsProcessor(SchemeProcessor):
     """Batched MorphMark reweighting: per row, the green list of its last ``prefix_length``
     tokens, then MarkLLM's probability transfer (in the scores' dtype, per row)."""
 
+    scheme: MorphMark
+
     def __init__(self, scheme: MorphMark, key: str, vocab_size: int, temperature: float) -> None:
-        check_temperature(temperature)
-        self.scheme = scheme
-        self.vocab_size = int(vocab_size)
-        self.temperature = float(temperature)
+        super().__init__(scheme, vocab_size, temperature)
         self._key = key
         self._lists = GreenLists(self.vocab_size, scheme.gamma, capacity=1024)
         self._seed_of: dict[int, int] = {}
-
-    def __repr__(self) -> str:
-        return f"MorphMarkLogitsProcessor({self.scheme.spec}, vocab_size={self.vocab_size})"
 
     def _mask_row(self, history: list[int]) -> np.ndarray:
         s = self.scheme
