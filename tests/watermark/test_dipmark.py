@@ -323,15 +323,6 @@ def test_processor_reweights_and_keeps_history() -> None:
 # ------------------------------------------------------------------------------------------
 # (c) generation with the embedded model
 # ------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def provider():
-    from evalrun.model.embedded import embedded_model_path
-    from evalrun.plugins.providers.hf import HFProvider
-
-    torch.set_num_threads(1)
-    return HFProvider(str(embedded_model_path()), spec="embedded", batch_size=4)
-
-
 PROMPTS = ["Write a short letter about the weather at Highbury.",
            "Describe a ball at Netherfield in a few sentences.",
            "Tell me about Mr Knightley's opinion of Harriet.",

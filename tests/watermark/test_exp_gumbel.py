@@ -261,14 +261,6 @@ def test_processor_picks_markllm_gumbel_argmax() -> None:
         assert torch.isinf(out[b]).sum() == V - 1
 
 
-@pytest.fixture(scope="module")
-def provider():
-    from evalrun.model.embedded import embedded_model_path
-    from evalrun.plugins.providers.hf import HFProvider
-
-    return HFProvider(str(embedded_model_path()), spec="embedded", batch_size=4)
-
-
 def _generate(provider, spec: str, key: str | None, n: int = 4, seed: int = 11) -> dict:
     from evalrun.model.generation import GenerationRequest, GenParams, Prompt
 

@@ -273,21 +273,6 @@ PROMPTS = ["Miss Bennet walked to the village.", "The letter arrived on a Tuesda
            "Mr. Darcy said that", "It was a fine morning when"]
 
 
-@pytest.fixture(scope="module")
-def provider():
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    from evalrun.model.embedded import embedded_model_path
-    from evalrun.plugins.providers.hf import HFProvider
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a tiny model: extra threads only contend
-    try:
-        yield HFProvider(str(embedded_model_path()), spec="embedded", batch_size=4)
-    finally:
-        torch.set_num_threads(threads)
-
-
 def _generate(provider, spec: str, key: str) -> list:
     from evalrun.model.generation import GenerationRequest, GenParams, Prompt
 

@@ -190,15 +190,6 @@ def test_processor_follows_the_permute_and_flip_distribution() -> None:
 # ------------------------------------------------------------------------------------------
 # Generation with the embedded model
 # ------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def provider():
-    pytest.importorskip("transformers")
-    from evalrun.model.embedded import embedded_model_path
-    from evalrun.plugins.providers.hf import HFProvider
-
-    return HFProvider(str(embedded_model_path()), spec="embedded", batch_size=4)
-
-
 def _generate(provider, spec: str, key: str, n: int = 4, max_tokens: int = 64) -> list:
     from evalrun.model.generation import GenerationRequest, GenParams, Prompt
 

@@ -219,19 +219,6 @@ PROMPTS = ["Miss Bennet walked to the village.", "The letter arrived on a Tuesda
            "Mr. Darcy said that", "It was a fine morning when"]
 
 
-@pytest.fixture(scope="module")
-def provider():
-    from evalrun.model.embedded import embedded_model_path
-    from evalrun.plugins.providers.hf import HFProvider
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield HFProvider(str(embedded_model_path()), spec="embedded", batch_size=4)
-    finally:
-        torch.set_num_threads(threads)
-
-
 @pytest.mark.parametrize("name", list(NAMES))
 def test_embedded_generation_is_detected_and_reproducible(name: str, provider) -> None:
     from evalrun.model.generation import GenerationRequest, GenParams, Prompt
