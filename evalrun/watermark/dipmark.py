@@ -199,11 +199,12 @@ class DiPmark(WatermarkScheme):
         check_markllm_key(self.spec, self.compat, key, "key")
 
     def hash_key(self, key: str) -> bytes:
-        """The secret bytes appended to every context before hashing."""
+        """compat=markllm: the secret bytes MarkLLM appends to every context before hashing (the
+        native scheme keys its hash kernels with :func:`native_key_word` instead)."""
         self.check_key(key)
-        if self.compat == "markllm":
-            return markllm_hash_key(int(key.strip()))
-        return native_hash_key(key)
+        if self.compat != "markllm":
+            raise ValueError(f"--watermark {self.spec}: only compat=markllm hashes contexts with sha256")
+        return markllm_hash_key(int(key.strip()))
 
     def _context(self, ids: np.ndarray, end: int) -> np.ndarray:
         """The context of position ``end``: the ids before it, at most ``prefix_length``."""
