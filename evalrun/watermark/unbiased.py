@@ -7,7 +7,8 @@ Parameters and defaults (MarkLLM's): ``type=gamma`` (the only reweighting offere
 delta-reweight is refused), ``n_grid=10`` (grid of the likelihood-ratio score), ``prefix_length=5``
 (context ids hashed, >= 1: MarkLLM's detector breaks at 0), ``p_threshold=0.0005`` (MarkLLM's
 decision threshold, reported only), ``ignore_history_generation=1``,
-``ignore_history_detection=1``, ``compat=none|markllm``.
+``ignore_history_detection=1``, ``compat=none|markllm``, and evalrun's ``permutations=0``
+(the null: see below).
 
 Randomness, in both modes: DiPmark's MarkLLM-compatible construction (the helpers of
 :mod:`evalrun.watermark.dipmark`; native DiPmark has its own keyed-hash ranks since, but Unbiased
@@ -47,6 +48,15 @@ as soon as one token has Q = 0) is left out, so that the factor n_grid counts ev
 the union. Seeds of distinct contexts collide with probability about ``n**2 / 2**33``, which
 is ignored.
 
+``permutations=N`` (N >= 1) replaces the bound by an exact permutation test: the same score
+is computed under N null hash keys fixed by the spec (sha256 of a tag, the canonical spec and
+the index; never the secret key), and the p-value is ``(1 + #{null scores >= t}) / (N + 1)``.
+For a text fixed independently of the key, the secret hash key and the null keys are
+exchangeable draws (keyed hashes as random functions), so the p-value is exact -- conservative
+only through ties, which the clamping makes common at 0 (the queries whose interval is empty
+score 0, so the best sum is never below 0). Its resolution is 1/(N + 1) and each null key
+costs one more pass of the scoring (not of the model): N = 49 reaches 0.02, N = 999 0.001.
+
 MarkLLM's score (``extra["markllm_score"]`` in compat mode, what its ``detect_watermark``
 returns), in its float32 arithmetic: it scores positions ``prefix_length .. n - 1`` but never
 reweights the last one (its loop stops one row early), so the final token always has Q = P and
@@ -57,6 +67,7 @@ its factor stays n_grid. ``markllm_is_watermarked`` is ``markllm_score < p_thres
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -64,6 +75,7 @@ import numpy as np
 
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_float, spec_int
+from evalrun.watermark import nulls
 from evalrun.watermark.base import (
     Detection,
     TokenLogits,
@@ -86,7 +98,9 @@ from evalrun.watermark.markllm_compat import compat_mode
 WHAT = "--watermark"
 NAME = "unbiased"
 ALLOWED_KEYS = frozenset({"type", "n_grid", "prefix_length", "p_threshold",
-                          "ignore_history_generation", "ignore_history_detection", "compat"})
+                          "ignore_history_generation", "ignore_history_detection", "compat",
+                          "permutations"})
+_NULL_TAG = b"evalrun:unbiased:null\0"
 _NATIVE_TAG = "evalrun:unbiased:v1\0"
 #: logits per chunk of the detector's rows (bounds its memory on long texts)
 _CHUNK_ELEMENTS = 1 << 24
@@ -179,6 +193,7 @@ class _Scored:
     positions: np.ndarray  # evalrun's scored positions (ascending)
     scores: np.ndarray  # [len(positions), n_grid] float32: queries k = 1..n_grid
     markllm: np.ndarray | None  # [max(0, n - prefix_length), n_grid + 1] float32
+    null: np.ndarray | None = None  # [permutations, len(positions), n_grid]: under the null keys
 
 
 class Unbiased(WatermarkScheme):
@@ -188,10 +203,11 @@ class Unbiased(WatermarkScheme):
 
     def __init__(self, *, n_grid: int = 10, prefix_length: int = 5, p_threshold: float = 0.0005,
                  ignore_history_generation: bool = True, ignore_history_detection: bool = True,
-                 compat: str = "none") -> None:
+                 compat: str = "none", permutations: int = 0) -> None:
         compat = compat_mode(NAME, compat)
-        if n_grid < 1 or prefix_length < 1:
-            raise ValueError("n_grid and prefix_length must be >= 1")
+        if n_grid < 1 or prefix_length < 1 or permutations < 0:
+            raise ValueError(f"{NAME}: n_grid and prefix_length must be >= 1, permutations >= 0")
+        self.permutations = int(permutations)
         self.n_grid = int(n_grid)
         self.prefix_length = int(prefix_length)
         self.p_threshold = float(p_threshold)
@@ -203,7 +219,8 @@ class Unbiased(WatermarkScheme):
             "compat": compat, "ignore_history_detection": str(int(self.ignore_history_detection)),
             "ignore_history_generation": str(int(self.ignore_history_generation)),
             "n_grid": str(self.n_grid), "p_threshold": repr(self.p_threshold),
-            "prefix_length": str(self.prefix_length), "type": "gamma",
+            "permutations": str(self.permutations), "prefix_length": str(self.prefix_length),
+            "type": "gamma",
         })
 
     def __repr__(self) -> str:
@@ -277,9 +294,11 @@ class Unbiased(WatermarkScheme):
         new[first] = True
         perms: dict[bytes, int] = {}
         ours = self.queries[1:]
+        at = positions[new]
+        null = (np.stack([self._token_scores(ids, rows, other, at, new[new], {}, ours)
+                          for other in self.null_keys()]) if self.permutations else None)
         if self.compat != "markllm":
-            at = positions[new]
-            return _Scored(at, self._token_scores(ids, rows, hash_key, at, new[new], perms, ours), None)
+            return _Scored(at, self._token_scores(ids, rows, hash_key, at, new[new], perms, ours), None, null)
         # MarkLLM never reweights the last token; without ignore_history_detection, not repeats
         marked = new | self.ignore_history_detection
         marked[-1] = False
@@ -287,7 +306,7 @@ class Unbiased(WatermarkScheme):
         scores = markllm[new, 1:]
         if new[-1]:
             scores[-1] = self._token_scores(ids, rows, hash_key, positions[-1:], new[-1:], perms, ours)[0]
-        return _Scored(positions[new], scores, markllm)
+        return _Scored(at, scores, markllm, null)
 
     def markllm_token_scores(self, token_ids: Sequence[int], key: str, vocab_size: int, *,
                              logits: TokenLogits | None = None) -> np.ndarray:
@@ -306,8 +325,17 @@ class Unbiased(WatermarkScheme):
             sums = np.sum(token_scores, axis=0)
         return float(np.float32(self.n_grid) * np.exp(-sums[int(np.argmax(sums))]))
 
-    def _p_value(self, best: np.ndarray) -> np.ndarray:
-        return np.minimum(1.0, self.n_grid * np.exp(-best))
+    def null_keys(self) -> list[bytes]:
+        """The hash keys of the permutation null: fixed by the spec, never by the secret key."""
+        tag = _NULL_TAG + self.spec.canonical().encode()
+        return [hashlib.sha256(tag + j.to_bytes(4, "little")).digest() for j in range(self.permutations)]
+
+    def _p_value(self, best: np.ndarray, null_best: np.ndarray | None = None) -> np.ndarray:
+        """Theorem 9's bound of the best sums ``best``; with ``permutations``, the share of null
+        keys whose best sums (``null_best``, [permutations, ...]) reach them instead."""
+        if null_best is None:
+            return np.minimum(1.0, self.n_grid * np.exp(-best))
+        return nulls.permutation_p_values((null_best >= best).sum(axis=0), self.permutations)
 
     def detect(self, token_ids: Sequence[int], key: str, vocab_size: int, *,
                logits: TokenLogits | None = None) -> Detection:
@@ -321,8 +349,12 @@ class Unbiased(WatermarkScheme):
             value = self.markllm_score(scored.markllm) if len(token_ids) >= 2 else None
             extra["markllm_score"] = value
             extra["markllm_is_watermarked"] = bool(value is not None and value < self.p_threshold)
+        null_best = (None if scored.null is None
+                     else scored.null.astype(np.float64).sum(axis=1).max(axis=1))
+        if null_best is not None:
+            extra["permutations"] = self.permutations
         return Detection(num_tokens_scored=len(scored.positions), score=score,
-                         p_value=float(self._p_value(np.array(score))), extra=extra)
+                         p_value=float(self._p_value(np.array(score), null_best)), extra=extra)
 
     def prefix_p_values(self, token_ids: Sequence[int], key: str, vocab_size: int, *,
                         logits: TokenLogits | None = None) -> np.ndarray:
@@ -331,7 +363,13 @@ class Unbiased(WatermarkScheme):
         per_position[scored.positions] = scored.scores
         if not len(per_position):
             return np.ones(0, dtype=np.float64)
-        return self._p_value(np.cumsum(per_position, axis=0).max(axis=1))
+        best = np.cumsum(per_position, axis=0).max(axis=1)
+        null_best = None
+        if scored.null is not None:
+            null = np.zeros((self.permutations, len(token_ids), self.n_grid), dtype=np.float64)
+            null[:, scored.positions] = scored.null
+            null_best = np.cumsum(null, axis=1).max(axis=2)
+        return self._p_value(best, null_best)
 
     # ---- generation -----------------------------------------------------------------------
     def logits_processor(self, key: str, vocab_size: int, *, temperature: float,
@@ -360,7 +398,8 @@ def build(spec: Spec) -> Unbiased:
     prefix_length = spec_int(spec, "prefix_length", 5, what=WHAT, lo=1, hi=1 << 20)
     p_threshold = spec_float(spec, "p_threshold", 0.0005, what=WHAT, lo=0.0, hi=1.0)
     compat = compat_mode(spec, spec.params.get("compat"))
+    permutations = spec_int(spec, "permutations", 0, what=WHAT, lo=0, hi=100_000)
     return Unbiased(n_grid=n_grid, prefix_length=prefix_length, p_threshold=p_threshold,
                     ignore_history_generation=_flag(spec, "ignore_history_generation"),
                     ignore_history_detection=_flag(spec, "ignore_history_detection"),
-                    compat=compat)
+                    compat=compat, permutations=permutations)

@@ -144,6 +144,51 @@ def test_null_p_values_are_not_anti_conservative(model_logits: dict[int, Referen
     assert (p <= 0.3).sum() == 0 and np.median(p) == 1.0
 
 
+class _RandomLogits:
+    """A stand-in model for the permutation null: logits drawn from each text's own ids (so
+    they are fixed by the text, as a model's are), over a small vocabulary."""
+
+    name = "random-logits"
+
+    def __init__(self, vocab_size: int) -> None:
+        self.vocab_size = vocab_size
+
+    def __call__(self, texts: list[np.ndarray]) -> list[np.ndarray]:
+        out = []
+        for ids in texts:
+            rng = np.random.default_rng([int(i) for i in ids])
+            out.append((2 * rng.standard_normal((len(ids) - 1, self.vocab_size))).astype(np.float32))
+        return out
+
+
+def test_permutation_null_fpr_inside_binomial_interval() -> None:
+    """``permutations=N``: the score under N spec-fixed null keys; the real key's score is
+    exchangeable with them on unwatermarked text, so p <= 0.02 (= 1/(N+1) with N = 49) happens
+    with probability 0.02, less the texts whose best sum ties the null's at 0."""
+    scheme = _scheme("unbiased:permutations=49,prefix_length=1")
+    vocab, texts = 64, 300
+    model = _RandomLogits(vocab)
+    rng = np.random.default_rng(20261126)
+    p = np.array([scheme.detect(rng.integers(0, vocab, 16), KEY, vocab, logits=model).p_value
+                  for _ in range(texts)])
+    assert set(np.round(p * 50).astype(int)) <= set(range(1, 51))  # multiples of 1/(N+1)
+    lo, hi = scipy.stats.binom.interval(0.95, texts, ALPHA)
+    assert lo <= int((p <= ALPHA).sum()) <= hi
+    # the null keys are fixed by the spec, not by the secret key: every key sees the same null
+    assert scheme.null_keys() == _scheme("unbiased:permutations=49,prefix_length=1").null_keys()
+    assert len(set(scheme.null_keys())) == 49
+
+
+def test_permutation_null_detects_and_matches_its_prefixes(model_logits: dict[int, ReferenceLogits]) -> None:
+    prompt = list(range(100, 110))
+    ids = _generate(1000, KEY, 11, prompt, 60)
+    scheme = _scheme("unbiased:permutations=19")
+    det = scheme.detect(ids, KEY, 1000, logits=model_logits[1000])
+    assert det.p_value == 1 / 20 and det.extra["permutations"] == 19
+    prefixes = scheme.prefix_p_values(ids, KEY, 1000, logits=model_logits[1000])
+    assert prefixes[-1] == det.p_value and prefixes[0] == 1.0
+
+
 def test_prefix_p_values_match_detect(model_logits: dict[int, ReferenceLogits]) -> None:
     rng = np.random.default_rng(5)
     seq = rng.integers(0, 1000, 40)
@@ -264,7 +309,7 @@ def test_watermarked_generation_is_detected(model_logits: dict[int, ReferenceLog
 def test_defaults_and_canonical_spec() -> None:
     s = _scheme("unbiased")
     assert str(s.spec) == ("unbiased:compat=none,ignore_history_detection=1,ignore_history_generation=1,"
-                           "n_grid=10,p_threshold=0.0005,prefix_length=5,type=gamma")
+                           "n_grid=10,p_threshold=0.0005,permutations=0,prefix_length=5,type=gamma")
     assert _scheme(str(s.spec)).spec == s.spec and s.needs_model
 
 
@@ -276,6 +321,7 @@ def test_defaults_and_canonical_spec() -> None:
     ("unbiased:ignore_history_detection=2", "ignore_history_detection"),
     ("unbiased:ignore_history_generation=x", "ignore_history_generation"),
     ("unbiased:compat=kgw", "compat"), ("unbiased:gamma=0.5", "gamma"),
+    ("unbiased:permutations=-1", "permutations"), ("unbiased:permutations=1.5", "permutations"),
 ])
 def test_bad_specs_give_one_line_errors(text: str, name: str) -> None:
     with pytest.raises(SpecError, match=name) as info:
