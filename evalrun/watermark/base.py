@@ -192,6 +192,9 @@ class WatermarkScheme(ABC):
         not to share."""
         return None
 
+    def __repr__(self) -> str:  # the canonical spec holds no secret
+        return f"{type(self).__name__}({self.spec})"
+
     def check_key(self, key: str) -> None:
         """Validate the secret ``key`` before any generation or detection, so a key this
         scheme cannot use fails at option checking instead of mid-run. Raises
@@ -233,3 +236,41 @@ class WatermarkScheme(ABC):
                              vocab_size: int, **kwargs: Any) -> list[np.ndarray]:
         """:meth:`prefix_p_values` of every sequence in ``token_id_arrays``, in order."""
         return [self.prefix_p_values(ids, key, vocab_size, **kwargs) for ids in token_id_arrays]
+
+
+class BatchedScheme(WatermarkScheme):
+    """A scheme whose detector scores many texts in one vectorised pass: it implements
+    :meth:`detect_batch` and :meth:`prefix_batch`, and the single-text and ``*_many`` methods
+    all go through them (so entry i of a batch equals the text's own detection by
+    construction)."""
+
+    @abstractmethod
+    def detect_batch(self, token_id_arrays: Sequence[Sequence[int]], key: str,
+                     vocab_size: int) -> list[Detection]:
+        """:meth:`detect` of every text, from one pass over all of them."""
+
+    @abstractmethod
+    def prefix_batch(self, token_id_arrays: Sequence[Sequence[int]], key: str,
+                     vocab_size: int) -> list[np.ndarray]:
+        """:meth:`prefix_p_values` of every text, from one pass over all of them."""
+
+    def detect(self, token_ids: Sequence[int], key: str, vocab_size: int) -> Detection:
+        return self.detect_batch([token_ids], key, vocab_size)[0]
+
+    def prefix_p_values(self, token_ids: Sequence[int], key: str, vocab_size: int) -> np.ndarray:
+        return self.prefix_batch([token_ids], key, vocab_size)[0]
+
+    def detect_many(self, token_id_arrays: Sequence[Sequence[int]], key: str,
+                    vocab_size: int, **kwargs: Any) -> list[Detection]:
+        _no_options(kwargs)
+        return self.detect_batch(token_id_arrays, key, vocab_size)
+
+    def prefix_p_values_many(self, token_id_arrays: Sequence[Sequence[int]], key: str,
+                             vocab_size: int, **kwargs: Any) -> list[np.ndarray]:
+        _no_options(kwargs)
+        return self.prefix_batch(token_id_arrays, key, vocab_size)
+
+
+def _no_options(kwargs: dict[str, Any]) -> None:
+    if kwargs:  # e.g. backend=, which only the native engine takes
+        raise TypeError(f"unexpected keyword arguments {sorted(kwargs)}")

@@ -71,10 +71,15 @@ from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.keyed_hash import code, feistel_rank, pair, tag
 from evalrun.kernels.token_stats import first_occurrence
 from evalrun.watermark import nulls
-from evalrun.watermark.base import Detection, SchemeProcessor, WatermarkScheme, finite_param, token_id_arrays
+from evalrun.watermark.base import (
+    BatchedScheme,
+    Detection,
+    SchemeProcessor,
+    finite_param,
+    token_id_arrays,
+)
 from evalrun.watermark.detection import _Layout as Layout
-from evalrun.watermark.markllm_compat import check_key as check_markllm_key
-from evalrun.watermark.markllm_compat import compat_mode
+from evalrun.watermark.markllm_compat import MarkLLMKeyed, compat_mode
 from evalrun.watermark.randomness import derive_key
 
 WHAT = "--watermark"
@@ -166,8 +171,10 @@ def dip_reweight(logits: Any, perm: Any, alpha: float) -> Any:
     return out
 
 
-class DiPmark(WatermarkScheme):
+class DiPmark(BatchedScheme, MarkLLMKeyed):
     """DiPmark with MarkLLM's keying (``compat=markllm``) or evalrun's keyed hash."""
+
+    markllm_key_field = "key"
 
     green_list = True
 
@@ -189,22 +196,14 @@ class DiPmark(WatermarkScheme):
             "prefix_length": str(self.prefix_length), "z_threshold": repr(self.z_threshold),
         })
 
-    def __repr__(self) -> str:
-        return f"DiPmark({self.spec})"
-
     # ---- keys -----------------------------------------------------------------------------
-    def check_key(self, key: str) -> None:
-        """compat=markllm: an integer (MarkLLM's config key); native: any non-blank string."""
-        super().check_key(key)
-        check_markllm_key(self.spec, self.compat, key, "key")
-
     def hash_key(self, key: str) -> bytes:
         """compat=markllm: the secret bytes MarkLLM appends to every context before hashing (the
         native scheme keys its hash kernels with :func:`native_key_word` instead)."""
         self.check_key(key)
         if self.compat != "markllm":
             raise ValueError(f"--watermark {self.spec}: only compat=markllm hashes contexts with sha256")
-        return markllm_hash_key(int(key.strip()))
+        return markllm_hash_key(self.markllm_key(key))
 
     def _context(self, ids: np.ndarray, end: int) -> np.ndarray:
         """The context of position ``end``: the ids before it, at most ``prefix_length``."""
@@ -273,14 +272,9 @@ class DiPmark(WatermarkScheme):
         f32 = np.float32
         return float((f32(g) - f32((1 - self.gamma) * n)) / f32(math.sqrt(n)))
 
-    def detect(self, token_ids: Sequence[int], key: str, vocab_size: int) -> Detection:
-        return self.detect_many([token_ids], key, vocab_size)[0]
-
-    def detect_many(self, token_id_arrays: Sequence[Sequence[int]], key: str,
-                    vocab_size: int, **kwargs: Any) -> list[Detection]:
+    def detect_batch(self, token_id_arrays: Sequence[Sequence[int]], key: str,
+                     vocab_size: int) -> list[Detection]:
         """:meth:`detect` of every text; native mode flags all texts in one vectorised pass."""
-        if kwargs:
-            raise TypeError(f"unexpected keyword arguments {sorted(kwargs)}")
         lay, new, green = self._flags_many(token_id_arrays, key, vocab_size)
         p_green = green_probability(vocab_size, self.gamma)
         n, g = lay.totals(new.astype(np.int64)), lay.totals((new & green).astype(np.int64))
@@ -301,14 +295,9 @@ class DiPmark(WatermarkScheme):
                                  num_green_tokens=g_i, z_score=z_i, extra=extra))
         return out
 
-    def prefix_p_values(self, token_ids: Sequence[int], key: str, vocab_size: int) -> np.ndarray:
-        return self.prefix_p_values_many([token_ids], key, vocab_size)[0]
-
-    def prefix_p_values_many(self, token_id_arrays: Sequence[Sequence[int]], key: str,
-                             vocab_size: int, **kwargs: Any) -> list[np.ndarray]:
+    def prefix_batch(self, token_id_arrays: Sequence[Sequence[int]], key: str,
+                     vocab_size: int) -> list[np.ndarray]:
         """:meth:`prefix_p_values` of every text, from one pass over all of them."""
-        if kwargs:
-            raise TypeError(f"unexpected keyword arguments {sorted(kwargs)}")
         lay, new, green = self._flags_many(token_id_arrays, key, vocab_size)
         totals = lay.int_cumsum(new.astype(np.int64))
         counts = lay.int_cumsum((new & green).astype(np.int64))

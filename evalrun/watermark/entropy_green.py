@@ -32,6 +32,7 @@ distinct seeds as independent draws).
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections import OrderedDict
 from typing import Any, Sequence
 
@@ -45,7 +46,6 @@ from evalrun.kernels.keyed_hash import threshold53
 from evalrun.watermark.base import (
     SchemeProcessor,
     TokenLogits,
-    WatermarkScheme,
     checked_logits,
     finite_param,
     require_logits,
@@ -53,8 +53,7 @@ from evalrun.watermark.base import (
 )
 from evalrun.watermark.counting import first_occurrences
 from evalrun.watermark.kgw_compat import GreenLists
-from evalrun.watermark.markllm_compat import MARKLLM, compat_mode
-from evalrun.watermark.markllm_compat import check_key as check_markllm_key
+from evalrun.watermark.markllm_compat import MARKLLM, MarkLLMKeyed, compat_mode
 from evalrun.watermark.morphmark import context_values
 from evalrun.watermark.randomness import Randomness, derive_key
 
@@ -70,12 +69,14 @@ _STATS: "OrderedDict[tuple[Any, ...], np.ndarray]" = OrderedDict()
 _STATS_CAPACITY = 4096
 
 
-class EntropyGreenScheme(WatermarkScheme):
+class EntropyGreenScheme(MarkLLMKeyed):
     """KGW's green lists with a per-position statistic of the model's distribution; the
     subclass says which statistic (:meth:`position_stats`) and how detection uses it."""
 
     green_list = True
     needs_model = True
+    markllm_key_field = "hash_key"
+    markllm_key_high = 2**63
     name: str = ""
     #: what detection reads the model for (in the missing-model message)
     model_use: str = ""
@@ -89,18 +90,11 @@ class EntropyGreenScheme(WatermarkScheme):
         self.z_threshold = z_threshold
         self.compat = compat
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.spec})"
-
     @property
     def shared_context(self) -> int | None:
         """Reads the last ``prefix_length`` ids and the row's scores, ignores ``seed``, keeps no
         state: one processor may serve a batch."""
         return self.prefix_length
-
-    def check_key(self, key: str) -> None:
-        super().check_key(key)
-        check_markllm_key(self.spec, self.compat, key, "hash_key", high=2**63)
 
     def green_probability(self, vocab_size: int) -> float:
         """Exact probability that one scored unit is green under the null."""
@@ -109,11 +103,6 @@ class EntropyGreenScheme(WatermarkScheme):
         return threshold53(self.gamma) / float(1 << 53)
 
     # ---- green lists ------------------------------------------------------------------
-    def _hash_key(self, key: str) -> int:
-        value = check_markllm_key(self.spec, self.compat, key, "hash_key", high=2**63)
-        assert value is not None
-        return value
-
     def _compat_seed(self, hash_key: int, context: int) -> int:
         """MarkLLM's generator seed of a context value; torch's mt19937 keeps its low 32 bits."""
         return (hash_key * int(context)) & 0xFFFFFFFF
@@ -130,7 +119,7 @@ class EntropyGreenScheme(WatermarkScheme):
         if n <= k:
             return green, first
         if self.compat == MARKLLM:
-            hash_key = self._hash_key(key)
+            hash_key = self.markllm_key(key)
             ctx = context_values(ids, vocab_size, k, "time")
             seeds = np.asarray([self._compat_seed(hash_key, c) for c in ctx], dtype=np.int64)
             uniq, inverse = np.unique(seeds, return_inverse=True)
@@ -152,7 +141,7 @@ class EntropyGreenScheme(WatermarkScheme):
         (``lists``: the compat green lists to draw from, kept by the caller across steps)."""
         k = self.prefix_length
         if self.compat == MARKLLM:
-            hash_key = self._hash_key(key)
+            hash_key = self.markllm_key(key)
             lists = lists or GreenLists(vocab_size, self.gamma)
             # the context value of the position after each row: its last k ids
             ctx = [context_values(np.append(r[-k:], 0), vocab_size, k, "time")[0] for r in input_ids]
@@ -162,9 +151,9 @@ class EntropyGreenScheme(WatermarkScheme):
         return np.asarray(green_mask(NUMPY, seeds, vocab_size, self.gamma), dtype=bool)
 
     # ---- the model's statistics ---------------------------------------------------------
+    @abstractmethod
     def position_stats(self, rows: np.ndarray) -> np.ndarray:
         """The statistic of each logits row (float32 arithmetic, as MarkLLM)."""
-        raise NotImplementedError
 
     def stats(self, ids: np.ndarray, logits: TokenLogits | None, vocab_size: int) -> np.ndarray:
         """Per position: :data:`NO_ENTROPY` at 0, then the statistic of the row predicting it

@@ -80,10 +80,9 @@ from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.keyed_hash import code, complement, pair, tag, uniform
 from evalrun.kernels.token_stats import exp_gumbel, first_occurrence
 from evalrun.watermark import nulls
-from evalrun.watermark.base import Detection, WatermarkScheme, finite_param, token_id_arrays
+from evalrun.watermark.base import BatchedScheme, Detection, finite_param, token_id_arrays
 from evalrun.watermark.detection import _Layout as Layout
-from evalrun.watermark.markllm_compat import check_key as check_markllm_key
-from evalrun.watermark.markllm_compat import compat_mode
+from evalrun.watermark.markllm_compat import MarkLLMKeyed, compat_mode
 from evalrun.watermark.randomness import derive_key
 
 WHAT = "--watermark"
@@ -314,8 +313,10 @@ def stream_for(init_key: np.ndarray, vocab_size: int, rows: int, eps: float) -> 
     return got
 
 
-class ExpGumbel(WatermarkScheme):
+class ExpGumbel(BatchedScheme, MarkLLMKeyed):
     """MarkLLM's EXPGumbel with on-demand table rows and an exact (conservative) null."""
+
+    markllm_key_field = "seed"
 
     def __init__(self, *, prefix_length: int = 2, eps: float = 1e-20, threshold: float = 1e-4,
                  temperature: float = 0.7, compat: str = "none") -> None:
@@ -330,17 +331,10 @@ class ExpGumbel(WatermarkScheme):
             "temperature": repr(self.temperature), "threshold": repr(self.threshold),
         })
 
-    def __repr__(self) -> str:
-        return f"ExpGumbel({self.spec})"
-
     @property
     def shared_context(self) -> int | None:
         """Reads the last ``prefix_length`` ids only, ignores ``seed``, keeps no state."""
         return self.prefix_length
-
-    def check_key(self, key: str) -> None:
-        super().check_key(key)
-        check_markllm_key(self.spec, self.compat, key, "seed")
 
     def stream(self, key: str, vocab_size: int) -> RowStream:
         """compat=markllm: MarkLLM's table of the integer seed ``key``, rows on demand."""
@@ -409,14 +403,9 @@ class ExpGumbel(WatermarkScheme):
             total += math.log(x)
         return float(stats.gamma.sf(total, len(u), loc=0, scale=1))
 
-    def detect(self, token_ids: Sequence[int], key: str, vocab_size: int) -> Detection:
-        return self.detect_many([token_ids], key, vocab_size)[0]
-
-    def detect_many(self, token_id_arrays: Sequence[Sequence[int]], key: str,
-                    vocab_size: int, **kwargs: Any) -> list[Detection]:
+    def detect_batch(self, token_id_arrays: Sequence[Sequence[int]], key: str,
+                     vocab_size: int) -> list[Detection]:
         """:meth:`detect` of every text, from one vectorised pass over all of them."""
-        if kwargs:
-            raise TypeError(f"unexpected keyword arguments {sorted(kwargs)}")
         lay, _kept, counts, sums, u = self._analyse(token_id_arrays, key, vocab_size)
         n, total = lay.last(counts), lay.last(sums)
         p = nulls.erlang_p(total, n)
@@ -435,14 +424,9 @@ class ExpGumbel(WatermarkScheme):
                                  extra=extra))
         return out
 
-    def prefix_p_values(self, token_ids: Sequence[int], key: str, vocab_size: int) -> np.ndarray:
-        return self.prefix_p_values_many([token_ids], key, vocab_size)[0]
-
-    def prefix_p_values_many(self, token_id_arrays: Sequence[Sequence[int]], key: str,
-                             vocab_size: int, **kwargs: Any) -> list[np.ndarray]:
+    def prefix_batch(self, token_id_arrays: Sequence[Sequence[int]], key: str,
+                     vocab_size: int) -> list[np.ndarray]:
         """:meth:`prefix_p_values` of every text, from one pass over all of them."""
-        if kwargs:
-            raise TypeError(f"unexpected keyword arguments {sorted(kwargs)}")
         lay, _kept, counts, sums, _u = self._analyse(token_id_arrays, key, vocab_size)
         return lay.split(np.asarray(nulls.erlang_p(sums, counts), dtype=np.float64))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from evalrun._util.errors import SpecError
+from evalrun.watermark.base import WatermarkScheme
 
 #: the values of the ``compat`` spec parameter
 COMPAT = ("none", "markllm")
@@ -41,3 +42,24 @@ def check_key(scheme: object, compat: str, key: str, field: str, *, low: int = -
         raise SpecError(f"--key: {scheme} (compat=markllm) needs MarkLLM's integer {field} as the key "
                         f"(a decimal integer in [{low}, {high})); the key given is not one")
     return int(text)
+
+
+class MarkLLMKeyed(WatermarkScheme):
+    """A scheme with a ``compat`` mode whose ``--key`` is then MarkLLM's integer config field
+    ``markllm_key_field`` (in ``[-2**63, markllm_key_high)``): checked before any work, in one
+    line that never shows the key."""
+
+    compat: str | None  # None reads as none
+    markllm_key_field: str = "key"
+    markllm_key_high: int = 2**64
+
+    def check_key(self, key: str) -> None:
+        super().check_key(key)
+        check_key(self.spec, self.compat or "none", key, self.markllm_key_field, high=self.markllm_key_high)
+
+    def markllm_key(self, key: str) -> int:
+        """MarkLLM's integer config field from ``--key`` (compat mode; the same checks)."""
+        WatermarkScheme.check_key(self, key)
+        value = check_key(self.spec, MARKLLM, key, self.markllm_key_field, high=self.markllm_key_high)
+        assert value is not None  # compat mode always gives the integer
+        return value

@@ -67,11 +67,10 @@ from evalrun.kernels.green import green_mask, is_green
 from evalrun.kernels.keyed_hash import code, pair, tag, threshold53
 from evalrun.kernels.token_stats import first_occurrence
 from evalrun.watermark import nulls
-from evalrun.watermark.base import Detection, SchemeProcessor, WatermarkScheme, token_id_arrays
+from evalrun.watermark.base import BatchedScheme, Detection, SchemeProcessor, token_id_arrays
 from evalrun.watermark.detection import _Layout as Layout
 from evalrun.watermark.kgw_compat import GreenLists, permutation_prefixes
-from evalrun.watermark.markllm_compat import MARKLLM, compat_mode
-from evalrun.watermark.markllm_compat import check_key as check_markllm_key
+from evalrun.watermark.markllm_compat import MarkLLMKeyed, compat_mode
 from evalrun.watermark.randomness import derive_key
 
 WHAT = "--watermark"
@@ -96,13 +95,6 @@ def _error(spec: Spec | str, param: str, why: str) -> SpecError:
     return SpecError(f"{WHAT} {spec}: {param} {why}")
 
 
-def parse_hash_key(key: Any, spec: Spec | str = NAME) -> int:
-    """MarkLLM's integer ``hash_key`` from the ``--key`` string (compat mode; never echoed)."""
-    value = check_markllm_key(spec, MARKLLM, key if isinstance(key, str) else "", "hash_key", high=2**63)
-    assert value is not None  # compat mode always gives the integer
-    return value
-
-
 def context_values(ids: np.ndarray, vocab_size: int, prefix_length: int, f_scheme: str,
                    local: np.ndarray | None = None) -> np.ndarray:
     """MarkLLM's ``_f`` argument of every position ``t >= prefix_length``: the product
@@ -120,8 +112,11 @@ def context_values(ids: np.ndarray, vocab_size: int, prefix_length: int, f_schem
     return acc
 
 
-class MorphMark(WatermarkScheme):
+class MorphMark(BatchedScheme, MarkLLMKeyed):
     """MorphMark's adaptive green-list watermark (MarkLLM's generation rule)."""
+
+    markllm_key_field = "hash_key"
+    markllm_key_high = 2**63
 
     green_list = True
 
@@ -146,24 +141,17 @@ class MorphMark(WatermarkScheme):
             "window_scheme": "left", "z_threshold": repr(self.z_threshold), "compat": compat,
         })
 
-    def __repr__(self) -> str:
-        return f"MorphMark({self.spec})"
-
     @property
     def shared_context(self) -> int | None:
         """Reads only the last ``prefix_length`` tokens, ignores ``seed``, keeps no state."""
         return self.prefix_length
 
     # ---- keys and green lists -------------------------------------------------------------
-    def check_key(self, key: str) -> None:
-        super().check_key(key)
-        check_markllm_key(self.spec, self.compat, key, "hash_key", high=2**63)
-
     def seeds(self, contexts: Sequence[int], key: str, vocab_size: int) -> list[int]:
         """Generator seed of the green list of each context value."""
         self.check_key(key)
         if self.compat == "markllm":
-            hash_key = parse_hash_key(key, self.spec)
+            hash_key = self.markllm_key(key)
             prf = _markllm_prf(hash_key, vocab_size)
             return [(hash_key * int(prf[c])) % vocab_size for c in contexts]
         return self._native_seeds(np.asarray(list(contexts), dtype=np.int64), key).tolist()
@@ -209,14 +197,9 @@ class MorphMark(WatermarkScheme):
         first[at] = first_occurrence(NUMPY, ctx.astype(np.uint64), lay.segment[at])
         return lay, scored, green, first
 
-    def detect(self, token_ids: Sequence[int], key: str, vocab_size: int) -> Detection:
-        return self.detect_many([token_ids], key, vocab_size)[0]
-
-    def detect_many(self, token_id_arrays: Sequence[Sequence[int]], key: str,
-                    vocab_size: int, **kwargs: Any) -> list[Detection]:
+    def detect_batch(self, token_id_arrays: Sequence[Sequence[int]], key: str,
+                     vocab_size: int) -> list[Detection]:
         """:meth:`detect` of every text, from one vectorised pass over all of them."""
-        if kwargs:
-            raise TypeError(f"unexpected keyword arguments {sorted(kwargs)}")
         lay, scored, green, first = self._flags(token_id_arrays, key, vocab_size)
         total_all = lay.totals(scored.astype(np.int64))
         green_all = lay.totals((green & scored).astype(np.int64))
@@ -244,14 +227,9 @@ class MorphMark(WatermarkScheme):
                                  num_green_tokens=g_i, z_score=z_i, extra=extra))
         return out
 
-    def prefix_p_values(self, token_ids: Sequence[int], key: str, vocab_size: int) -> np.ndarray:
-        return self.prefix_p_values_many([token_ids], key, vocab_size)[0]
-
-    def prefix_p_values_many(self, token_id_arrays: Sequence[Sequence[int]], key: str,
-                             vocab_size: int, **kwargs: Any) -> list[np.ndarray]:
+    def prefix_batch(self, token_id_arrays: Sequence[Sequence[int]], key: str,
+                     vocab_size: int) -> list[np.ndarray]:
         """:meth:`prefix_p_values` of every text, from one pass over all of them."""
-        if kwargs:
-            raise TypeError(f"unexpected keyword arguments {sorted(kwargs)}")
         lay, _scored, green, first = self._flags(token_id_arrays, key, vocab_size)
         totals = lay.int_cumsum(first.astype(np.int64))
         counts = lay.int_cumsum((green & first).astype(np.int64))

@@ -64,9 +64,8 @@ from evalrun._util.specs import Spec, check_keys, spec_int
 from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.keyed_hash import code, neg_log_uniform, pair, range_codes, tag
 from evalrun.watermark import nulls
-from evalrun.watermark.base import Detection, SchemeProcessor, WatermarkScheme, token_id_array
-from evalrun.watermark.markllm_compat import check_key as check_markllm_key
-from evalrun.watermark.markllm_compat import compat_mode
+from evalrun.watermark.base import Detection, SchemeProcessor, token_id_array
+from evalrun.watermark.markllm_compat import MarkLLMKeyed, compat_mode
 from evalrun.watermark.randomness import derive_key
 
 WHAT = "--watermark"
@@ -91,8 +90,10 @@ def _torch() -> Any:
     return torch
 
 
-class PermuteFlip(WatermarkScheme):
+class PermuteFlip(MarkLLMKeyed):
     """Permute-and-flip decoding with keyed exponential noise (native or MarkLLM's keys)."""
+
+    markllm_key_field = "salt_key"
 
     def __init__(self, *, ngram: int = DEFAULT_NGRAM, compat: str | None = None,
                  seed: int = DEFAULT_SEED) -> None:
@@ -107,15 +108,7 @@ class PermuteFlip(WatermarkScheme):
             params.update(compat=compat, seed=str(self.seed))
         self.spec = Spec(name=NAME, params=params)
 
-    def __repr__(self) -> str:
-        return f"PermuteFlip({self.spec})"
-
     # ---- keys and seeds -----------------------------------------------------------------
-    def check_key(self, key: str) -> None:
-        """Native: any non-blank string. Compat: MarkLLM's integer ``salt_key``."""
-        super().check_key(key)
-        check_markllm_key(self.spec, self.compat or "none", key, "salt_key")
-
     def _salt(self, key: str) -> int:
         self.check_key(key)
         return int(key.strip())

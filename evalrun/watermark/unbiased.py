@@ -79,7 +79,6 @@ from evalrun.watermark import nulls
 from evalrun.watermark.base import (
     Detection,
     TokenLogits,
-    WatermarkScheme,
     checked_logits,
     require_logits,
     token_id_array,
@@ -92,8 +91,7 @@ from evalrun.watermark.dipmark import (
     native_hash_key,
     permutation,
 )
-from evalrun.watermark.markllm_compat import check_key as check_markllm_key
-from evalrun.watermark.markllm_compat import compat_mode
+from evalrun.watermark.markllm_compat import MarkLLMKeyed, compat_mode
 
 WHAT = "--watermark"
 NAME = "unbiased"
@@ -196,7 +194,7 @@ class _Scored:
     null: np.ndarray | None = None  # [permutations, len(positions), n_grid]: under the null keys
 
 
-class Unbiased(WatermarkScheme):
+class Unbiased(MarkLLMKeyed):
     """Unbiased gamma-reweight with MarkLLM's keying (``compat=markllm``) or evalrun's."""
 
     needs_model = True
@@ -223,9 +221,6 @@ class Unbiased(WatermarkScheme):
             "type": "gamma",
         })
 
-    def __repr__(self) -> str:
-        return f"Unbiased({self.spec})"
-
     @property
     def shared_context(self) -> int | None:
         """Without a generation history the processor reads only the last ``prefix_length``
@@ -233,15 +228,12 @@ class Unbiased(WatermarkScheme):
         return self.prefix_length if self.ignore_history_generation else None
 
     # ---- keys -----------------------------------------------------------------------------
-    def check_key(self, key: str) -> None:
-        """compat=markllm: an integer (MarkLLM's config key); native: any non-blank string."""
-        self.hash_key(key)
-
     def hash_key(self, key: str) -> bytes:
         """The secret bytes appended to every context before hashing (the key checked first)."""
-        WatermarkScheme.check_key(self, key)
-        number = check_markllm_key(self.spec, self.compat, key, "key")
-        return native_hash_key(_NATIVE_TAG + key) if number is None else markllm_hash_key(number)
+        self.check_key(key)
+        if self.compat == "markllm":
+            return markllm_hash_key(self.markllm_key(key))
+        return native_hash_key(_NATIVE_TAG + key)
 
     # ---- detection ------------------------------------------------------------------------
     def _token_scores(self, ids: np.ndarray, rows: np.ndarray, hash_key: bytes,
