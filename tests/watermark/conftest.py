@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import pytest
 
@@ -22,3 +22,22 @@ def provider() -> Iterator[Any]:
         yield HFProvider(str(embedded_model_path()), spec="embedded", batch_size=4)
     finally:
         torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def generate(provider: Any) -> Callable[..., list[Any]]:
+    """``generate(spec, key, prompts, max_tokens=, seed=)``: one generation per prompt (at
+    temperature 1, each its own case) through :func:`provider`, in prompt order."""
+    from evalrun.model.generation import GenerationRequest, GenParams, Prompt
+
+    def run(spec: str, key: str | None, prompts: Sequence[str], *, max_tokens: int, seed: int) -> list[Any]:
+        reqs = [GenerationRequest(gen_key=f"g{i}", pack="unit", case={"id": f"c{i}"},
+                                  prompt=Prompt(None, text),
+                                  params=GenParams(temperature=1.0, max_tokens=max_tokens, seed=seed),
+                                  repetition=0, watermark=spec, key=key)
+                for i, text in enumerate(prompts)]
+        got: dict[str, Any] = {}
+        provider.generate(reqs, lambda req, gen: got.__setitem__(req.gen_key, gen))
+        return [got[f"g{i}"] for i in range(len(prompts))]
+
+    return run

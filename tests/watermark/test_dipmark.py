@@ -329,33 +329,21 @@ PROMPTS = ["Write a short letter about the weather at Highbury.",
            "What did Elizabeth think of Mr Darcy at first?"]
 
 
-def _generate(provider, spec: str, key: str | None) -> list[tuple[list[int], int]]:
-    from evalrun.model.generation import GenerationRequest, GenParams, Prompt
-
-    reqs = [GenerationRequest(gen_key=f"g{i}", pack="unit", case={"id": f"c{i}"},
-                              prompt=Prompt(None, text),
-                              params=GenParams(temperature=1.0, max_tokens=90, seed=3),
-                              repetition=0, watermark=spec, key=key)
-            for i, text in enumerate(PROMPTS)]
-    got: dict = {}
-    provider.generate(reqs, lambda r, g: got.__setitem__(r.gen_key, g))
-    out = []
-    for i in range(len(PROMPTS)):
-        gen = got[f"g{i}"]
-        assert gen.error is None
-        out.append((gen.token_ids, gen.extra["vocab_size"]))
-    return out
+def _generate(generate, spec: str, key: str | None) -> list[tuple[list[int], int]]:
+    gens = generate(spec, key, PROMPTS, max_tokens=90, seed=3)
+    assert all(gen.error is None for gen in gens)
+    return [(gen.token_ids, gen.extra["vocab_size"]) for gen in gens]
 
 
-def test_embedded_model_generation_is_detected(provider) -> None:
+def test_embedded_model_generation_is_detected(generate) -> None:
     spec = str(_scheme().spec)
-    first = _generate(provider, spec, KEY)
-    assert _generate(provider, spec, KEY) == first  # same key and seed: same ids
+    first = _generate(generate, spec, KEY)
+    assert _generate(generate, spec, KEY) == first  # same key and seed: same ids
     scheme = _scheme()
     detected = [scheme.detect(ids, KEY, vocab).p_value <= 0.02 for ids, vocab in first]
     assert sum(detected) >= 3, detected
     assert not any(scheme.detect(ids, "another key", vocab).p_value <= 0.02 for ids, vocab in first)
-    plain = _generate(provider, "none", None)
+    plain = _generate(generate, "none", None)
     assert not any(scheme.detect(ids, KEY, vocab).p_value <= 0.02 for ids, vocab in plain)
 
 

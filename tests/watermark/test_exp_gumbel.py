@@ -261,24 +261,16 @@ def test_processor_picks_markllm_gumbel_argmax() -> None:
         assert torch.isinf(out[b]).sum() == V - 1
 
 
-def _generate(provider, spec: str, key: str | None, n: int = 4, seed: int = 11) -> dict:
-    from evalrun.model.generation import GenerationRequest, GenParams, Prompt
-
-    reqs = [GenerationRequest(
-        gen_key=f"g{i}", pack="unit", case={"id": f"c{i}"},
-        prompt=Prompt(None, f"Write a short report about the book number {i}."),
-        params=GenParams(temperature=1.0, max_tokens=80, seed=seed),
-        repetition=0, watermark=spec, key=key) for i in range(n)]
-    got: dict = {}
-    provider.generate(reqs, lambda r, g: got.__setitem__(r.gen_key, g))
-    return got
+def _generate(generate, spec: str, key: str | None, n: int = 4, seed: int = 11) -> dict:
+    prompts = [f"Write a short report about the book number {i}." for i in range(n)]
+    return {f"g{i}": gen for i, gen in enumerate(generate(spec, key, prompts, max_tokens=80, seed=seed))}
 
 
-def test_embedded_generation_is_detected_and_reproducible(provider) -> None:
+def test_embedded_generation_is_detected_and_reproducible(generate) -> None:
     spec = "exp_gumbel"
     scheme = _scheme(spec)
-    first = _generate(provider, spec, KEY)
-    again = _generate(provider, spec, KEY, seed=99)  # the seed does not enter
+    first = _generate(generate, spec, KEY)
+    again = _generate(generate, spec, KEY, seed=99)  # the seed does not enter
     detected = 0
     for name, gen in first.items():
         assert gen.error is None and len(gen.token_ids) >= 40

@@ -273,24 +273,11 @@ PROMPTS = ["Miss Bennet walked to the village.", "The letter arrived on a Tuesda
            "Mr. Darcy said that", "It was a fine morning when"]
 
 
-def _generate(provider, spec: str, key: str) -> list:
-    from evalrun.model.generation import GenerationRequest, GenParams, Prompt
-
-    reqs = [GenerationRequest(gen_key=f"g{i}", pack="unit", case={"id": f"c{i}"},
-                              prompt=Prompt(None, prompt),
-                              params=GenParams(temperature=1.0, max_tokens=80, seed=11),
-                              repetition=0, watermark=spec, key=key)
-            for i, prompt in enumerate(PROMPTS)]
-    got: dict = {}
-    provider.generate(reqs, lambda req, gen: got.__setitem__(req.gen_key, gen))
-    return [got[f"g{i}"] for i in range(len(PROMPTS))]
-
-
-def test_embedded_generation_is_detected_and_reproducible(provider) -> None:
+def test_embedded_generation_is_detected_and_reproducible(generate) -> None:
     spec = "morphmark"
     scheme = _scheme(spec)
-    first = _generate(provider, spec, KEY)
-    again = _generate(provider, spec, KEY)
+    first = generate(spec, KEY, PROMPTS, max_tokens=80, seed=11)
+    again = generate(spec, KEY, PROMPTS, max_tokens=80, seed=11)
     assert [g.token_ids for g in first] == [g.token_ids for g in again]
     detected = 0
     for gen in first:

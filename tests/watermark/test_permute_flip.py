@@ -190,34 +190,26 @@ def test_processor_follows_the_permute_and_flip_distribution() -> None:
 # ------------------------------------------------------------------------------------------
 # Generation with the embedded model
 # ------------------------------------------------------------------------------------------
-def _generate(provider, spec: str, key: str, n: int = 4, max_tokens: int = 64) -> list:
-    from evalrun.model.generation import GenerationRequest, GenParams, Prompt
-
+def _generate(generate, spec: str, key: str, n: int = 4, max_tokens: int = 64) -> list:
     prompts = ["It was a truth universally acknowledged", "Emma Woodhouse, handsome, clever",
                "The family of Dashwood had long been settled", "Sir Walter Elliot, of Kellynch"]
-    reqs = [GenerationRequest(gen_key=f"g{i}", pack="unit", case={"id": f"c{i}"},
-                              prompt=Prompt(None, prompts[i]),
-                              params=GenParams(temperature=1.0, max_tokens=max_tokens, seed=7),
-                              repetition=0, watermark=spec, key=key) for i in range(n)]
-    got: dict = {}
-    provider.generate(reqs, lambda r, g: got.__setitem__(r.gen_key, g))
-    return [got[f"g{i}"] for i in range(n)]
+    return generate(spec, key, prompts[:n], max_tokens=max_tokens, seed=7)
 
 
-def test_embedded_generation_is_detected_and_reproducible(provider) -> None:
+def test_embedded_generation_is_detected_and_reproducible(generate) -> None:
     scheme = _pf()
     spec = str(scheme.spec)
-    gens = _generate(provider, spec, KEY)
+    gens = _generate(generate, spec, KEY)
     assert all(g.error is None and len(g.token_ids) >= 40 for g in gens)
     vocab = gens[0].extra["vocab_size"]
     p = [scheme.detect(g.token_ids, KEY, vocab).p_value for g in gens]
     assert all(x <= 0.02 for x in p), p
     wrong = [scheme.detect(g.token_ids, "another key", vocab).p_value for g in gens]
     assert sum(x <= 0.02 for x in wrong) <= 1, wrong
-    again = _generate(provider, spec, KEY)
+    again = _generate(generate, spec, KEY)
     assert [g.token_ids for g in again] == [g.token_ids for g in gens]
     compat = _pf("pf:compat=markllm")
-    [marked] = _generate(provider, str(compat.spec), SALT, n=1)
+    [marked] = _generate(generate, str(compat.spec), SALT, n=1)
     assert compat.detect(marked.token_ids, SALT, vocab).p_value <= 0.02
 
 

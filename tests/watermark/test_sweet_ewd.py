@@ -220,21 +220,10 @@ PROMPTS = ["Miss Bennet walked to the village.", "The letter arrived on a Tuesda
 
 
 @pytest.mark.parametrize("name", list(NAMES))
-def test_embedded_generation_is_detected_and_reproducible(name: str, provider) -> None:
-    from evalrun.model.generation import GenerationRequest, GenParams, Prompt
+def test_embedded_generation_is_detected_and_reproducible(name: str, provider, generate) -> None:
     from evalrun.model.token_logits import ModelLogits
 
-    def generate() -> list:
-        reqs = [GenerationRequest(gen_key=f"g{i}", pack="unit", case={"id": f"c{i}"},
-                                  prompt=Prompt(None, prompt),
-                                  params=GenParams(temperature=1.0, max_tokens=80, seed=11),
-                                  repetition=0, watermark=name, key=KEY)
-                for i, prompt in enumerate(PROMPTS)]
-        got: dict = {}
-        provider.generate(reqs, lambda req, gen: got.__setitem__(req.gen_key, gen))
-        return [got[f"g{i}"] for i in range(len(PROMPTS))]
-
-    first, again = generate(), generate()
+    first, again = (generate(name, KEY, PROMPTS, max_tokens=80, seed=11) for _ in range(2))
     assert [g.token_ids for g in first] == [g.token_ids for g in again]
     model = ModelLogits("embedded", provider)
     scheme = _scheme(name)
