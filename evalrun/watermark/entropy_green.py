@@ -33,12 +33,12 @@ distinct seeds as independent draws).
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections import OrderedDict
 from typing import Any, Sequence
 
 import numpy as np
 
 from evalrun._util.errors import SpecError
+from evalrun._util.lru import LRU
 from evalrun._util.specs import Spec, spec_float, spec_int
 from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.green import green_mask, is_green
@@ -65,8 +65,7 @@ MAX_PREFIX = 8
 NO_ENTROPY = -10000.0
 #: per-position statistics kept between ``detect`` and ``prefix_p_values`` of the same text,
 #: so a grade stage runs the model once per text: (scheme kind, model, V, ids) -> stats
-_STATS: "OrderedDict[tuple[Any, ...], np.ndarray]" = OrderedDict()
-_STATS_CAPACITY = 4096
+_STATS: LRU[tuple[Any, ...], np.ndarray] = LRU(4096)
 
 
 class EntropyGreenScheme(MarkLLMKeyed):
@@ -160,18 +159,15 @@ class EntropyGreenScheme(MarkLLMKeyed):
         (kept for the next call on the same text and model)."""
         model = require_logits(self, logits, self.model_use)
         memo = (type(self).__name__, self.gamma, self.delta, model.name, vocab_size, ids.tobytes())
-        found = _STATS.get(memo)
-        if found is not None:
-            _STATS.move_to_end(memo)
-            return found
-        out = np.full(len(ids), NO_ENTROPY, dtype=np.float64)
-        if len(ids) >= 2:
-            out[1:] = self.position_stats(checked_logits(self, model, ids, vocab_size))
-        out.setflags(write=False)
-        _STATS[memo] = out
-        if len(_STATS) > _STATS_CAPACITY:
-            _STATS.popitem(last=False)
-        return out
+
+        def build() -> np.ndarray:
+            out = np.full(len(ids), NO_ENTROPY, dtype=np.float64)
+            if len(ids) >= 2:
+                out[1:] = self.position_stats(checked_logits(self, model, ids, vocab_size))
+            out.setflags(write=False)
+            return out
+
+        return _STATS.get_or_build(memo, build)
 
     def inputs(self, token_ids: Sequence[int], key: str, vocab_size: int,
                logits: TokenLogits | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

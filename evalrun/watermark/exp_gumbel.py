@@ -68,13 +68,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-from collections import OrderedDict
 from typing import Any, Sequence
 
 import numpy as np
 from scipy import stats
 
 from evalrun._util.errors import SpecError
+from evalrun._util.lru import LRU
 from evalrun._util.specs import Spec, check_keys, spec_float, spec_int
 from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.keyed_hash import code, complement, pair, tag, uniform
@@ -244,8 +244,7 @@ class RowStream:
         self._first: np.ndarray | None = None  # the stream's first 19937 + 624 outputs
         #: skips longer than this many draws jump instead (a jump costs ~0.1-0.2 s)
         self.jump_draws = JUMP_DRAWS
-        self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
-        self._cache_rows = max(1, ROW_CACHE_BYTES // (4 * self.V))
+        self._rows: LRU[int, np.ndarray] = LRU(max(1, ROW_CACHE_BYTES // (4 * self.V)))
 
     def _seek(self, row: int) -> None:
         """Move the generator to the start of ``row``, recording checkpoints on the way."""
@@ -275,18 +274,13 @@ class RowStream:
         """Row ``r`` (float32, clamped at eps); bit-identical to the full table's."""
         if not 0 <= r < self.rows:
             raise IndexError(f"row {r} outside [0, {self.rows})")
-        got = self._cache.get(r)
-        if got is not None:
-            self._cache.move_to_end(r)
-            return got
+        return self._rows.get_or_build(r, lambda: self._draw(r))
+
+    def _draw(self, r: int) -> np.ndarray:
         self._seek(r)
         words = self._bg.random_raw(self.V)
         self._at = r + 1
-        out = _uniform(np.asarray(words), self.eps)
-        self._cache[r] = out
-        if len(self._cache) > self._cache_rows:
-            self._cache.popitem(last=False)
-        return out
+        return _uniform(np.asarray(words), self.eps)
 
     def cells(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """``U[rows[i], cols[i]]`` for every i, visiting each row once in increasing order."""
@@ -298,19 +292,13 @@ class RowStream:
 
 
 #: (key fingerprint, V, rows, eps) -> stream: one pass over a stream serves every later call
-_STREAMS: OrderedDict[tuple[bytes, int, int, float], RowStream] = OrderedDict()
+_STREAMS: LRU[tuple[bytes, int, int, float], RowStream] = LRU(4)
 
 
 def stream_for(init_key: np.ndarray, vocab_size: int, rows: int, eps: float) -> RowStream:
     fp = hashlib.sha256(init_key.tobytes()).digest()
     k = (fp, int(vocab_size), int(rows), float(eps))
-    got = _STREAMS.get(k)
-    if got is None:
-        got = _STREAMS[k] = RowStream(init_key, vocab_size, rows, eps)
-        if len(_STREAMS) > 4:
-            _STREAMS.popitem(last=False)
-    _STREAMS.move_to_end(k)
-    return got
+    return _STREAMS.get_or_build(k, lambda: RowStream(init_key, vocab_size, rows, eps))
 
 
 class ExpGumbel(BatchedScheme, MarkLLMKeyed):
@@ -455,8 +443,7 @@ class ExpGumbelLogitsProcessor:
         self.vocab_size = stream.V if stream is not None else int(vocab_size)
         self.rows = prefix_length * self.vocab_size
         self._key_word = key_word
-        self._cache_rows = max(1, ROW_CACHE_BYTES // (8 * self.vocab_size))
-        self._gumbel: OrderedDict[int, Any] = OrderedDict()
+        self._gumbel: LRU[int, Any] = LRU(max(1, ROW_CACHE_BYTES // (8 * self.vocab_size)))
 
     def __repr__(self) -> str:
         return f"ExpGumbelLogitsProcessor(prefix_length={self.prefix_length}, vocab_size={self.vocab_size})"
@@ -464,22 +451,18 @@ class ExpGumbelLogitsProcessor:
     def gumbel_row(self, r: int) -> Any:
         """MarkLLM's ``gumbel[r]``: ``-log(clamp(-log(U[r]), min=eps))`` in float32 torch;
         native: the float64 ``exp_gumbel`` noise of row r's seed word."""
+
+        return self._gumbel.get_or_build(r, lambda: self._noise(r))
+
+    def _noise(self, r: int) -> Any:
         import torch
 
-        got = self._gumbel.get(r)
-        if got is None:
-            if self.stream is not None:
-                u = torch.from_numpy(self.stream.row(r))
-                got = -torch.log(torch.clamp(-torch.log(u), min=self.eps))
-            else:
-                assert self._key_word is not None
-                seed = pair(NUMPY, self._key_word, code(NUMPY, np.array([r], dtype=np.int64)))
-                got = torch.from_numpy(np.asarray(exp_gumbel(NUMPY, seed, self.vocab_size))[0])
-            self._gumbel[r] = got
-            if len(self._gumbel) > self._cache_rows:
-                self._gumbel.popitem(last=False)
-        self._gumbel.move_to_end(r)
-        return got
+        if self.stream is not None:
+            u = torch.from_numpy(self.stream.row(r))
+            return -torch.log(torch.clamp(-torch.log(u), min=self.eps))
+        assert self._key_word is not None
+        seed = pair(NUMPY, self._key_word, code(NUMPY, np.array([r], dtype=np.int64)))
+        return torch.from_numpy(np.asarray(exp_gumbel(NUMPY, seed, self.vocab_size))[0])
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import torch

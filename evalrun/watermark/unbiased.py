@@ -74,6 +74,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from evalrun._util.errors import SpecError
+from evalrun._util.lru import LRU
 from evalrun._util.specs import Spec, check_keys, spec_float, spec_int
 from evalrun.watermark import nulls
 from evalrun.watermark.base import (
@@ -103,6 +104,8 @@ _NATIVE_TAG = "evalrun:unbiased:v1\0"
 #: logits per chunk of the detector's rows (bounds its memory on long texts)
 _CHUNK_ELEMENTS = 1 << 24
 _WHY = "Unbiased's likelihood ratios"
+#: recent texts' token scores (see :meth:`Unbiased._score`), least recently used out first
+_SCORED: "LRU[tuple[Any, ...], _Scored]" = LRU(256)
 
 
 def grid_queries(n_grid: int) -> list[tuple[float, float]]:
@@ -270,9 +273,16 @@ class Unbiased(MarkLLMKeyed):
 
     def _score(self, token_ids: Sequence[int], key: str, vocab_size: int,
                logits: TokenLogits | None) -> _Scored:
+        """One text's token scores, kept for the next call on the same text, key and model
+        (a grade stage asks for ``detect`` and then ``prefix_p_values``: one model pass and
+        one scoring serve both). The memo holds a digest of the hash key, never the key."""
         model = require_logits(self, logits, _WHY)
         ids = token_id_array(token_ids, vocab_size)
         hash_key = self.hash_key(key)
+        memo = (self.spec.canonical(), model.name, vocab_size, hashlib.sha256(hash_key).digest(), ids.tobytes())
+        return _SCORED.get_or_build(memo, lambda: self._score_text(ids, hash_key, vocab_size, model))
+
+    def _score_text(self, ids: np.ndarray, hash_key: bytes, vocab_size: int, model: TokenLogits) -> _Scored:
         n, k = len(ids), self.prefix_length
         if n <= k:
             return _Scored(np.zeros(0, dtype=np.int64), np.zeros((0, self.n_grid), dtype=np.float32),

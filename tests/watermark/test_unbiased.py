@@ -19,6 +19,7 @@ import pytest
 import scipy.stats
 
 from evalrun._util.errors import SpecError
+from evalrun.watermark import unbiased as unbiased_module
 from evalrun.watermark.base import ModelRequired
 from evalrun.watermark.dipmark import context_seed, permutation
 from evalrun.watermark.registry import parse_watermark
@@ -93,9 +94,12 @@ def test_detect_reports_markllm_score(model_logits: dict[int, ReferenceLogits]) 
     picks = [(1000, c) for c in _cases("1000")] + [
         (50257, next(c for c in _cases("50257") if c["is_watermarked"]))]
     for vocab, case in picks:
+        unbiased_module._SCORED.clear()  # other tests may have scored the text already
         before = model_logits[vocab].calls
         det = scheme.detect(case["ids"], MARKLLM_KEY, vocab, logits=model_logits[vocab])
         assert model_logits[vocab].calls == before + 1  # one forward pass per text
+        scheme.prefix_p_values(case["ids"], MARKLLM_KEY, vocab, logits=model_logits[vocab])
+        assert model_logits[vocab].calls == before + 1  # the prefixes reuse that pass
         assert det.extra["markllm_score"] == pytest.approx(case["score"], rel=1e-5)
         assert det.extra["markllm_is_watermarked"] is case["is_watermarked"]
         # evalrun scores every new context, the last token included; the period-20 text has 20
