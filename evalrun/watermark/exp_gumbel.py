@@ -348,11 +348,6 @@ class ExpGumbel(BatchedScheme, MarkLLMKeyed):
             rows += ids[at - back]
         return at, rows
 
-    def _cells(self, ids: np.ndarray, key: str, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
-        """compat=markllm: (row, u) of every scored position t >= prefix_length."""
-        _, rows = self._rows(ids, np.arange(len(ids)))
-        return rows, self.stream(key, vocab_size).cells(rows, ids[self.prefix_length:])
-
     def _analyse(self, token_id_seqs: Sequence[Sequence[int]], key: str,
                  vocab_size: int) -> tuple[Layout, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """All texts laid end to end; per position (0 where not scored): kept (first

@@ -128,7 +128,7 @@ def test_markllm_score_equals_markllm_for_every_stored_sequence(vocab: str) -> N
         assert det.extra["markllm_is_watermarked"] == (s["is_watermarked"] in (True, "True"))
         flagged += det.extra["markllm_is_watermarked"]
         # the per-token uniforms MarkLLM read
-        rows, u = scheme._cells(np.asarray(s["ids"]), str(cfg["seed"]), int(vocab))
+        u = scheme._analyse([s["ids"]], str(cfg["seed"]), int(vocab))[4][scheme.prefix_length:]
         assert np.array_equal(u.astype(np.float64), np.asarray(s["detail"]["u"], dtype=np.float64))
         if s["kind"] == "repeated-block":
             # MarkLLM counts the repeated cells again; evalrun scores each cell once
