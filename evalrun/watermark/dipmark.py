@@ -221,11 +221,11 @@ class DiPmark(BatchedScheme, MarkLLMKeyed):
         gamma = np.float32(self.gamma)
         seen: dict[bytes, int] = {}
         for i in range(1, n):
-            code = np.ascontiguousarray(self._context(ids, i), dtype="<i8").tobytes()
+            context = self._context(ids, i)
+            code = np.ascontiguousarray(context, dtype="<i8").tobytes()
             if code not in seen:
                 new[i] = True
-                seed = int.from_bytes(hashlib.sha256(code + hash_key).digest(), "big") % _SEED_MOD
-                seen[code] = seed
+                seen[code] = context_seed(context, hash_key)
             perm = permutation(seen[code], vocab_size).numpy()
             pos = int(np.flatnonzero(perm == ids[i])[0])
             green[i] = bool(q[pos] >= gamma)
@@ -328,13 +328,12 @@ class DiPmarkLogitsProcessor(SchemeProcessor):
         self._key_word = key_word
         self._history: dict[int, set[bytes]] = {}
 
-    def _permutation(self, context: np.ndarray, code: bytes, width: int) -> Any:
+    def _permutation(self, context: np.ndarray, width: int) -> Any:
         """The context's permutation of the first ``width`` tokens (a CPU int64 tensor)."""
         import torch
 
         if self._hash_key is not None:
-            return permutation(int.from_bytes(hashlib.sha256(code + self._hash_key).digest(), "big")
-                               % _SEED_MOD, width)
+            return permutation(context_seed(context, self._hash_key), width)
         assert self._key_word is not None
         # the seed of the position after the context: the context plus a placeholder token
         ids = np.append(context.astype(np.int64), 0)
@@ -360,7 +359,7 @@ class DiPmarkLogitsProcessor(SchemeProcessor):
                     if code in history:
                         continue
                     history.add(code)
-                perm = self._permutation(context, code, width).to(x.device)
+                perm = self._permutation(context, width).to(x.device)
                 x[row, :width] = dip_reweight(x[row, :width], perm, scheme.alpha)
         out = x.to(raw.dtype)
         return out.numpy() if as_numpy else out
