@@ -22,6 +22,19 @@ pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
 
+#: folders whose tests compare float results of model arithmetic, BLAS or SIMD math (besides
+#: modules marked one by one): ``pytest -m numeric`` selects them, and .ci/run runs them a
+#: second time on another CPU path (docs/reproducibility.md)
+NUMERIC_FOLDERS = ("watermark", "quality", "model", "metrics", "unlearning")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tests = REPO / "tests"
+    for item in items:
+        path = Path(str(item.fspath))
+        if path.is_relative_to(tests) and path.relative_to(tests).parts[0] in NUMERIC_FOLDERS:
+            item.add_marker(pytest.mark.numeric)
+
 ECHO_GRADER = '''
 from evalrun.pack.grade import Grade
 

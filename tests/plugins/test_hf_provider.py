@@ -10,6 +10,7 @@ from typing import Sequence
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.numeric  # the embedded model's float32 forward passes
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 

@@ -20,6 +20,8 @@ from evalrun.plugins.providers.vllm_watermark import (
 )
 from evalrun.watermark import parse_watermark
 
+pytestmark = pytest.mark.numeric  # the schemes' processors on float32 logits
+
 V = 64
 KGW = "kgw:delta=2,gamma=0.25"
 
