@@ -16,6 +16,7 @@ feature above its build baseline switched off. See docs/reproducibility.md.
 
 from __future__ import annotations
 
+import importlib
 import os
 import platform
 import sys
@@ -34,9 +35,9 @@ def numpy_dispatch_features() -> list[str]:
     """The SIMD features NumPy dispatches to on this CPU beyond its build's baseline: the ones
     ``NPY_DISABLE_CPU_FEATURES`` may switch off (NumPy refuses baseline features there)."""
     try:
-        from numpy._core import _multiarray_umath as umath
+        umath = importlib.import_module("numpy._core._multiarray_umath")
     except ImportError:  # NumPy 1.x
-        from numpy.core import _multiarray_umath as umath  # type: ignore[no-redef]
+        umath = importlib.import_module("numpy.core._multiarray_umath")
     found = umath.__cpu_features__
     return [name for name in umath.__cpu_dispatch__ if found.get(name)]
 
