@@ -36,7 +36,16 @@ Patches and shims applied to MarkLLM (all recorded in the JSON under ``markllm``
 tests can import this file and rebuild the exact model: weights come from
 ``numpy.random.default_rng(seed)`` in sorted parameter-name order, independent of transformers'
 initialisers; the JSON stores each model's weight sha256. Reference run: CPU torch 2.13.0,
-transformers 5.24.0, numpy 2.4.6, scipy 1.17.1, Python 3.11, one thread.
+transformers 5.24.0, numpy 2.4.6, scipy 1.17.1, Python 3.11, one thread, on an Intel Xeon with
+AVX-512 (Sapphire Rapids).
+
+Each sequence also carries ``logits_sha256``, the digest of the float32 logits the model gives
+for it (:func:`logits_sha256`). The numbers of the schemes that read the model (SWEET, EWD,
+Unbiased) are float32 arithmetic on those logits, and another CPU moves logits in their last
+bits, so the tests compare them bit for bit only where the test machine reproduces the digest
+and within a float32 bound elsewhere (docs/reproducibility.md). The digests of the stored run
+were added on 2026-11-28 by ``python scripts/markllm_reference.py --add-logits-digests`` on the
+reference machine type, where evalrun reproduces all of MarkLLM's stored numbers bit for bit.
 """
 
 from __future__ import annotations
@@ -159,6 +168,22 @@ def weights_sha256(model) -> str:
         h.update(name.encode())
         h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()
+
+
+def next_token_logits(model, ids: list[int]) -> np.ndarray:
+    """The float32 next-token logits of ``ids[:-1]``, one text per forward pass without a cache:
+    the rows SWEET, EWD and Unbiased score (evalrun's tests feed these same rows)."""
+    import torch
+
+    x = torch.as_tensor(np.asarray(ids[:-1], dtype=np.int64))[None]
+    with torch.no_grad():
+        return model(x, use_cache=False).logits[0].float().numpy()
+
+
+def logits_sha256(model, ids: list[int]) -> str:
+    """Digest of :func:`next_token_logits`: a machine whose forward pass gives these bytes gives
+    MarkLLM's float32 numbers bit for bit; another CPU moves them in their last bits."""
+    return hashlib.sha256(next_token_logits(model, ids).tobytes()).hexdigest()
 
 
 def build_tokenizer(vocab_size: int):
@@ -542,10 +567,23 @@ def run_vocab(V: int, algorithms: tuple[str, ...]) -> tuple[dict[str, Any], dict
         seqs = [dict(s) for s in unwm] + runner.watermarked(name, wm)
         for s in seqs:
             s.update(runner.detect(name, wm, s["ids"]))
+            s["logits_sha256"] = logits_sha256(runner.model, s["ids"])
         per_alg[name] = seqs
         print(f"V={V} {name}: " + ", ".join(f"{s['score']:.4g}{'*' if s['is_watermarked'] else ''}" for s in seqs), flush=True)
     bugs = bug_checks(runner)
     return {"model": model_info, "algorithms": per_alg, "bugs": bugs}, {n: runner.config_dict(n) for n in algorithms}
+
+
+def add_logits_digests(path: Path) -> None:
+    """Add ``logits_sha256`` to every stored sequence of ``path`` (a file this script wrote)."""
+    doc = json.loads(path.read_text())
+    for V, block in doc["vocab"].items():
+        model = build_model(int(V))
+        assert weights_sha256(model) == block["model"]["weights_sha256"], f"V={V}: the rebuilt model differs"
+        for seqs in block["algorithms"].values():
+            for s in seqs:
+                s["logits_sha256"] = logits_sha256(model, s["ids"])
+    path.write_text(json.dumps(doc, indent=1) + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -553,8 +591,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--vocab", type=int, nargs="*", default=list(VOCAB_SIZES))
     ap.add_argument("--algorithms", nargs="*", default=list(ALGORITHMS))
+    ap.add_argument("--add-logits-digests", action="store_true",
+                    help="only add each stored sequence's logits_sha256 to --out (needs no MarkLLM)")
     args = ap.parse_args(argv)
     set_threads()
+    if args.add_logits_digests:
+        add_logits_digests(args.out)
+        return
     import scipy
     import torch
     import transformers

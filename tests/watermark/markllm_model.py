@@ -1,11 +1,17 @@
 """The random 2-layer GPT-2 that made ``data/markllm_reference.json``, rebuilt from
 ``scripts/markllm_reference.py`` (same construction, checked against the stored weight hash),
 and its logits as a :class:`~evalrun.watermark.base.TokenLogits`: what the tests of the
-schemes whose detector reads the model (SWEET, EWD, Unbiased) hand to ``detect``."""
+schemes whose detector reads the model (SWEET, EWD, Unbiased) hand to ``detect``.
+
+MarkLLM's numbers for those schemes are float32 arithmetic on the logits, which another CPU
+moves in their last bits. :meth:`ReferenceLogits.bound` says how far a test may let them move:
+0 where this machine's forward pass gives the reference run's logits (their stored digest),
+else the float32 bound of a forward pass (:mod:`evalrun.testing.float_drift`)."""
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
 import json
 from pathlib import Path
@@ -13,6 +19,8 @@ from types import ModuleType
 from typing import Any, Sequence
 
 import numpy as np
+
+from evalrun.testing.float_drift import float32_bound
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = json.loads((Path(__file__).parent / "data" / "markllm_reference.json").read_text())
@@ -47,13 +55,18 @@ class ReferenceLogits:
         self.calls = 0
 
     def __call__(self, texts: Sequence[np.ndarray]) -> list[np.ndarray]:
-        import torch
+        self.calls += len(texts)
+        return [self.rows(ids) for ids in texts]
 
-        model = reference_model(self.vocab_size)
-        out = []
-        for ids in texts:
-            self.calls += 1
-            x = torch.as_tensor(np.asarray(ids[:-1], dtype=np.int64))[None]
-            with torch.no_grad():
-                out.append(model(x, use_cache=False).logits[0].float().numpy())
-        return out
+    def rows(self, ids: Sequence[int]) -> np.ndarray:
+        """The logits of one text (not counted in :attr:`calls`)."""
+        return reference_script().next_token_logits(reference_model(self.vocab_size), list(ids))
+
+    def bound(self, case: dict) -> float:
+        """How far one logit of ``case``'s text may have moved from the reference run's: 0 when
+        this machine reproduces them bit for bit, else the float32 bound of a forward pass at
+        the text's largest logit."""
+        rows = self.rows(case["ids"])
+        if hashlib.sha256(rows.tobytes()).hexdigest() == case["logits_sha256"]:
+            return 0.0
+        return float32_bound(float(np.abs(rows).max()))
