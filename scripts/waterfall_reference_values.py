@@ -13,8 +13,10 @@ The tests read the JSON only; they never import ``waterfall``. What is recorded:
   (the tokenizer's ``vocab_size``) and ``n_gram``. A stand-in tokenizer maps a string of
   space-separated integers to those ids, so no real tokenizer is involved.
 * ``perturbations``: ``PerturbationProcessor`` outputs (after ``reset``, a first call that
-  records the prompt length, then the call that perturbs) on fixed random float32 scores:
-  the sha256 of the output's float32 bytes and a sample of entries.
+  records the prompt length, then the call that perturbs) on fixed random float32 scores
+  (``evalrun.testing.portable_inputs.uniform_scores``: integer draws, the same bits on every
+  CPU, unlike ``torch.randn``): the sha256 of the output's float32 bytes and a sample of
+  entries.
 * ``generation``: greedy decoding with the reference's ``PerturbationProcessor`` (set up by
   ``Watermarker``) and evalrun's embedded model (local files) from fixed prompts, through
   transformers' ``generate`` (``Watermarker.generate`` itself insists on group beam search
@@ -35,6 +37,9 @@ from waterfall.WatermarkerBase import PerturbationProcessor, Watermarker
 from waterfall.WatermarkingFnFourier import WatermarkingFnFourier
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # evalrun's source tree, for its portable test inputs only
+from evalrun.testing.portable_inputs import uniform_scores  # noqa: E402
+
 OUT = ROOT / "tests" / "watermark" / "data" / "waterfall_reference.json"
 EMBEDDED = ROOT / "evalrun" / "assets" / "embedded" / "austen-5m"
 
@@ -115,8 +120,8 @@ def perturbation_cases() -> list[dict]:
         first = torch.randint(0, n, (3, n_gram - 1), generator=gen)
         if width > n:
             first[2, -1] = n + 10  # a previous token >= N: the identity permutation
-        scores0 = torch.randn(3, width, generator=gen)
-        scores = torch.randn(3, width, generator=gen)
+        scores0 = uniform_scores((3, width), gen)
+        scores = uniform_scores((3, width), gen)
         fn = WatermarkingFnFourier(id=owner, k_p=k_p, N=n, kappa=kappa)  # as compute_phi
         proc = PerturbationProcessor(N=n, id=owner)
         proc.set_phi(fn.phi)
