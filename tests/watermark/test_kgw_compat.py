@@ -31,6 +31,7 @@ import math
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -43,6 +44,7 @@ torch = pytest.importorskip("torch")
 from evalrun._util.errors import SpecError  # noqa: E402
 from evalrun._util.specs import parse_spec  # noqa: E402
 from evalrun.kernels import fisher_yates  # noqa: E402
+from evalrun.testing.float_drift import assert_within, float64_bound  # noqa: E402
 from evalrun.watermark import kgw_compat  # noqa: E402
 from evalrun.watermark import membership_memo as membership_memo_module  # noqa: E402
 from evalrun.watermark import seed_tables as seed_tables_module  # noqa: E402
@@ -263,14 +265,27 @@ def _scheme(seeding: str, gamma: float, context: int | None = None, repeats: str
 # ------------------------------------------------------------------------------------------
 # Known values
 # ------------------------------------------------------------------------------------------
+#: the fixture's p-values: SciPy's normal tail, whose last bits depend on the CPU it was built for
+P_VALUE_FIELDS = ("p_value", "prefix_p_values")
+
+
+def assert_p_values_match(got: Any, want: Any, what: str) -> None:
+    """Stored p-values against fresh ones, within a special function's float64 drift."""
+    assert_within(got, want, float64_bound(want), what)
+
+
 def test_transcription_reproduces_fixtures(known: dict) -> None:
     """The stored values still come out of the reference transcription on this torch, from the
-    stored processor scores (float inputs drawn once; every output compared is an integer)."""
+    stored processor scores (``torch.randn`` draws differ by CPU path): ids, green lists, counts
+    and z-scores exactly, p-values within SciPy's last-bit drift."""
     fresh = compute_known_values([case["scores"] for case in known["processor"]])
     for name in ("hashint_table", "greenlists", "processor"):
         assert fresh[name] == known[name], name
     for a, b in zip(fresh["sequences"], known["sequences"], strict=True):
-        assert a == b
+        assert {k: v for k, v in a.items() if k not in P_VALUE_FIELDS} == \
+            {k: v for k, v in b.items() if k not in P_VALUE_FIELDS}
+        for field in P_VALUE_FIELDS:
+            assert_p_values_match(a[field], b[field], field)
 
 
 def test_fixtures_cover_the_hard_cases(known: dict) -> None:
@@ -311,11 +326,11 @@ def test_detection_matches_known_values(known: dict) -> None:
         assert det.num_tokens_scored == case["num_tokens_scored"]
         assert det.num_green_tokens == case["num_green_tokens"]
         assert det.z_score == case["z_score"]  # bit for bit
-        assert det.p_value == case["p_value"]
+        assert_p_values_match(det.p_value, case["p_value"], "p-value")
         mask = scheme.green_token_mask(case["token_ids"], KEY, case["vocab_size"])
         assert mask.tolist() == case["green_token_mask"]
         prefix = scheme.prefix_p_values(case["token_ids"], KEY, case["vocab_size"])
-        assert prefix.tolist() == case["prefix_p_values"]
+        assert_p_values_match(prefix, case["prefix_p_values"], "prefix p-values")
         assert prefix[-1] == det.p_value
 
 
