@@ -17,7 +17,8 @@ import scipy.integrate
 import scipy.stats
 
 from evalrun._util.errors import SpecError
-from evalrun.watermark.permute_flip import PermuteFlip
+from evalrun.testing.float_drift import assert_clear_of, assert_within, float32_bound
+from evalrun.watermark.permute_flip import MARKLLM_ALPHA, PermuteFlip
 from evalrun.watermark.registry import parse_watermark
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,8 +50,14 @@ def test_markllm_score_equals_markllms_for_every_stored_sequence(vocab: int) -> 
                                             "watermarked"}
     for e in entries:
         det = scheme.detect(e["ids"], SALT, vocab)
-        assert det.extra["markllm_score"] == e["score"], e["kind"]  # float32 sum, bit for bit
-        assert det.extra["markllm_num_scored"] == e["detail"]["n_scored"]
+        # a float32 sum of n float32 logs, each within one unit of its last place on any CPU (x86's
+        # MKL rounds them correctly; arm64's kernels do not always): n + 2 roundoffs of the sum
+        n = e["detail"]["n_scored"]
+        bound = float32_bound(e["score"], roundoffs=n + 2)
+        assert_within(det.extra["markllm_score"], e["score"], bound, e["kind"])
+        assert det.extra["markllm_num_scored"] == n
+        cut = scipy.stats.gamma.ppf(1 - MARKLLM_ALPHA, a=n - config["ngram"]) if n > config["ngram"] else np.inf
+        assert_clear_of(e["score"], cut, 2 * bound, "MarkLLM's sum against its threshold")
         assert det.extra["markllm_is_watermarked"] == e["is_watermarked"]
         # evalrun scores position ngram too (MarkLLM's off-by-one skips it) and drops repeats
         distinct = {tuple(e["ids"][t - 8:t]) for t in range(8, len(e["ids"]))}
@@ -196,7 +203,7 @@ def _generate(generate, spec: str, key: str, n: int = 4, max_tokens: int = 64) -
     return generate(spec, key, prompts[:n], max_tokens=max_tokens, seed=7)
 
 
-def test_embedded_generation_is_detected_and_reproducible(generate) -> None:
+def test_embedded_generation_is_detected_and_reproducible(generate, false_alarms_allowed) -> None:
     scheme = _pf()
     spec = str(scheme.spec)
     gens = _generate(generate, spec, KEY)
@@ -204,8 +211,8 @@ def test_embedded_generation_is_detected_and_reproducible(generate) -> None:
     vocab = gens[0].extra["vocab_size"]
     p = [scheme.detect(g.token_ids, KEY, vocab).p_value for g in gens]
     assert all(x <= 0.02 for x in p), p
-    wrong = [scheme.detect(g.token_ids, "another key", vocab).p_value for g in gens]
-    assert sum(x <= 0.02 for x in wrong) <= 1, wrong
+    wrong = [scheme.detect(g.token_ids, f"another key {i}", vocab).p_value for g in gens for i in range(10)]
+    assert sum(x <= 0.02 for x in wrong) <= false_alarms_allowed(len(wrong), 0.02), wrong
     again = _generate(generate, spec, KEY)
     assert [g.token_ids for g in again] == [g.token_ids for g in gens]
     compat = _pf("pf:compat=markllm")
