@@ -335,16 +335,17 @@ def _generate(generate, spec: str, key: str | None) -> list[tuple[list[int], int
     return [(gen.token_ids, gen.extra["vocab_size"]) for gen in gens]
 
 
-def test_embedded_model_generation_is_detected(generate) -> None:
+def test_embedded_model_generation_is_detected(generate, false_alarms_allowed) -> None:
     spec = str(_scheme().spec)
     first = _generate(generate, spec, KEY)
     assert _generate(generate, spec, KEY) == first  # same key and seed: same ids
     scheme = _scheme()
     detected = [scheme.detect(ids, KEY, vocab).p_value <= 0.02 for ids, vocab in first]
     assert sum(detected) >= 3, detected
-    assert not any(scheme.detect(ids, "another key", vocab).p_value <= 0.02 for ids, vocab in first)
     plain = _generate(generate, "none", None)
-    assert not any(scheme.detect(ids, KEY, vocab).p_value <= 0.02 for ids, vocab in plain)
+    alarms = [scheme.detect(ids, f"another key {i}", vocab).p_value <= 0.02 for ids, vocab in first
+              for i in range(10)] + [scheme.detect(ids, KEY, vocab).p_value <= 0.02 for ids, vocab in plain]
+    assert sum(alarms) <= false_alarms_allowed(len(alarms), 0.02), alarms
 
 
 # ------------------------------------------------------------------------------------------

@@ -266,19 +266,20 @@ def _generate(generate, spec: str, key: str | None, n: int = 4, seed: int = 11) 
     return {f"g{i}": gen for i, gen in enumerate(generate(spec, key, prompts, max_tokens=80, seed=seed))}
 
 
-def test_embedded_generation_is_detected_and_reproducible(generate) -> None:
+def test_embedded_generation_is_detected_and_reproducible(generate, false_alarms_allowed) -> None:
     spec = "exp_gumbel"
     scheme = _scheme(spec)
     first = _generate(generate, spec, KEY)
     again = _generate(generate, spec, KEY, seed=99)  # the seed does not enter
-    detected = 0
+    detected = alarms = 0
     for name, gen in first.items():
         assert gen.error is None and len(gen.token_ids) >= 40
         assert again[name].token_ids == gen.token_ids
         vocab = gen.extra["vocab_size"]
         detected += scheme.detect(gen.token_ids, KEY, vocab).p_value <= 0.02
-        assert scheme.detect(gen.token_ids, "another key", vocab).p_value > 0.001
+        alarms += sum(scheme.detect(gen.token_ids, f"another key {i}", vocab).p_value <= 0.001 for i in range(10))
     assert detected >= 3
+    assert alarms <= false_alarms_allowed(10 * len(first), 0.001)
 
 
 # ------------------------------------------------------------------------------------------

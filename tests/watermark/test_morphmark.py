@@ -273,20 +273,21 @@ PROMPTS = ["Miss Bennet walked to the village.", "The letter arrived on a Tuesda
            "Mr. Darcy said that", "It was a fine morning when"]
 
 
-def test_embedded_generation_is_detected_and_reproducible(generate) -> None:
+def test_embedded_generation_is_detected_and_reproducible(generate, false_alarms_allowed) -> None:
     spec = "morphmark"
     scheme = _scheme(spec)
     first = generate(spec, KEY, PROMPTS, max_tokens=80, seed=11)
     again = generate(spec, KEY, PROMPTS, max_tokens=80, seed=11)
     assert [g.token_ids for g in first] == [g.token_ids for g in again]
-    detected = 0
+    detected = alarms = 0
     for gen in first:
         assert gen.error is None and len(gen.token_ids) >= 60
         vocab = gen.extra["vocab_size"]
         det = scheme.detect(gen.token_ids, KEY, vocab)
         detected += det.p_value <= 0.02
-        assert scheme.detect(gen.token_ids, "a wrong key", vocab).p_value > 0.02
+        alarms += sum(scheme.detect(gen.token_ids, f"a wrong key {i}", vocab).p_value <= 0.02 for i in range(10))
     assert detected >= 3
+    assert alarms <= false_alarms_allowed(10 * len(first), 0.02)
 
 
 # ------------------------------------------------------------------------------------------

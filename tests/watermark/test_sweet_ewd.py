@@ -185,10 +185,23 @@ def test_prefix_p_values_match_detect_of_each_prefix(name: str, logits) -> None:
     seq = np.random.default_rng(5).integers(0, VOCAB, 40)
     prefixes = scheme.prefix_p_values(seq, KEY, VOCAB, logits=logits[VOCAB])
     assert prefixes.shape == (40,)
+    # a prefix's own forward pass gives its rows to float32 rounding, not bit for bit
+    rows = logits[VOCAB].rows(seq)
+    bound = float32_bound(np.abs(rows).max())
+    if name == "sweet":  # counts: equal where no entropy lies within the drift of the filter
+        drift = _entropy_drift(rows, bound)
+        assert_clear_of(scheme.stats(seq, logits[VOCAB], VOCAB)[1:], scheme.entropy_threshold, 2 * drift, "entropies")
     for i in (0, 1, 7, 20, 39):
-        want = scheme.detect(seq[: i + 1], KEY, VOCAB, logits=logits[VOCAB]).p_value
-        # a prefix's own forward pass gives its rows to float32 rounding, not bit for bit
-        assert prefixes[i] == pytest.approx(want, rel=1e-5, abs=1e-12)
+        det = scheme.detect(seq[: i + 1], KEY, VOCAB, logits=logits[VOCAB])
+        if name == "sweet":
+            assert prefixes[i] == det.p_value
+            continue
+        _, spike, green, first = scheme.inputs(seq[: i + 1], KEY, VOCAB, logits[VOCAB])
+        k = scheme.prefix_length
+        units = first[k:]
+        z_drift = _ewd_z_drift(scheme._weights(spike, i + 1)[units], green[k:][units],
+                               scheme.green_probability(VOCAB), det.z_score, 4 * bound)
+        assert_within(prefixes[i], det.p_value, z_drift / np.sqrt(2 * np.pi), f"p of the prefix of {i + 1}")
 
 
 def test_repeated_contexts_are_scored_once(logits) -> None:
@@ -266,7 +279,8 @@ PROMPTS = ["Miss Bennet walked to the village.", "The letter arrived on a Tuesda
 
 
 @pytest.mark.parametrize("name", list(NAMES))
-def test_embedded_generation_is_detected_and_reproducible(name: str, provider, generate) -> None:
+def test_embedded_generation_is_detected_and_reproducible(name: str, provider, generate,
+                                                         false_alarms_allowed) -> None:
     from evalrun.model.token_logits import ModelLogits
 
     first, again = (generate(name, KEY, PROMPTS, max_tokens=80, seed=11) for _ in range(2))
@@ -281,7 +295,7 @@ def test_embedded_generation_is_detected_and_reproducible(name: str, provider, g
         false_alarms += sum(scheme.detect(gen.token_ids, f"wrong key {i}", vocab, logits=model).p_value <= 0.02
                             for i in range(5))
     assert detected >= 3
-    assert false_alarms <= 2  # 20 wrong-key tests at 0.02: 0.4 expected
+    assert false_alarms <= false_alarms_allowed(5 * len(first), 0.02)  # 0.4 expected
 
 
 # ------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from transformers.generation.logits_process import (  # noqa: E402
 from transformers.generation.watermarking import SynthIDTextWatermarkDetector  # noqa: E402
 
 from evalrun._util.errors import SpecError  # noqa: E402
+from evalrun.testing.portable_inputs import uniform_scores  # noqa: E402
 from evalrun.watermark.registry import parse_watermark  # noqa: E402
 from evalrun.watermark.synthid import (  # noqa: E402
     SynthID,
@@ -345,7 +346,7 @@ def test_hf_greedy_generation_equals_transformers_generate(provider) -> None:
     assert ours != plain[0, prompt.shape[1]:].tolist()
 
 
-def test_hf_sampled_generation_is_detected_with_its_keys_only(provider) -> None:
+def test_hf_sampled_generation_is_detected_with_its_keys_only(provider, false_alarms_allowed) -> None:
     other = "1,2,3,4,5,6,7,8,9"
     marked = _generate(provider, [_request(i, spec="synthid", key=KEY9, temperature=1.0,
                                            max_tokens=64) for i in range(3)])
@@ -353,13 +354,15 @@ def test_hf_sampled_generation_is_detected_with_its_keys_only(provider) -> None:
                                           max_tokens=64) for i in range(3)])
     for score in ("mean", "weighted_mean"):
         scheme = parse_watermark(f"synthid:score={score}")
+        alarms = []
         for gen in marked.values():
             assert gen.error is None and len(gen.token_ids) >= 40
             vocab = gen.extra["vocab_size"]
             assert scheme.detect(gen.token_ids, KEY9, vocab).p_value < 1e-4
-            assert scheme.detect(gen.token_ids, other, vocab).p_value > 1e-3
-        for gen in plain.values():
-            assert scheme.detect(gen.token_ids, KEY9, gen.extra["vocab_size"]).p_value > 1e-3
+            alarms.append(scheme.detect(gen.token_ids, other, vocab).p_value <= 1e-3)
+        alarms += [scheme.detect(gen.token_ids, KEY9, gen.extra["vocab_size"]).p_value <= 1e-3
+                   for gen in plain.values()]
+        assert sum(alarms) <= false_alarms_allowed(len(alarms), 1e-3), (score, alarms)
 
 
 @dataclass
@@ -425,7 +428,7 @@ def test_evalrun_detect_prints_score_and_p_value(tmp_path: Path) -> None:
     gen = torch.Generator().manual_seed(3)
     ids = torch.randint(0, vocab, (1, 3), generator=gen)
     for _ in range(150):
-        scores = proc(ids, torch.randn(1, vocab, generator=gen) * 2)
+        scores = proc(ids, uniform_scores((1, vocab), gen))  # the same draws on any CPU
         ids = torch.cat([ids, torch.multinomial(torch.softmax(scores, -1), 1, generator=gen)], 1)
     plain = np.random.default_rng(1).integers(0, vocab, 150).tolist()
     path = tmp_path / "t.jsonl"
