@@ -6,6 +6,7 @@ joined by address as a multi-node run would join its head)."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sqlite3
 import subprocess
 import sys
@@ -81,7 +82,9 @@ def _stages(db: Path) -> dict[str, list[tuple]]:
 def test_ray_run_of_a_transformers_model_stores_every_stage_of_an_in_process_run(tmp_path: Path, cluster) -> None:
     """The embedded model generates (two watermarks) on Ray actors, a text attack and a model
     attack (a paraphrase by the same model) transform, the perplexity judge scores: two
-    batches of two rows, so both actors work, and every stage matches row by row."""
+    batches of two rows, so both actors work, and every stage matches row by row. Ray gives
+    each actor one thread; the local run gets one too, so both do the same float arithmetic
+    (a thread count may change a reduction's order, docs/reproducibility.md)."""
     run = [sys.executable, "-m", "evalrun.cli", "run", "--pack", "mmw_stories", "--select",
            "(holy or college) and funny", "--model", "embedded?batch_size=2", "--watermark", "none",
            "--watermark", "kgw", "--attack", "none", "--attack", "swap:p=0.3", "--attack",
@@ -90,7 +93,8 @@ def test_ray_run_of_a_transformers_model_stores_every_stage_of_an_in_process_run
     stores = {}
     for name, extra in (("local", ()), ("ray", ("--executor", "ray", "--ray-address", cluster, "--workers", "2"))):
         stores[name] = tmp_path / f"{name}.sqlite"
-        proc = subprocess.run([*run, "--out", str(stores[name]), *extra], capture_output=True, text=True, timeout=600)
+        proc = subprocess.run([*run, "--out", str(stores[name]), *extra], capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     want, got = _stages(stores["local"]), _stages(stores["ray"])
     assert {table: len(rows) for table, rows in want.items()} == {
