@@ -11,6 +11,7 @@ from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.green import is_green
 from evalrun.kernels.keyed_hash import code, feistel_rank, pair, uniform
 from evalrun.kernels.token_stats import bit_uniforms, its_uniform
+from evalrun.testing.float_drift import clear_of, float32_bound, float64_bound
 from evalrun.watermark.binary import huffman_tree
 from evalrun.watermark.randomness import derive_key
 from evalrun.watermark.registry import parse_watermark
@@ -26,23 +27,31 @@ def _softmax(x: np.ndarray) -> np.ndarray:
     return z / z.sum()
 
 
-def _exp_token(seed: int, logits: np.ndarray, tau: float) -> int:
+# Each oracle returns the token and the margin of its decision as a fraction of the quantity
+# compared (exp: the gap of the two best scores; its: the draw's distance to its CDF
+# interval's edges; binary: the smallest distance of a bit's draw to its split). The processors
+# compute in float32 or float64, so the test compares tokens only where that margin exceeds
+# the worst-case float bound of their own softmax and V-term sums (docs/reproducibility.md).
+def _exp_token(seed: int, logits: np.ndarray, tau: float) -> tuple[int, float]:
     r = uniform(ops, pair(ops, ops.u64([seed]), code(ops, ops.arange(V))))
     p = _softmax(logits / tau)
-    return int(np.argmax(np.where(p > 0, np.log(r) / np.where(p > 0, p, 1.0), -np.inf)))
+    vals = np.where(p > 0, np.log(r) / np.where(p > 0, p, 1.0), -np.inf)
+    best, second = np.sort(vals)[-2:][::-1]
+    return int(np.argmax(vals)), float((best - second) / abs(best))
 
 
-def _its_token(seed: int, logits: np.ndarray, tau: float) -> int:
+def _its_token(seed: int, logits: np.ndarray, tau: float) -> tuple[int, float]:
     p = _softmax(logits / tau)
     ranks = feistel_rank(ops, ops.u64([seed]), ops.arange(V), V).astype(np.int64)
     by_rank = np.empty(V, dtype=np.int64)
     by_rank[ranks] = np.arange(V)
     cdf = np.cumsum(p[by_rank])
     u = float(its_uniform(ops, ops.u64([seed]))[0])
-    return int(by_rank[min(int(np.sum(cdf < u)), V - 1)])
+    k = min(int(np.sum(cdf < u)), V - 1)
+    return int(by_rank[k]), float(min(u - (cdf[k - 1] if k else 0.0), cdf[k] - u))
 
 
-def _binary_token(seed: int, logits: np.ndarray, tau: float) -> int:
+def _binary_token(seed: int, logits: np.ndarray, tau: float) -> tuple[int, float]:
     tree = huffman_tree(V)
     p = _softmax(logits / tau)
 
@@ -51,14 +60,15 @@ def _binary_token(seed: int, logits: np.ndarray, tau: float) -> int:
             return float(p[-ref - 1])
         return float(p[tree.leaf_order[tree.lo[ref]:tree.hi[ref]]].sum())
 
-    node = tree.root
+    node, margin = tree.root, 1.0
     while True:
         total = mass(node)
         p0 = mass(int(tree.left[node])) / total if total > 0 else 0.5
         u = float(bit_uniforms(ops, ops.u64([seed]), ops.i64([node]))[0])
+        margin = min(margin, abs(u - p0))
         child = int(tree.right[node] if u >= p0 else tree.left[node])
         if child < 0:
-            return -child - 1
+            return -child - 1, margin
         node = child
 
 
@@ -87,12 +97,18 @@ def test_choosing_schemes_pick_the_defined_token(spec: str, dtype: torch.dtype) 
         scores, tokens = proc.choose(ids, logits)
         seeds, skipped = _seeds(scheme, ids, proc)
         oracle = ORACLES[scheme.sampler.name]
+        bound = float32_bound(1.0, roundoffs=V) if dtype == torch.float32 else float64_bound(1.0, roundoffs=V)
+        compared = 0
         for b in range(64):
             if skipped[b]:
                 assert tokens[b] == -1
                 assert torch.equal(scores[b], logits[b] / tau)
             else:
-                assert tokens[b] == oracle(int(seeds[b]), logits[b].double().numpy(), tau), b
+                token, margin = oracle(int(seeds[b]), logits[b].double().numpy(), tau)
+                if clear_of(margin, 0.0, bound):
+                    assert tokens[b] == token, b
+                    compared += 1
+        assert compared >= 0.9 * (64 - skipped.sum())
         assert (scores is None) == (not skipped.any())
         # the transformers contract: one-hot scores where the scheme chose
         out = scheme.logits_processor(KEY, V, temperature=tau, seed=11)(ids, logits)
