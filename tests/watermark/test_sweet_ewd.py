@@ -86,6 +86,8 @@ def _ewd_z_drift(weights: np.ndarray, green: np.ndarray, gamma: float, z: float,
     ``dz/dw_i = (g_i - gamma) / D - z w_i / sum w^2``."""
     w = np.asarray(weights, dtype=np.float64)
     sq = float((w * w).sum())
+    if sq == 0:  # nothing weighed: no z (p = 1) on any machine
+        return 0.0
     denom = np.sqrt(gamma * (1 - gamma) * sq)
     gradient = np.abs((np.asarray(green, dtype=np.float64) - gamma) / denom - z * w / sq).sum()
     float32_sums = float32_bound(gamma * w.sum() / denom + abs(z), roundoffs=2 * len(w))
