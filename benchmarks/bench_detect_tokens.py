@@ -61,9 +61,9 @@ import numpy as np
 from bench_detection import KEY, baseline
 
 from evalrun.kernels import fisher_yates
-from evalrun.watermark.membership_memo import clear_memos
+from evalrun.watermark.engine.membership_memo import clear_memos
+from evalrun.watermark.engine.seed_tables import seed_tables
 from evalrun.watermark.registry import parse_watermark
-from evalrun.watermark.seed_tables import seed_tables
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 

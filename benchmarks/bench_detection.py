@@ -68,7 +68,7 @@ def main() -> None:
     limit = baseline(texts, repeat=20)
     specs = list(SPECS)
     try:
-        importlib.import_module("evalrun.watermark.kgw_compat")
+        importlib.import_module("evalrun.watermark.schemes.kgw_compat")
         specs.append(("kgw_compat (selfhash)", "kgw:gamma=0.25,seeding=selfhash"))
         specs.append(("kgw_compat (lefthash)", "kgw:gamma=0.25,seeding=lefthash"))
     except ImportError:

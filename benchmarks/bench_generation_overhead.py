@@ -17,12 +17,12 @@ extra time spent there per step, over the unwatermarked run's whole time per ste
 watermark's cost without the drift of everything else.
 
 Each watermark is measured in a block of its own: the per-seed table cache
-(:mod:`evalrun.watermark.seed_tables`) and the seed memos are emptied, ``--warmup`` untimed
+(:mod:`evalrun.watermark.engine.seed_tables`) and the seed memos are emptied, ``--warmup`` untimed
 tokens (default 4,096) fill them as a real run's first generations would, and then the pairs
 are timed; each block's cache hit rate over its timed pairs is printed. The figures describe
 a one-scheme run past its first few thousand tokens, whatever order the schemes come in. For
 green lists seeded by one token that is past the point where their dense mask table is built
-whole (:mod:`evalrun.watermark.mask_tables`); ``--warmup 0`` shows a cold start instead.
+whole (:mod:`evalrun.watermark.engine.mask_tables`); ``--warmup 0`` shows a cold start instead.
 
 ``--shape LAYERSxHIDDEN`` (e.g. ``12x768``, GPT-2 small's shape, about 95M parameters with
 this vocabulary) swaps in a randomly initialised (seeded) Llama of that shape with the
@@ -48,9 +48,9 @@ from typing import Any
 from evalrun.model.embedded import embedded_model_path
 from evalrun.model.generation import GenerationRequest, GenParams, Prompt
 from evalrun.plugins.providers.hf import HFProvider
-from evalrun.watermark import processing
+from evalrun.watermark.engine import processing
+from evalrun.watermark.engine.seed_tables import seed_tables
 from evalrun.watermark.registry import SCHEMES, parse_watermark
-from evalrun.watermark.seed_tables import seed_tables
 
 KEY = "benchmark-key"
 #: reference-compatible kgw takes the reference's integer hash key

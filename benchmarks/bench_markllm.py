@@ -49,9 +49,9 @@ from pathlib import Path
 
 import numpy as np
 
-from evalrun.watermark.membership_memo import clear_memos
+from evalrun.watermark.engine.membership_memo import clear_memos
+from evalrun.watermark.engine.seed_tables import seed_tables
 from evalrun.watermark.registry import parse_watermark
-from evalrun.watermark.seed_tables import seed_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}

@@ -31,8 +31,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from evalrun.watermark.engine.seed_tables import seed_tables
 from evalrun.watermark.registry import parse_watermark
-from evalrun.watermark.seed_tables import seed_tables
 
 
 def cpu_seconds() -> float:

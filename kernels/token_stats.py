@@ -2,7 +2,7 @@
 
 All statistics are *evidence*: larger means more watermark-like. Under the null hypothesis
 (text independent of the key) the exponential and binary statistics are i.i.d. Exp(1), which
-gives the Erlang nulls in :mod:`evalrun.watermark.nulls`.
+gives the Erlang nulls in :mod:`evalrun.watermark.engine.nulls`.
 """
 
 from __future__ import annotations

@@ -156,7 +156,7 @@ def test_outer_folders_are_imported_only_from_above() -> None:
 #: the only imports of evalrun's own modules made inside a function, each for a heavy or slow
 #: dependency the importing module must not load on import
 LAZY = {
-    ("evalrun.watermark.kgw", "evalrun.watermark.kgw_compat"):
+    ("evalrun.watermark.schemes.kgw", "evalrun.watermark.schemes.kgw_compat"):
         "scipy and the compiled kernels: `evalrun detect` with native kgw starts without them",
     ("evalrun.plugins.providers.vllm", "evalrun.plugins.providers.vllm_watermark"):
         "it imports vLLM itself, an optional multi-GB dependency",

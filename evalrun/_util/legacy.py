@@ -53,6 +53,13 @@ MOVED: dict[str, str] = {
     "evalrun.distinguish": "evalrun.analysis.distinguish",
     "evalrun.detect": "evalrun.cli.detect",
     "evalrun.export": "evalrun.report.export",
+    # the flat watermark folder (before engine/ and schemes/)
+    **{f"evalrun.watermark.{name}": f"evalrun.watermark.engine.{name}" for name in (
+        "detection", "processing", "nulls", "randomness", "scores", "sampler", "counting", "buffers",
+        "seed_tables", "mask_tables", "membership_memo", "markllm_compat")},
+    **{f"evalrun.watermark.{name}": f"evalrun.watermark.schemes.{name}" for name in (
+        "kgw", "kgw_compat", "exponential", "binary", "inverse_transform", "unigram", "waterfall", "synthid",
+        "permute_flip", "dipmark", "unbiased", "morphmark", "exp_gumbel", "entropy_green", "sweet", "ewd")},
 }
 
 

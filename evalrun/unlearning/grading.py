@@ -2,7 +2,7 @@
 
 WaterDrum (section 4, P3 and App. E.3) scores the model's text output *without* the
 query with the owner's Waterfall verification operator; that q-score (the mean of
-``cos(2 pi k_p index / V)`` over the scored tokens, :mod:`evalrun.watermark.waterfall`) is the
+``cos(2 pi k_p index / V)`` over the scored tokens, :mod:`evalrun.watermark.schemes.waterfall`) is the
 unlearning metric of one data point. The grade keeps it in ``metadata["verification_score"]``
 with the p-value of the normal null, tokens scored, the owner and the case's set; the
 aggregates (:mod:`evalrun.unlearning.aggregates`) average it. The label is VERIFIED when the
@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from evalrun.pack.grade import Grade, GradeContext
 from evalrun.unlearning.keys import key_source, owner_waterfall_id
-from evalrun.watermark.waterfall import DEFAULT_K_P, DEFAULT_N_GRAM, Waterfall
+from evalrun.watermark.schemes.waterfall import DEFAULT_K_P, DEFAULT_N_GRAM, Waterfall
 
 VERIFIED = "VERIFIED"
 NOT_VERIFIED = "NOT_VERIFIED"

@@ -20,23 +20,23 @@ SchemeBuilder = Callable[[Spec], WatermarkScheme]
 KEY_ENV = "EVALRUN_WATERMARK_KEY"
 
 SCHEMES: Registry[SchemeBuilder] = Registry("scheme", "evalrun.schemes", option="--watermark")
-SCHEMES.register_lazy("kgw", "evalrun.watermark.kgw:build")
-SCHEMES.register_lazy("exp", "evalrun.watermark.exponential:build")
-SCHEMES.register_lazy("binary", "evalrun.watermark.binary:build")
-SCHEMES.register_lazy("its", "evalrun.watermark.inverse_transform:build")
-SCHEMES.register_lazy("unigram", "evalrun.watermark.unigram:build")
-SCHEMES.register_lazy("waterfall", "evalrun.watermark.waterfall:build")
-SCHEMES.register_lazy("synthid", "evalrun.watermark.synthid:build")
-SCHEMES.register_lazy("pf", "evalrun.watermark.permute_flip:build")
-SCHEMES.register_lazy("dipmark", "evalrun.watermark.dipmark:build")
+SCHEMES.register_lazy("kgw", "evalrun.watermark.schemes.kgw:build")
+SCHEMES.register_lazy("exp", "evalrun.watermark.schemes.exponential:build")
+SCHEMES.register_lazy("binary", "evalrun.watermark.schemes.binary:build")
+SCHEMES.register_lazy("its", "evalrun.watermark.schemes.inverse_transform:build")
+SCHEMES.register_lazy("unigram", "evalrun.watermark.schemes.unigram:build")
+SCHEMES.register_lazy("waterfall", "evalrun.watermark.schemes.waterfall:build")
+SCHEMES.register_lazy("synthid", "evalrun.watermark.schemes.synthid:build")
+SCHEMES.register_lazy("pf", "evalrun.watermark.schemes.permute_flip:build")
+SCHEMES.register_lazy("dipmark", "evalrun.watermark.schemes.dipmark:build")
 #: reference-compatible kgw (Kirchenbauer et al.'s green lists, ``seeding=lefthash|selfhash``);
 #: ``kgw:seeding=...`` reaches it too (native kgw's builder hands it over)
-SCHEMES.register_lazy("kgw_compat", "evalrun.watermark.kgw_compat:build")
-SCHEMES.register_lazy("morphmark", "evalrun.watermark.morphmark:build")
-SCHEMES.register_lazy("exp_gumbel", "evalrun.watermark.exp_gumbel:build")
-SCHEMES.register_lazy("sweet", "evalrun.watermark.sweet:build")
-SCHEMES.register_lazy("ewd", "evalrun.watermark.ewd:build")
-SCHEMES.register_lazy("unbiased", "evalrun.watermark.unbiased:build")
+SCHEMES.register_lazy("kgw_compat", "evalrun.watermark.schemes.kgw_compat:build")
+SCHEMES.register_lazy("morphmark", "evalrun.watermark.schemes.morphmark:build")
+SCHEMES.register_lazy("exp_gumbel", "evalrun.watermark.schemes.exp_gumbel:build")
+SCHEMES.register_lazy("sweet", "evalrun.watermark.schemes.sweet:build")
+SCHEMES.register_lazy("ewd", "evalrun.watermark.schemes.ewd:build")
+SCHEMES.register_lazy("unbiased", "evalrun.watermark.schemes.unbiased:build")
 
 
 def parse_watermark(text: str) -> WatermarkScheme | None:

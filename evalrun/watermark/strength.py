@@ -29,5 +29,5 @@ class StrengthGrid:
 GREEN_LIST_GRID = StrengthGrid("gamma", (0.1, 0.25, 0.5, 0.75, 0.9), "delta", (0.0, 15.0), outer_default=0.25)
 
 STRENGTH_GRIDS: Registry[StrengthGrid] = Registry("strength grid", "evalrun.strength_grids", option="--scheme")
-STRENGTH_GRIDS.register_lazy("kgw", "evalrun.watermark.kgw:STRENGTH_GRID")
-STRENGTH_GRIDS.register_lazy("unigram", "evalrun.watermark.unigram:STRENGTH_GRID")
+STRENGTH_GRIDS.register_lazy("kgw", "evalrun.watermark.schemes.kgw:STRENGTH_GRID")
+STRENGTH_GRIDS.register_lazy("unigram", "evalrun.watermark.schemes.unigram:STRENGTH_GRID")

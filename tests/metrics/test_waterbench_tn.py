@@ -163,7 +163,7 @@ def test_tp_says_how_many_outputs_sit_exactly_at_the_threshold() -> None:
     count-based z-score takes (gamma 0.25: 24 green of 48 scored gives 4.0 in floating point)."""
     import numpy as np
 
-    from evalrun.watermark.nulls import z_scores
+    from evalrun.watermark.engine.nulls import z_scores
 
     tie = float(z_scores(np.array(24), np.array(48), 0.25))
     assert tie == 4.0

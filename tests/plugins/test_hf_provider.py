@@ -317,7 +317,7 @@ def test_shared_processors_match_per_row_processors(provider, monkeypatch, spec)
     processor per row, greedy and sampled, with the seed-table cache cold or warm; rows whose
     prompt is shorter than the scheme's context, fixed randomness, skipped positions and
     unwatermarked rows are handled beside the shared ones."""
-    from evalrun.watermark.seed_tables import seed_tables
+    from evalrun.watermark.engine.seed_tables import seed_tables
 
     users = [None, None, None, "Yes."]  # a short last prompt: under kgw:context=8's window
     for temperature in (0.0, 1.0):

@@ -11,7 +11,7 @@ import pytest
 
 from evalrun._util.errors import EvalrunError
 from evalrun.unlearning.data import case_of, load_owners, prompt_of, shipped_owners_path, similarity, watermark_data
-from evalrun.watermark.waterfall import Waterfall
+from evalrun.watermark.schemes.waterfall import Waterfall
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")

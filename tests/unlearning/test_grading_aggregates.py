@@ -13,7 +13,7 @@ from evalrun.pack.grade import GradeContext
 from evalrun.unlearning.aggregates import Role, point_scores, summarize, waterdrum_aggregate
 from evalrun.unlearning.grading import NOT_VERIFIED, VERIFIED, grade_verification
 from evalrun.unlearning.keys import FROM_OWNER, FROM_SECRET, owner_waterfall_id
-from evalrun.watermark.waterfall import Waterfall, permutation
+from evalrun.watermark.schemes.waterfall import Waterfall, permutation
 
 V = 512
 SETTINGS = {"detection_threshold": 0.05, "k_p": 1, "n_gram": 2}

@@ -82,7 +82,7 @@ def test_native_batches_equal_single_texts(spec: str, backend: str) -> None:
 def test_native_batches_split_into_passes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Batches larger than one pass (and single texts larger than a pass) give the same
     results as one pass."""
-    import evalrun.watermark.detection as detection
+    import evalrun.watermark.engine.detection as detection
 
     rng = np.random.default_rng(7)
     texts = _ragged(rng, 200, 40, 50) + [rng.integers(0, 200, 300).tolist()]

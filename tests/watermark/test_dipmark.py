@@ -19,7 +19,9 @@ import scipy.stats
 from evalrun._util.errors import SpecError
 from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.keyed_hash import GOLDEN, feistel_rank
-from evalrun.watermark.dipmark import (
+from evalrun.watermark.engine.randomness import derive_key
+from evalrun.watermark.registry import parse_watermark
+from evalrun.watermark.schemes.dipmark import (
     TAG_DIPMARK,
     DiPmark,
     context_seed,
@@ -29,8 +31,6 @@ from evalrun.watermark.dipmark import (
     permutation,
     quantiles,
 )
-from evalrun.watermark.randomness import derive_key
-from evalrun.watermark.registry import parse_watermark
 
 torch = pytest.importorskip("torch")
 

@@ -21,9 +21,9 @@ import scipy.stats
 from evalrun._util.errors import SpecError
 from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.keyed_hash import GOLDEN, mix64
-from evalrun.watermark.exp_gumbel import TAG_EXP_GUMBEL, ExpGumbel, RowStream, torch_seed_key
-from evalrun.watermark.randomness import derive_key
+from evalrun.watermark.engine.randomness import derive_key
 from evalrun.watermark.registry import parse_watermark
+from evalrun.watermark.schemes.exp_gumbel import TAG_EXP_GUMBEL, ExpGumbel, RowStream, torch_seed_key
 
 REF = json.loads((Path(__file__).parent / "data" / "markllm_reference.json").read_text())
 KEY = "exp-gumbel test key"
@@ -68,7 +68,7 @@ def test_on_demand_rows_equal_the_full_torch_table(seed: int) -> None:
 
 def test_jump_ahead_equals_skipping_far_into_the_stream() -> None:
     """A jump of 3 * 10**8 + 7 draws lands where skipping them does (MT19937's recurrence)."""
-    from evalrun.watermark.exp_gumbel import mt_jump
+    from evalrun.watermark.schemes.exp_gumbel import mt_jump
 
     init = torch_seed_key(42)
     bg = np.random.MT19937(0)

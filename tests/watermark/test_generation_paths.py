@@ -12,10 +12,10 @@ from evalrun.kernels.green import is_green
 from evalrun.kernels.keyed_hash import code, feistel_rank, pair, uniform
 from evalrun.kernels.token_stats import bit_uniforms, its_uniform
 from evalrun.testing.float_drift import clear_of, float32_bound, float64_bound
-from evalrun.watermark.binary import huffman_tree
-from evalrun.watermark.randomness import derive_key
+from evalrun.watermark.engine.randomness import derive_key
+from evalrun.watermark.engine.seed_tables import seed_tables
 from evalrun.watermark.registry import parse_watermark
-from evalrun.watermark.seed_tables import seed_tables
+from evalrun.watermark.schemes.binary import huffman_tree
 
 V = 500
 KEY = "paths-key"
@@ -150,7 +150,7 @@ def test_dense_mask_tables_give_the_per_seed_rows_result(spec: str, key: str,
     """The dense table of one-token contexts and the per-seed rows it replaces give the same
     scores, also for previous tokens outside the table (ids past the score columns) and when
     the table would not fit the budget."""
-    from evalrun.watermark import seed_tables as st
+    from evalrun.watermark.engine import seed_tables as st
 
     scheme = parse_watermark(spec)
     ids = torch.randint(0, V, (12, 3), generator=torch.Generator().manual_seed(21))
@@ -223,7 +223,8 @@ def test_given_up_scores_give_the_same_result_and_kept_scores_are_never_written(
 def test_device_path_equals_the_host_path(spec: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Scores numpy cannot view (GPU tensors, bfloat16) keep their table rows on the device
     and work with torch row by row; forcing that path on CPU float32 gives the same result."""
-    from evalrun.watermark import exponential, inverse_transform, kgw_compat, processing
+    from evalrun.watermark.engine import processing
+    from evalrun.watermark.schemes import exponential, inverse_transform, kgw_compat
 
     scheme = parse_watermark(spec)
     key = "15485863" if "seeding" in spec else KEY

@@ -25,7 +25,7 @@ from evalrun.kernels import keyed_hash as H
 from evalrun.kernels import seed_words as kr
 from evalrun.kernels.backend import NUMPY, Ops, TorchOps
 from evalrun.kernels.green import green_mask, is_green
-from evalrun.watermark.randomness import derive_key
+from evalrun.watermark.engine.randomness import derive_key
 from evalrun.watermark.registry import parse_watermark
 
 BACKENDS: list[Ops] = [NUMPY, TorchOps()]

@@ -11,7 +11,7 @@ evaluates them, run with CPU torch 2.13. No packaged copy of the reference exist
 (``markllm`` and ``llm-watermark`` ship their own, differently seeded KGW), so there is no
 importable oracle. The tests check (1) that the transcription still reproduces the stored
 values (a changed torch ``randperm`` would show here) and (2) that
-``evalrun.watermark.kgw_compat`` matches them exactly.
+``evalrun.watermark.schemes.kgw_compat`` matches them exactly.
 
 Cross-check with the reference's own code (2026-11-21): the reference files at commit 5b0e207
 (``extended_watermark_processor.py``, ``alternative_prf_schemes.py``), run locally with CPU
@@ -45,17 +45,17 @@ from evalrun._util.errors import SpecError  # noqa: E402
 from evalrun._util.specs import parse_spec  # noqa: E402
 from evalrun.kernels import fisher_yates  # noqa: E402
 from evalrun.testing.float_drift import assert_within, float64_bound  # noqa: E402
-from evalrun.watermark import kgw_compat  # noqa: E402
-from evalrun.watermark import membership_memo as membership_memo_module  # noqa: E402
-from evalrun.watermark import seed_tables as seed_tables_module  # noqa: E402
-from evalrun.watermark.kgw_compat import (  # noqa: E402
+from evalrun.watermark.engine import membership_memo as membership_memo_module  # noqa: E402
+from evalrun.watermark.engine import seed_tables as seed_tables_module  # noqa: E402
+from evalrun.watermark.registry import parse_watermark  # noqa: E402
+from evalrun.watermark.schemes import kgw_compat  # noqa: E402
+from evalrun.watermark.schemes.kgw_compat import (  # noqa: E402
     GreenLists,
     KGWCompat,
     build,
     parse_hash_key,
     prf_seeds,
 )
-from evalrun.watermark.registry import parse_watermark  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "kgw_compat_known.json"
 KEY = "15485863"
@@ -312,7 +312,7 @@ def test_greenlists_match_known_values(known: dict) -> None:
 
 
 def test_hashint_table_matches_known_values(known: dict) -> None:
-    from evalrun.watermark.kgw_compat import hashint
+    from evalrun.watermark.schemes.kgw_compat import hashint
 
     assert (hashint(np.arange(8)) - 1).tolist() == known["hashint_table"]["first"]
     assert _sha(hashint(np.arange(1_000_003)) - 1) == known["hashint_table"]["sha256"]

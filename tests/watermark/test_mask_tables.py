@@ -9,8 +9,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st_
 
-from evalrun.watermark import mask_tables as mt
-from evalrun.watermark.seed_tables import CacheStats, SeedTableCache
+from evalrun.watermark.engine import mask_tables as mt
+from evalrun.watermark.engine.seed_tables import CacheStats, SeedTableCache
 
 
 def _masks(width: int):
@@ -108,7 +108,7 @@ def test_kgw_masks_are_the_nonzero_entries_of_its_table_rows() -> None:
     """The sampler contract behind the dense tables: a mask sampler's table row is its bias
     on the mask and 0 elsewhere (the base class derives masks that way)."""
     from evalrun.kernels.backend import NUMPY
-    from evalrun.watermark.engine import Sampler
+    from evalrun.watermark.engine.native import Sampler
     from evalrun.watermark.registry import parse_watermark
 
     sampler = parse_watermark("kgw:gamma=0.3,delta=0.5").sampler

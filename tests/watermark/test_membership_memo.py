@@ -1,4 +1,4 @@
-"""The memo of decided green-list memberships (:mod:`evalrun.watermark.membership_memo`)."""
+"""The memo of decided green-list memberships (:mod:`evalrun.watermark.engine.membership_memo`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalrun.watermark import membership_memo as memo_module
-from evalrun.watermark import seed_tables as seed_tables_module
-from evalrun.watermark.membership_memo import KEY_LIMIT, MembershipMemo, membership_memo
+from evalrun.watermark.engine import membership_memo as memo_module
+from evalrun.watermark.engine import seed_tables as seed_tables_module
+from evalrun.watermark.engine.membership_memo import KEY_LIMIT, MembershipMemo, membership_memo
 
 
 def _oracle(keys: np.ndarray) -> np.ndarray:

@@ -21,9 +21,9 @@ from evalrun._util.errors import SpecError
 from evalrun._util.specs import parse_spec
 from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.keyed_hash import GOLDEN, mix64
-from evalrun.watermark.morphmark import TAG_MORPHMARK, MorphMark, build
-from evalrun.watermark.randomness import derive_key
+from evalrun.watermark.engine.randomness import derive_key
 from evalrun.watermark.registry import parse_watermark
+from evalrun.watermark.schemes.morphmark import TAG_MORPHMARK, MorphMark, build
 
 DATA = json.loads((Path(__file__).parent / "data" / "markllm_reference.json").read_text())
 CONFIG = DATA["configs"]["MorphMark"]

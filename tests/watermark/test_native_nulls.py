@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from evalrun.watermark import nulls
+from evalrun.watermark.engine import nulls
 from evalrun.watermark.registry import parse_watermark
 
 N_SEQ = 2000

@@ -18,8 +18,8 @@ import scipy.stats
 
 from evalrun._util.errors import SpecError
 from evalrun.testing.float_drift import assert_clear_of, assert_within, float32_bound
-from evalrun.watermark.permute_flip import MARKLLM_ALPHA, PermuteFlip
 from evalrun.watermark.registry import parse_watermark
+from evalrun.watermark.schemes.permute_flip import MARKLLM_ALPHA, PermuteFlip
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = json.loads((ROOT / "tests" / "watermark" / "data" / "markllm_reference.json").read_text())

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from evalrun._util.errors import EvalrunError
-from evalrun.watermark import seed_tables as st
+from evalrun.watermark.engine import seed_tables as st
 
 
 def _builder(calls: list[list[int]], width: int = 4):

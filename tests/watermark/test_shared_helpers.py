@@ -7,8 +7,8 @@ import pytest
 from scipy import stats
 
 from evalrun._util.errors import SpecError
-from evalrun.watermark import nulls
-from evalrun.watermark.counting import cumulative_counts, first_occurrences
+from evalrun.watermark.engine import nulls
+from evalrun.watermark.engine.counting import cumulative_counts, first_occurrences
 from evalrun.watermark.registry import parse_watermark
 
 SECRET = "not-an-integer-secret"

@@ -1,5 +1,5 @@
 """SWEET and EWD (MarkLLM's ``watermark/sweet`` and ``watermark/ewd``), the two schemes of
-:mod:`evalrun.watermark.entropy_green`: MarkLLM's scores and intermediates on its own token ids
+:mod:`evalrun.watermark.schemes.entropy_green`: MarkLLM's scores and intermediates on its own token ids
 with the model it ran, the nulls on unwatermarked text, generation with the embedded model,
 the model at detection (``evalrun detect --model``, the missing-model error) and spec checks.
 
@@ -21,8 +21,8 @@ import scipy.stats
 
 from evalrun._util.errors import EvalrunError, SpecError
 from evalrun.watermark.base import ModelRequired
-from evalrun.watermark.entropy_green import EntropyGreenScheme
 from evalrun.watermark.registry import parse_watermark
+from evalrun.watermark.schemes.entropy_green import EntropyGreenScheme
 
 sys.path.insert(0, str(Path(__file__).parent))
 from markllm_model import DATA, ReferenceLogits  # noqa: E402

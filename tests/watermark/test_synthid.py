@@ -29,7 +29,7 @@ from transformers.generation.watermarking import SynthIDTextWatermarkDetector  #
 from evalrun._util.errors import SpecError  # noqa: E402
 from evalrun.testing.portable_inputs import uniform_scores  # noqa: E402
 from evalrun.watermark.registry import parse_watermark  # noqa: E402
-from evalrun.watermark.synthid import (  # noqa: E402
+from evalrun.watermark.schemes.synthid import (  # noqa: E402
     SynthID,
     lattice_weights,
     sampling_table,

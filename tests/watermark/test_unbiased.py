@@ -19,11 +19,11 @@ import pytest
 import scipy.stats
 
 from evalrun._util.errors import SpecError
-from evalrun.watermark import unbiased as unbiased_module
 from evalrun.watermark.base import ModelRequired
-from evalrun.watermark.dipmark import context_seed, permutation
 from evalrun.watermark.registry import parse_watermark
-from evalrun.watermark.unbiased import Unbiased, gamma_reweight, grid_queries
+from evalrun.watermark.schemes import unbiased as unbiased_module
+from evalrun.watermark.schemes.dipmark import context_seed, permutation
+from evalrun.watermark.schemes.unbiased import Unbiased, gamma_reweight, grid_queries
 
 sys.path.insert(0, str(Path(__file__).parent))
 from markllm_model import DATA, ReferenceLogits, reference_model, reference_script  # noqa: E402

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import parse_spec
 from evalrun.watermark.registry import parse_watermark
-from evalrun.watermark.unigram import Unigram, build, green_mask, key_seed
+from evalrun.watermark.schemes.unigram import Unigram, build, green_mask, key_seed
 
 KEY = "20240611"
 

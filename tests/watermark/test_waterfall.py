@@ -21,9 +21,9 @@ from scipy import stats
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import parse_spec
 from evalrun.testing.portable_inputs import uniform_scores
+from evalrun.watermark.engine.seed_tables import seed_tables
 from evalrun.watermark.registry import parse_watermark
-from evalrun.watermark.seed_tables import seed_tables
-from evalrun.watermark.waterfall import (
+from evalrun.watermark.schemes.waterfall import (
     Waterfall,
     build,
     max_freq,
@@ -280,7 +280,7 @@ def test_permutations_come_from_the_seed_table_cache(monkeypatch: pytest.MonkeyP
     assert seed_tables().stats.misses == misses and seed_tables().stats.hits >= misses
     assert again == first
     # a zero budget keeps nothing and changes nothing
-    from evalrun.watermark import seed_tables as st
+    from evalrun.watermark.engine import seed_tables as st
 
     monkeypatch.setattr(st, "_CACHE", st.SeedTableCache(0))
     assert scheme.detect(text, "7", 8192) == first

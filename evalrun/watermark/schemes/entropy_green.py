@@ -1,6 +1,6 @@
 """What SWEET and EWD share: KGW's green lists, read through the model's entropy.
 
-Both schemes (:mod:`evalrun.watermark.sweet`, :mod:`evalrun.watermark.ewd`) bias green logits
+Both schemes (:mod:`evalrun.watermark.schemes.sweet`, :mod:`evalrun.watermark.schemes.ewd`) bias green logits
 by ``delta`` at generation, as KGW does, and differ at detection only in how much each token
 counts: SWEET drops low-entropy positions, EWD weighs every position by its spike entropy.
 Those entropies come from the model's logits on the text (``needs_model``), one per position:
@@ -14,7 +14,7 @@ Green lists, by ``compat``:
   ``prefix_length`` previous ids modulo V, its generator seed ``hash_key * c``, its green list
   the first ``int(V * gamma)`` entries of CPU ``torch.randperm(V)`` from that seed
   (:class:`~evalrun.watermark.kgw_compat.GreenLists`, bit for bit torch's).
-* native (``compat=none``): native kgw's green lists (:mod:`evalrun.watermark.kgw`): the
+* native (``compat=none``): native kgw's green lists (:mod:`evalrun.watermark.schemes.kgw`): the
   window seed of the ``prefix_length`` previous ids under evalrun's key, and a token is green
   when the keyed hash of (seed, token) falls below ``gamma`` -- the same tokens native
   ``kgw:gamma=...`` calls green under the same key, so SWEET and EWD read as kgw plus an
@@ -51,11 +51,11 @@ from evalrun.watermark.base import (
     require_logits,
     token_id_array,
 )
-from evalrun.watermark.counting import first_occurrences
-from evalrun.watermark.kgw_compat import GreenLists
-from evalrun.watermark.markllm_compat import MARKLLM, MarkLLMKeyed, compat_mode
-from evalrun.watermark.morphmark import context_values
-from evalrun.watermark.randomness import Randomness, derive_key
+from evalrun.watermark.engine.counting import first_occurrences
+from evalrun.watermark.engine.markllm_compat import MARKLLM, MarkLLMKeyed, compat_mode
+from evalrun.watermark.engine.randomness import Randomness, derive_key
+from evalrun.watermark.schemes.kgw_compat import GreenLists
+from evalrun.watermark.schemes.morphmark import context_values
 
 WHAT = "--watermark"
 #: MarkLLM's ``hash_key`` in config/SWEET.json and config/EWD.json (the compat-mode key)

@@ -1,7 +1,7 @@
 """Native distribution-shift watermark ``kgw`` (Kirchenbauer et al. 2023; MarkMyWords Fig. 10 C4).
 
 Spec: ``kgw:gamma=0.25,delta=2.0`` plus the randomness and score keys of
-:mod:`evalrun.watermark.randomness` and :mod:`evalrun.watermark.scores`.
+:mod:`evalrun.watermark.engine.randomness` and :mod:`evalrun.watermark.engine.scores`.
 
 * ``gamma`` (default 0.25, in (0, 1)): expected fraction of the vocabulary that is green for
   a context; a token is green when its keyed hash with the context seed falls below gamma
@@ -10,7 +10,7 @@ Spec: ``kgw:gamma=0.25,delta=2.0`` plus the randomness and score keys of
 
 The sum score is the green count, tested against Binomial(n, gamma); the z-score is reported
 too. ``kgw`` specs with a ``seeding`` key go to the reference-compatible implementation in
-:mod:`evalrun.watermark.kgw_compat` instead.
+:mod:`evalrun.watermark.schemes.kgw_compat` instead.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from evalrun.kernels.backend import Ops
 from evalrun.kernels.green import green_mask, is_green
 from evalrun.kernels.keyed_hash import below
 from evalrun.watermark.base import WatermarkScheme
-from evalrun.watermark.engine import Sampler, build_native
-from evalrun.watermark.processing import add_rows
+from evalrun.watermark.engine.native import Sampler, build_native
+from evalrun.watermark.engine.processing import add_rows
 from evalrun.watermark.strength import GREEN_LIST_GRID
 
 WHAT = "--watermark"
@@ -76,11 +76,11 @@ class DistributionShift(Sampler):
 
 def build(spec: Spec) -> WatermarkScheme:
     """Native kgw; with ``seeding=lefthash|selfhash`` the reference-compatible scheme of
-    :mod:`evalrun.watermark.kgw_compat` (also registered by itself as ``kgw_compat``)."""
+    :mod:`evalrun.watermark.schemes.kgw_compat` (also registered by itself as ``kgw_compat``)."""
     if "seeding" in spec.params:
         # kgw_compat loads scipy and the compiled kernels: `evalrun detect` with native kgw
         # starts without them
-        from evalrun.watermark.kgw_compat import build as build_compat
+        from evalrun.watermark.schemes.kgw_compat import build as build_compat
 
         return build_compat(spec)
     gamma = spec_float(spec, "gamma", 0.25, what=WHAT, lo=1e-6, hi=1 - 1e-6)

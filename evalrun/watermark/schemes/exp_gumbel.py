@@ -79,11 +79,11 @@ from evalrun._util.specs import Spec, check_keys, spec_float, spec_int
 from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.keyed_hash import code, complement, pair, tag, uniform
 from evalrun.kernels.token_stats import exp_gumbel, first_occurrence
-from evalrun.watermark import nulls
 from evalrun.watermark.base import BatchedScheme, Detection, finite_param, token_id_arrays
-from evalrun.watermark.detection import _Layout as Layout
-from evalrun.watermark.markllm_compat import MarkLLMKeyed, compat_mode
-from evalrun.watermark.randomness import derive_key
+from evalrun.watermark.engine import nulls
+from evalrun.watermark.engine.detection import _Layout as Layout
+from evalrun.watermark.engine.markllm_compat import MarkLLMKeyed, compat_mode
+from evalrun.watermark.engine.randomness import derive_key
 
 WHAT = "--watermark"
 NAME = "exp_gumbel"

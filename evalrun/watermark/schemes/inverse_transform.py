@@ -20,8 +20,8 @@ from evalrun._util.specs import Spec
 from evalrun.kernels.backend import NUMPY, Ops
 from evalrun.kernels.keyed_hash import feistel_rank
 from evalrun.kernels.token_stats import its_null_mean, its_stat, its_uniform
-from evalrun.watermark.engine import NativeScheme, Sampler, build_native
-from evalrun.watermark.processing import MEMO_LIMIT, host_view, sampling_probs
+from evalrun.watermark.engine.native import NativeScheme, Sampler, build_native
+from evalrun.watermark.engine.processing import MEMO_LIMIT, host_view, sampling_probs
 
 WHAT = "--watermark"
 

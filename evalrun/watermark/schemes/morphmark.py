@@ -66,12 +66,12 @@ from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.green import green_mask, is_green
 from evalrun.kernels.keyed_hash import code, pair, tag, threshold53
 from evalrun.kernels.token_stats import first_occurrence
-from evalrun.watermark import nulls
 from evalrun.watermark.base import BatchedScheme, Detection, SchemeProcessor, token_id_arrays
-from evalrun.watermark.detection import _Layout as Layout
-from evalrun.watermark.kgw_compat import GreenLists, permutation_prefixes
-from evalrun.watermark.markllm_compat import MarkLLMKeyed, compat_mode
-from evalrun.watermark.randomness import derive_key
+from evalrun.watermark.engine import nulls
+from evalrun.watermark.engine.detection import _Layout as Layout
+from evalrun.watermark.engine.markllm_compat import MarkLLMKeyed, compat_mode
+from evalrun.watermark.engine.randomness import derive_key
+from evalrun.watermark.schemes.kgw_compat import GreenLists, permutation_prefixes
 
 WHAT = "--watermark"
 NAME = "morphmark"

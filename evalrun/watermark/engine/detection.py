@@ -1,10 +1,10 @@
 """Detection by the native schemes: per-prefix scores and p-values of a token sequence.
 
 :class:`NativeDetection` is the detection half of :class:`~evalrun.watermark.engine.NativeScheme`
-(the other half, generation, is :mod:`evalrun.watermark.processing`). Sum scores have exact
+(the other half, generation, is :mod:`evalrun.watermark.engine.processing`). Sum scores have exact
 nulls where the sampler declares one (binomial for green lists, Erlang for exponential
 evidence) and seeded permutation tests otherwise; the fixed-key randomness scores every
-cyclic offset of the key sequence (``align``/``edit`` scores, :mod:`evalrun.watermark.scores`).
+cyclic offset of the key sequence (``align``/``edit`` scores, :mod:`evalrun.watermark.engine.scores`).
 Float evidence is summed in one fixed order on every backend, so numpy and torch give the same
 bits.
 """
@@ -19,13 +19,13 @@ from evalrun._util.errors import EvalrunError
 from evalrun.kernels import seed_words as kr
 from evalrun.kernels.backend import Ops, get_ops, is_torch
 from evalrun.kernels.permutation import count_at_least
-from evalrun.watermark import nulls
-from evalrun.watermark import randomness as rnd
-from evalrun.watermark import scores as sc
 from evalrun.watermark.base import Detection, checked_int64_arrays
+from evalrun.watermark.engine import nulls
+from evalrun.watermark.engine import randomness as rnd
+from evalrun.watermark.engine import scores as sc
 
 if TYPE_CHECKING:
-    from evalrun.watermark.sampler import Sampler
+    from evalrun.watermark.engine.sampler import Sampler
 
 #: elements per chunk of null draws (bounds memory of permutation tests)
 CHUNK_ELEMENTS = 1 << 22

@@ -16,7 +16,7 @@ memo holds (a sorted memo cost more to keep than it saved on texts whose pairs n
 key pushed out by another is decided again when it comes back. Slots hold ``key << 1 | flag``
 in one word, so any store, even two threads' at once, leaves each slot a key with its own
 flag. Memory is bounded: :data:`MEMO_SPACES` memos, least recently used first out, share a
-slice of the seed-table budget (:mod:`evalrun.watermark.seed_tables`,
+slice of the seed-table budget (:mod:`evalrun.watermark.engine.seed_tables`,
 ``EVALRUN_SEED_TABLE_MB``; 0 turns the memo off). Keys are derived seeds, never the watermark
 key, and live in memory only.
 """
@@ -29,7 +29,7 @@ from typing import Callable
 
 import numpy as np
 
-from evalrun.watermark.seed_tables import MAX_DENSE, seed_tables
+from evalrun.watermark.engine.seed_tables import MAX_DENSE, seed_tables
 
 #: memos kept (one per vocabulary size and green-list size)
 MEMO_SPACES = 4

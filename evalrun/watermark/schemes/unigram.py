@@ -20,7 +20,7 @@ normal approximation (``extra["fpc_normal_p_value"]``). ``repeats=count`` is the
 original ``detect`` over every token with the binomial p-value (exact for i.i.d. uniform
 tokens). Both report ``z = (green - gamma*T) / sqrt(T*gamma*(1-gamma))`` and the binomial
 p-value (green probability ``int(gamma*V)/V``) in ``extra``, computed by
-:mod:`evalrun.watermark.nulls`; repeats are handled by :mod:`evalrun.watermark.counting`.
+:mod:`evalrun.watermark.engine.nulls`; repeats are handled by :mod:`evalrun.watermark.engine.counting`.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from scipy import stats
 
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_float
-from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, finite_param, token_id_array
-from evalrun.watermark.counting import cumulative_counts, first_occurrences
-from evalrun.watermark.scores import REPEATS
+from evalrun.watermark.engine import nulls
+from evalrun.watermark.engine.counting import cumulative_counts, first_occurrences
+from evalrun.watermark.engine.scores import REPEATS
 from evalrun.watermark.strength import GREEN_LIST_GRID
 
 WHAT = "--watermark"

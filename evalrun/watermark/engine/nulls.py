@@ -39,7 +39,7 @@ def z_scores(green: np.ndarray, n: np.ndarray, gamma: float) -> np.ndarray:
 
     The operation order is the one of the reference's ``_compute_z_score``
     (``(green - gamma * T) / sqrt(T * gamma * (1 - gamma))``, products left to right), which
-    :mod:`evalrun.watermark.kgw_compat` relies on to reproduce its z-scores bit for bit."""
+    :mod:`evalrun.watermark.schemes.kgw_compat` relies on to reproduce its z-scores bit for bit."""
     green = np.asarray(green, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
     denom = np.sqrt(np.maximum(n, 1.0) * gamma * (1.0 - gamma))

@@ -11,7 +11,7 @@ decision threshold, reported only), ``ignore_history_generation=1``,
 (the null: see below).
 
 Randomness, in both modes: DiPmark's MarkLLM-compatible construction (the helpers of
-:mod:`evalrun.watermark.dipmark`; native DiPmark has its own keyed-hash ranks since, but Unbiased
+:mod:`evalrun.watermark.schemes.dipmark`; native DiPmark has its own keyed-hash ranks since, but Unbiased
 keeps MarkLLM's so one code path serves both modes, the detector reading the model dominating
 its cost anyway). A position's context is its last ``prefix_length`` ids; its permutation is
 ``torch.randperm(V)`` seeded with ``sha256(context as int64 LE + hash_key) mod 2**32 - 1``.
@@ -76,7 +76,6 @@ import numpy as np
 from evalrun._util.errors import SpecError
 from evalrun._util.lru import LRU
 from evalrun._util.specs import Spec, check_keys, spec_float, spec_int
-from evalrun.watermark import nulls
 from evalrun.watermark.base import (
     Detection,
     TokenLogits,
@@ -84,7 +83,9 @@ from evalrun.watermark.base import (
     require_logits,
     token_id_array,
 )
-from evalrun.watermark.dipmark import (
+from evalrun.watermark.engine import nulls
+from evalrun.watermark.engine.markllm_compat import MarkLLMKeyed, compat_mode
+from evalrun.watermark.schemes.dipmark import (
     DiPmark,
     DiPmarkLogitsProcessor,
     context_seed,
@@ -92,7 +93,6 @@ from evalrun.watermark.dipmark import (
     native_hash_key,
     permutation,
 )
-from evalrun.watermark.markllm_compat import MarkLLMKeyed, compat_mode
 
 WHAT = "--watermark"
 NAME = "unbiased"

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from evalrun._util.hashing import stable_int
 from evalrun._util.specs import Spec, check_keys
-from evalrun.watermark import randomness as rnd
-from evalrun.watermark import scores as sc
 from evalrun.watermark.base import WatermarkScheme
-from evalrun.watermark.detection import NativeDetection
-from evalrun.watermark.processing import WatermarkProcessor
-from evalrun.watermark.sampler import Sampler
+from evalrun.watermark.engine import randomness as rnd
+from evalrun.watermark.engine import scores as sc
+from evalrun.watermark.engine.detection import NativeDetection
+from evalrun.watermark.engine.processing import WatermarkProcessor
+from evalrun.watermark.engine.sampler import Sampler
 
 
 def build_native(spec: Spec, sampler: Sampler, what: str = "--watermark") -> "NativeScheme":

@@ -5,7 +5,7 @@ at its position; ``ewd:gamma=...,delta=...``. The implementation followed is Mar
 
 Parameters and defaults (MarkLLM's config): ``gamma`` 0.5, ``delta`` 2.0, ``prefix_length`` 1,
 ``z_threshold`` 4.0 (MarkLLM's decision threshold, reported only), ``compat`` none or markllm
-(green lists: :mod:`evalrun.watermark.entropy_green`). Generation is KGW's: ``delta`` added to
+(green lists: :mod:`evalrun.watermark.schemes.entropy_green`). Generation is KGW's: ``delta`` added to
 every green logit.
 
 Detection reads the model (``needs_model``: ``evalrun detect --model SPEC``; in a run, the
@@ -19,7 +19,7 @@ position weighs 0).
   / sqrt(gamma (1 - gamma) sum w^2)`` over every position ``t >= prefix_length``, repeats
   included, in MarkLLM's float32.
 * evalrun's p-value (a stated null, not an exact one): over the first occurrences of the null
-  units (:mod:`evalrun.watermark.entropy_green`), the weights are fixed by the text and the
+  units (:mod:`evalrun.watermark.schemes.entropy_green`), the weights are fixed by the text and the
   model and each unit is green independently with the exact probability p, so
   ``S = sum_green w`` has mean ``p sum w`` and variance ``p (1 - p) sum w^2`` exactly; the
   p-value is the normal tail of ``z = (S - p sum w) / sqrt(p (1 - p) sum w^2)`` (the score
@@ -36,9 +36,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from evalrun._util.specs import Spec, check_keys
-from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, TokenLogits
-from evalrun.watermark.entropy_green import WHAT, EntropyGreenScheme, canonical, common_params
+from evalrun.watermark.engine import nulls
+from evalrun.watermark.schemes.entropy_green import WHAT, EntropyGreenScheme, canonical, common_params
 
 NAME = "ewd"
 DEFAULTS: dict[str, float] = {"gamma": 0.5, "delta": 2.0, "prefix_length": 1, "z_threshold": 4.0}

@@ -75,8 +75,8 @@ import numpy as np
 
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_int
-from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, token_id_array
+from evalrun.watermark.engine import nulls
 
 WHAT = "--watermark"
 SCORES = ("mean", "weighted_mean")

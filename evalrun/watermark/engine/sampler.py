@@ -10,7 +10,7 @@ from typing import Any, Callable
 from evalrun.kernels.backend import Ops
 from evalrun.kernels.keyed_hash import code, pair
 from evalrun.kernels.token_stats import first_occurrence
-from evalrun.watermark.buffers import Workspace
+from evalrun.watermark.engine.buffers import Workspace
 
 
 class Sampler(ABC):
@@ -99,7 +99,7 @@ class Sampler(ABC):
 
     #: set by samplers whose table rows are ``mask_bias`` on a mask and 0 elsewhere and whose
     #: step only adds them (kgw): their rows may be kept as packed bits
-    #: (:mod:`evalrun.watermark.mask_tables`)
+    #: (:mod:`evalrun.watermark.engine.mask_tables`)
     mask_bias: float | None = None
 
     def seed_mask(self, ops: Ops, seeds: Any, width: int) -> Any:

@@ -28,8 +28,8 @@ import numpy as np
 from evalrun._util.specs import Spec
 from evalrun.kernels.backend import Ops
 from evalrun.kernels.token_stats import bit_stat, bit_uniforms, first_occurrence, node_words
-from evalrun.watermark.engine import NativeScheme, Sampler, build_native
-from evalrun.watermark.processing import sampling_probs
+from evalrun.watermark.engine.native import NativeScheme, Sampler, build_native
+from evalrun.watermark.engine.processing import sampling_probs
 
 WHAT = "--watermark"
 

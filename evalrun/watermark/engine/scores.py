@@ -21,7 +21,7 @@ from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, spec_float, spec_int
 from evalrun.kernels.align import align_prefix, edit_prefix
 from evalrun.kernels.backend import Ops
-from evalrun.watermark.randomness import Randomness
+from evalrun.watermark.engine.randomness import Randomness
 
 SCORES = ("sum", "align", "edit")
 REPEATS = ("ignore", "count")

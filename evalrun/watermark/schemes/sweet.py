@@ -6,7 +6,7 @@ KGW's green-list bias applied, and counted, only where the model is uncertain;
 Parameters and defaults (MarkLLM's config): ``gamma`` 0.5, ``delta`` 2.0,
 ``entropy_threshold`` 0.9 (nats), ``prefix_length`` 1, ``z_threshold`` 4.0 (MarkLLM's decision
 threshold, reported only), ``compat`` none or markllm (green lists: see
-:mod:`evalrun.watermark.entropy_green`).
+:mod:`evalrun.watermark.schemes.entropy_green`).
 
 Generation: at each step, the Shannon entropy of the softmax of the raw scores (before the
 temperature); when it exceeds ``entropy_threshold``, ``delta`` is added to the green logits.
@@ -20,7 +20,7 @@ generating model): position t's entropy is that of the model's distribution afte
   gamma))`` over all scored positions, repeats included (MarkLLM raises when none is
   scored; evalrun then leaves the field out).
 * evalrun's p-value: the scored positions that are the first occurrence of their null unit
-  (:mod:`evalrun.watermark.entropy_green`); which positions those are depends on the text and
+  (:mod:`evalrun.watermark.schemes.entropy_green`); which positions those are depends on the text and
   the model, not on the key, so the green count G of the n units is exactly
   Binomial(n, p) with p the exact green probability (``gamma`` up to 2**-53 natively,
   ``int(V gamma) / V`` in compat mode); score and ``z_score`` are ``(G - p n) / sqrt(n p (1 -
@@ -34,9 +34,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from evalrun._util.specs import Spec, check_keys, spec_float
-from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, TokenLogits
-from evalrun.watermark.entropy_green import WHAT, EntropyGreenScheme, canonical, common_params
+from evalrun.watermark.engine import nulls
+from evalrun.watermark.schemes.entropy_green import WHAT, EntropyGreenScheme, canonical, common_params
 
 NAME = "sweet"
 DEFAULTS: dict[str, float] = {"gamma": 0.5, "delta": 2.0, "entropy_threshold": 0.9, "prefix_length": 1,

@@ -45,7 +45,7 @@ shuffle without building the permutation
 instead of ``V`` draws and swaps, eight generators at a time in the compiled kernel). Pairs
 recur (a seed hangs on the candidate and on the one window token that minimises the anchored
 hash; about one n-gram in four is seeded by its candidate alone), so decided pairs are kept
-across calls in a bounded memo (:mod:`evalrun.watermark.membership_memo`), and one call's
+across calls in a bounded memo (:mod:`evalrun.watermark.engine.membership_memo`), and one call's
 texts are taken in slices of about :data:`SLICE_NGRAMS` n-grams (array passes that stay in
 cache). Permutations themselves (green lists, the hashint table) come
 from the compiled kernel where it was built (``kernels/fisher_yates.c``, bit for bit as
@@ -77,15 +77,15 @@ from evalrun.kernels.fisher_yates import (
     traced_members,
 )
 from evalrun.kernels.token_stats import first_occurrence
-from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, finite_param, token_id_array
 from evalrun.watermark.base import token_id_arrays as checked_arrays
-from evalrun.watermark.counting import cumulative_counts
-from evalrun.watermark.mask_tables import add_packed, previous_tokens
-from evalrun.watermark.membership_memo import membership_memo
-from evalrun.watermark.processing import add_rows, host_view
-from evalrun.watermark.scores import REPEATS
-from evalrun.watermark.seed_tables import seed_tables
+from evalrun.watermark.engine import nulls
+from evalrun.watermark.engine.counting import cumulative_counts
+from evalrun.watermark.engine.mask_tables import add_packed, previous_tokens
+from evalrun.watermark.engine.membership_memo import membership_memo
+from evalrun.watermark.engine.processing import add_rows, host_view
+from evalrun.watermark.engine.scores import REPEATS
+from evalrun.watermark.engine.seed_tables import seed_tables
 
 WHAT = "--watermark"
 #: the reference's hash key (``seeding_scheme_lookup``: "large prime")
@@ -357,7 +357,7 @@ class GreenLists:
 
 #: n-grams a selfhash detection call takes at a time (whole texts): its array passes (sorts,
 #: gathers) then run in cache, and pairs recurring across slices are remembered
-#: (:mod:`evalrun.watermark.membership_memo`)
+#: (:mod:`evalrun.watermark.engine.membership_memo`)
 SLICE_NGRAMS = 1 << 16
 
 #: green lists asked about for at most this many targets are traced, not built (a numpy
@@ -495,7 +495,7 @@ class KGWCompat(WatermarkScheme):
         seeds = prf_seed_array(windows, self.seeding, hash_key)
         lists = GreenLists(vocab_size, self.gamma, capacity=0)
         # lefthash seeds recur: their green lists are kept across calls; selfhash pairs are
-        # remembered (:mod:`evalrun.watermark.membership_memo`)
+        # remembered (:mod:`evalrun.watermark.engine.membership_memo`)
         green_u = lists.membership(seeds, uniq[:, -1], cache=not self.self_salt,
                                    seed_of=window_of)
         return green_u[inverse], first
@@ -682,7 +682,7 @@ class KGWCompatLogitsProcessor:
     def _dense_step(self, input_ids: Any, scores: Any, reuse: bool) -> Any | None:
         """Lefthash with one token of context on scores in host memory: the bias through the
         dense table of this key's green masks, one row per previous token
-        (:mod:`evalrun.watermark.mask_tables`); None when that does not apply."""
+        (:mod:`evalrun.watermark.engine.mask_tables`); None when that does not apply."""
         if self.scheme.seeding != "lefthash" or self.scheme.context != 1 or scores.dim() != 2 \
                 or getattr(input_ids, "ndim", 0) != 2 or int(input_ids.shape[1]) < 1:
             return None

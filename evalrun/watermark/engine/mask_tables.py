@@ -15,7 +15,7 @@ eighth of its rows one by one, the rest are built in one go: the classic ski-ren
 (stop renting once the rent paid about equals the price of buying), which keeps the total
 within about twice the better of the two strategies in hindsight, whatever the run's length.
 
-Tables live in the process-wide seed-table cache (:mod:`evalrun.watermark.seed_tables`) and
+Tables live in the process-wide seed-table cache (:mod:`evalrun.watermark.engine.seed_tables`) and
 are only made when they take at most a quarter of its byte budget; the caller falls back to
 per-seed rows otherwise (vocabularies of about 46,000 tokens and more at the default budget).
 """

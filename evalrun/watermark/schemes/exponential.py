@@ -19,8 +19,8 @@ from typing import Any
 from evalrun._util.specs import Spec
 from evalrun.kernels.backend import NUMPY, Ops
 from evalrun.kernels.token_stats import exp_gumbel, exp_stat, exp_word_stat
-from evalrun.watermark.engine import NativeScheme, Sampler, build_native
-from evalrun.watermark.processing import add_rows, host_view
+from evalrun.watermark.engine.native import NativeScheme, Sampler, build_native
+from evalrun.watermark.engine.processing import add_rows, host_view
 
 WHAT = "--watermark"
 

@@ -68,7 +68,7 @@ liberal at 0.05, and a few percent liberal nearer the centre (0.206 at nominal 0
 pairs, over thousands of wrong owner ids).
 
 Permutations are cached per ``(id, context)`` in the process-wide seed-table cache
-(:mod:`evalrun.watermark.seed_tables`, bounded by ``EVALRUN_SEED_TABLE_MB``), stored in the
+(:mod:`evalrun.watermark.engine.seed_tables`, bounded by ``EVALRUN_SEED_TABLE_MB``), stored in the
 smallest unsigned dtype that holds N (as the reference does); generation caches the
 perturbation rows ``phi[perm]`` in the scores' dtype instead. Detection finds the distinct
 contexts of a text once, gathers every scored token's index with one array lookup per
@@ -88,10 +88,10 @@ import numpy as np
 
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_float, spec_int
-from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, finite_param, token_id_array
-from evalrun.watermark.processing import host_view
-from evalrun.watermark.seed_tables import seed_tables
+from evalrun.watermark.engine import nulls
+from evalrun.watermark.engine.processing import host_view
+from evalrun.watermark.engine.seed_tables import seed_tables
 
 WHAT = "--watermark"
 ALLOWED_KEYS = frozenset({"k_p", "kappa", "n_gram", "vocab"})

@@ -63,10 +63,10 @@ from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_int
 from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.keyed_hash import code, neg_log_uniform, pair, range_codes, tag
-from evalrun.watermark import nulls
 from evalrun.watermark.base import Detection, SchemeProcessor, token_id_array
-from evalrun.watermark.markllm_compat import MarkLLMKeyed, compat_mode
-from evalrun.watermark.randomness import derive_key
+from evalrun.watermark.engine import nulls
+from evalrun.watermark.engine.markllm_compat import MarkLLMKeyed, compat_mode
+from evalrun.watermark.engine.randomness import derive_key
 
 WHAT = "--watermark"
 NAME = "pf"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Sequence
 
 from evalrun._util.errors import EvalrunError
-from evalrun.watermark.mask_tables import MaskBuilder, MaskTable
+from evalrun.watermark.engine.mask_tables import MaskBuilder, MaskTable
 
 DEFAULT_BUDGET_MB = 256
 ENV_BUDGET = "EVALRUN_SEED_TABLE_MB"
@@ -74,7 +74,7 @@ class SeedTableCache:
 
     def dense(self, space: Hashable, rows: int, width: int,
               builder: Callable[[], MaskBuilder]) -> MaskTable | None:
-        """The dense mask table of ``space`` (:mod:`evalrun.watermark.mask_tables`), made on
+        """The dense mask table of ``space`` (:mod:`evalrun.watermark.engine.mask_tables`), made on
         first use with the row builder that ``builder()`` returns; None when ``rows x width``
         bits would take more than a quarter of the budget (the caller then keeps per-seed
         rows). The ``MAX_DENSE`` most recently used tables are kept, outside the row budget's

@@ -1,10 +1,10 @@
 """Generation-time processing of the native schemes: the batched logits processor.
 
 :class:`WatermarkProcessor` applies a native scheme to a decoding step (hf and vLLM providers
-call it), memoising the vocabulary-wide work of each seed (:mod:`evalrun.watermark.seed_tables`,
-dense bit tables in :mod:`evalrun.watermark.mask_tables`) and reusing step buffers
+call it), memoising the vocabulary-wide work of each seed (:mod:`evalrun.watermark.engine.seed_tables`,
+dense bit tables in :mod:`evalrun.watermark.engine.mask_tables`) and reusing step buffers
 (:class:`Workspace`), because on a CPU the page faults of fresh arrays cost as much as the
-arithmetic. Detection is :mod:`evalrun.watermark.detection`.
+arithmetic. Detection is :mod:`evalrun.watermark.engine.detection`.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import numpy as np
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec
 from evalrun.kernels.backend import NUMPY, Ops, TorchOps, get_ops, is_torch
-from evalrun.watermark.buffers import Workspace
-from evalrun.watermark.mask_tables import add_packed, previous_tokens
-from evalrun.watermark.randomness import Randomness
-from evalrun.watermark.sampler import Sampler
-from evalrun.watermark.seed_tables import seed_tables
+from evalrun.watermark.engine.buffers import Workspace
+from evalrun.watermark.engine.mask_tables import add_packed, previous_tokens
+from evalrun.watermark.engine.randomness import Randomness
+from evalrun.watermark.engine.sampler import Sampler
+from evalrun.watermark.engine.seed_tables import seed_tables
 
 __all__ = ["MEMO_LIMIT", "NativeParts", "WatermarkProcessor", "Workspace", "only_token", "sampling_probs"]
 
@@ -114,7 +114,7 @@ class WatermarkProcessor:
     sampling cannot watermark greedy decoding).
 
     The vocabulary-wide work of a position depends on its seed alone and is memoised per
-    seed (:mod:`evalrun.watermark.seed_tables`); scores are computed in their own dtype and
+    seed (:mod:`evalrun.watermark.engine.seed_tables`); scores are computed in their own dtype and
     on their own device. Providers that sample themselves call :meth:`choose`, which hands
     back the tokens the scheme picked instead of one-hot scores.
     """
