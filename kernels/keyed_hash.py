@@ -21,7 +21,7 @@ from evalrun.kernels.backend import Ops
 
 #: version of the keyed functions' outputs. Every stored green list, score and p-value depends
 #: on the constants below and on how they are combined: bump this with any change to them and
-#: pin the new outputs in tests/watermark/test_golden_values.py (which fails until then).
+#: pin the new outputs in tests/watermark/engine/test_golden_values.py (which fails until then).
 KEYING_VERSION = 1
 
 GOLDEN = 0x9E3779B97F4A7C15

@@ -1,6 +1,6 @@
 """Reference scores from MarkLLM for DiPmark, Unbiased, PF, SWEET, EWD, EXPGumbel and MorphMark.
 
-Writes ``tests/watermark/data/markllm_reference.json``: for a small random GPT-2 at V=1000 and
+Writes ``tests/watermark/schemes/data/markllm_reference.json``: for a small random GPT-2 at V=1000 and
 V=50257, token ids (4 unwatermarked + 1 repeated block, 4 watermarked by MarkLLM's own generation code per scheme)
 and the ``score`` / ``is_watermarked`` that MarkLLM's ``detect_watermark`` returns for them, with
 intermediate values (green counts, scored-token counts, entropies, per-token scores).
@@ -65,7 +65,7 @@ import numpy as np
 
 MARKLLM_REPO = "THU-BPM/MarkLLM"
 MARKLLM_COMMIT = "112fa7419b115efc82f229a59a86fb14c5528c80"
-OUT = Path(__file__).resolve().parent.parent / "tests" / "watermark" / "data" / "markllm_reference.json"
+OUT = Path(__file__).resolve().parent.parent / "tests" / "watermark" / "schemes" / "data" / "markllm_reference.json"
 
 VOCAB_SIZES = (1000, 50257)
 MODEL_SEED = 20251014

@@ -1,7 +1,7 @@
-"""Reference MAUVE values from the ``mauve-text`` package, for tests/quality/test_mauve_score.py.
+"""Reference MAUVE values from the ``mauve-text`` package, for tests/judges/test_mauve_score.py.
 
 Run in a scratch environment (not a project dependency): ``pip install mauve-text==0.4.0
-faiss-cpu numpy scikit-learn``, then ``python scripts/mauve_reference.py > tests/quality/data/mauve_reference.json``.
+faiss-cpu numpy scikit-learn``, then ``python scripts/mauve_reference.py > tests/judges/data/mauve_reference.json``.
 
 Two kinds of cases: histograms (mauve-text's divergence curve and trapezoid area, no
 clustering), and embeddings drawn around well-separated centres, where any k-means finds the

@@ -1,4 +1,4 @@
-"""Write ``tests/watermark/data/waterfall_reference.json`` with the Waterfall reference code.
+"""Write ``tests/watermark/schemes/data/waterfall_reference.json`` with the Waterfall reference code.
 
 Run in a throwaway environment that has the reference package, never in evalrun's own::
 
@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # evalrun's source tree, for its portable test inputs only
 from evalrun.testing.portable_inputs import uniform_scores  # noqa: E402
 
-OUT = ROOT / "tests" / "watermark" / "data" / "waterfall_reference.json"
+OUT = ROOT / "tests" / "watermark" / "schemes" / "data" / "waterfall_reference.json"
 EMBEDDED = ROOT / "evalrun" / "assets" / "embedded" / "austen-5m"
 
 

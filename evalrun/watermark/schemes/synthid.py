@@ -62,7 +62,7 @@ n = 2..100: at p = 0.02 within 1% for depth >= 3 and n*depth >= 180 (within 2.5%
 and n*depth >= 80); further out the normal tail is conservative (too large): at p = 1e-6 by
 a factor 1.03 (depth 30, n = 60), 1.07 (depth 9, n = 100), 1.5 (depth 30, n = 5), 4.7
 (depth 9, n = 5). Short texts are therefore under-claimed in the far tail, never over-claimed
-there; tests/watermark/test_synthid.py pins these bounds.
+there; tests/watermark/schemes/test_synthid.py pins these bounds.
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ k_p = 1, N = 8192), the true probability of a nominal p <= 0.05 / 0.01 / 0.001 i
 0.0500 / 0.0094 / 0.00078 at n = 20, 0.0500 / 0.0099 / 0.00091 at n = 50 and
 0.0499 / 0.0097 / 0.0010 at n = 100: conservative at 0.01 and below, at most ~1% (relative)
 liberal at 0.05, and a few percent liberal nearer the centre (0.206 at nominal 0.2, n = 5).
-``tests/watermark/test_waterfall.py`` re-checks this and the variance formula (with repeated
+``tests/watermark/schemes/test_waterfall.py`` re-checks this and the variance formula (with repeated
 pairs, over thousands of wrong owner ids).
 
 Permutations are cached per ``(id, context)`` in the process-wide seed-table cache

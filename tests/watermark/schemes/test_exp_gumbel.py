@@ -2,7 +2,7 @@
 sizes, on-demand table rows equal to the full ``torch.rand`` table, bounded memory, the null,
 generation with the embedded model, specs.
 
-Reference values: ``tests/watermark/data/markllm_reference.json`` (``scripts/markllm_reference.py``,
+Reference values: ``tests/watermark/schemes/data/markllm_reference.json`` (``scripts/markllm_reference.py``,
 MarkLLM 112fa74): per sequence, the ids and the ``score`` (a p-value) and ``is_watermarked`` of
 ``EXPGumbel.detect_watermark`` with MarkLLM's default config (seed 42).
 """
@@ -98,7 +98,7 @@ def test_memory_stays_bounded_at_v_128000() -> None:
         " hwm[0] if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=Path(__file__).resolve().parents[2], timeout=300)
+                          cwd=Path(__file__).resolve().parents[3], timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = proc.stdout.split()
     score, checks, every, rss_kb = float(out[0]), int(out[1]), int(out[2]), int(out[3])

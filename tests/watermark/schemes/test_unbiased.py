@@ -1,7 +1,7 @@
 """Unbiased (``unbiased``, gamma-reweight): MarkLLM agreement, the p-value bound, generation,
 specs.
 
-Reference values: ``tests/watermark/data/markllm_reference.json`` (MarkLLM 112fa74 on the random
+Reference values: ``tests/watermark/schemes/data/markllm_reference.json`` (MarkLLM 112fa74 on the random
 2-layer GPT-2 of ``scripts/markllm_reference.py`` at V=1000 and V=50257, the hash key expanded
 from config key 42): per text the ids, MarkLLM's p-value ``score`` and ``is_watermarked``, and
 the intermediates of its ``score_sequence`` (per-query sums, best query, per-token scores).

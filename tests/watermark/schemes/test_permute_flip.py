@@ -1,7 +1,7 @@
 """Permute-and-flip (``pf``): MarkLLM agreement, evalrun's Gamma(n, 1) null, generation with
 the embedded model, spec and key validation.
 
-Reference values: ``tests/watermark/data/markllm_reference.json`` (``scripts/markllm_reference.py``
+Reference values: ``tests/watermark/schemes/data/markllm_reference.json`` (``scripts/markllm_reference.py``
 ran MarkLLM 112fa74's ``PF`` with config/PF.json: salt_key 35317, seed 0, ngram 8).
 """
 
@@ -21,8 +21,8 @@ from evalrun.testing.float_drift import assert_clear_of, assert_within, float32_
 from evalrun.watermark.registry import parse_watermark
 from evalrun.watermark.schemes.permute_flip import MARKLLM_ALPHA, PermuteFlip
 
-ROOT = Path(__file__).resolve().parents[2]
-DATA = json.loads((ROOT / "tests" / "watermark" / "data" / "markllm_reference.json").read_text())
+ROOT = Path(__file__).resolve().parents[3]
+DATA = json.loads((ROOT / "tests" / "watermark" / "schemes" / "data" / "markllm_reference.json").read_text())
 SALT = str(DATA["configs"]["PF"]["salt_key"])
 KEY = "pf-test-key"
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from evalrun.testing.float_drift import float32_bound
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DATA = json.loads((Path(__file__).parent / "data" / "markllm_reference.json").read_text())
 
 

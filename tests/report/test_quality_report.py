@@ -13,6 +13,8 @@ import pytest
 from evalrun.judges.pairwise import PAIRWISE_INSTRUCTIONS
 from evalrun.testing.chat_server import ChatServer
 
+pytestmark = pytest.mark.numeric  # judges and classifiers on the embedded model's outputs
+
 
 def _main(capsys, *args: str) -> str:
     from evalrun.cli.main import main

@@ -12,6 +12,8 @@ from evalrun.pack.detection_grader import DETECTED, NOT_DETECTED, grade_detectio
 from evalrun.pack.grade import GradeContext
 from evalrun.watermark import parse_watermark
 
+pytestmark = pytest.mark.numeric  # float z-scores at a threshold
+
 KEY = "z-rule-key"
 VOCAB = 1000
 KGW = parse_watermark("kgw:gamma=0.25,delta=2").spec.canonical()

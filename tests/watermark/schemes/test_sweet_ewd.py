@@ -3,7 +3,7 @@
 with the model it ran, the nulls on unwatermarked text, generation with the embedded model,
 the model at detection (``evalrun detect --model``, the missing-model error) and spec checks.
 
-Reference values: ``tests/watermark/data/markllm_reference.json`` (``scripts/markllm_reference.py``,
+Reference values: ``tests/watermark/schemes/data/markllm_reference.json`` (``scripts/markllm_reference.py``,
 MarkLLM 112fa74 on a random 2-layer GPT-2 at V=1000 and V=50257, rebuilt here by
 ``markllm_model.py``).
 """

@@ -1,6 +1,6 @@
 """DiPmark (``dipmark``): MarkLLM agreement, exact null, generation, specs.
 
-Reference values: ``tests/watermark/data/markllm_reference.json`` (MarkLLM 112fa74 on the random
+Reference values: ``tests/watermark/schemes/data/markllm_reference.json`` (MarkLLM 112fa74 on the random
 2-layer GPT-2 of ``scripts/markllm_reference.py`` at V=1000 and V=50257, DiP's hash key expanded
 from config key 42 as the script's docstring says): per sequence the ids, MarkLLM's ``score``,
 ``is_watermarked`` and per-position quantiles (-1 for a dropped repeated context).
@@ -34,8 +34,8 @@ from evalrun.watermark.schemes.dipmark import (
 
 torch = pytest.importorskip("torch")
 
-ROOT = Path(__file__).resolve().parents[2]
-REFERENCE = json.loads((ROOT / "tests" / "watermark" / "data" / "markllm_reference.json").read_text())
+ROOT = Path(__file__).resolve().parents[3]
+REFERENCE = json.loads((ROOT / "tests" / "watermark" / "schemes" / "data" / "markllm_reference.json").read_text())
 MARKLLM_KEY = str(REFERENCE["configs"]["DIP"]["key"])  # 42
 KEY = "dipmark test key"
 

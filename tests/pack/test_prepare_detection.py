@@ -11,6 +11,8 @@ from evalrun.pack.detection_grader import grade_detection, prepare_detection
 from evalrun.pack.grade import GradeContext
 from evalrun.watermark import parse_watermark
 
+pytestmark = pytest.mark.numeric  # the embedded model's float32 logits at detection
+
 KEY = "prepare-key"
 VOCAB = 300
 SPECS = [parse_watermark(s).spec.canonical()

@@ -2,7 +2,7 @@
 exact binomial null, the processor against a transcription of MarkLLM's reweighting,
 generation with the embedded model, ``evalrun detect`` and spec checks.
 
-Reference values: ``tests/watermark/data/markllm_reference.json`` (``scripts/markllm_reference.py``,
+Reference values: ``tests/watermark/schemes/data/markllm_reference.json`` (``scripts/markllm_reference.py``,
 MarkLLM 112fa74 on a random 2-layer GPT-2 at V=1000 and V=50257).
 """
 

@@ -1,7 +1,7 @@
 """Reference-compatible KGW (``kgw:seeding=lefthash|selfhash``).
 
-Known values: ``tests/watermark/data/kgw_compat_known.json`` was written by
-``python tests/watermark/test_kgw_compat.py --write-fixtures``, i.e. by the ``_Ref*`` code
+Known values: ``tests/watermark/schemes/data/kgw_compat_known.json`` was written by
+``python tests/watermark/schemes/test_kgw_compat.py --write-fixtures``, i.e. by the ``_Ref*`` code
 below: a minimal, independent transcription of the reference math in
 github.com/jwkirchenbauer/lm-watermarking (``alternative_prf_schemes.py``: ``additive_prf``,
 ``anchored_minhash_prf``, ``hashint``; ``extended_watermark_processor.py``: ``_seed_rng``,
@@ -203,10 +203,10 @@ def compute_known_values(processor_scores: list | None = None) -> dict:
     table = _ref_hashint(torch.arange(8)) - 1
     out: dict = {
         "source": (
-            "Computed by tests/watermark/test_kgw_compat.py (_RefWatermark: independent "
+            "Computed by tests/watermark/schemes/test_kgw_compat.py (_RefWatermark: independent "
             "transcription of jwkirchenbauer/lm-watermarking extended_watermark_processor.py + "
             "alternative_prf_schemes.py) with CPU torch " + torch.__version__ + "; regenerate "
-            "with `python tests/watermark/test_kgw_compat.py --write-fixtures`."
+            "with `python tests/watermark/schemes/test_kgw_compat.py --write-fixtures`."
         ),
         "hashint_table": {"first": table.tolist(), "sha256": _sha(_ref_hashint(torch.arange(1_000_003)) - 1)},
         "greenlists": [],
@@ -733,7 +733,7 @@ if __name__ == "__main__":
         DATA.write_text(json.dumps(compute_known_values(), indent=1) + "\n")
         print(f"wrote {DATA}")
     else:
-        print("usage: python tests/watermark/test_kgw_compat.py --write-fixtures")
+        print("usage: python tests/watermark/schemes/test_kgw_compat.py --write-fixtures")
 
 
 @pytest.mark.parametrize("seeding,repeats", [("lefthash", "ignore"), ("lefthash", "count"),
