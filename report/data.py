@@ -155,10 +155,9 @@ class Result:
     def group(self) -> str:
         return str(self.row["group_value"]) if self.row["group_value"] is not None else "(none)"
 
-    @property
-    def metadata(self) -> dict[str, Any]:
-        """The grade's evidence (``metadata_json``; stores before schema 3 have none)."""
-        text = self.row.get("metadata_json")
+    def _json_object(self, column: str) -> dict[str, Any]:
+        """A JSON-object column of the row; ``{}`` where it is empty, damaged or not an object."""
+        text = self.row.get(column)
         try:
             value = json.loads(text) if text else {}
         except ValueError:
@@ -166,14 +165,14 @@ class Result:
         return value if isinstance(value, dict) else {}
 
     @property
+    def metadata(self) -> dict[str, Any]:
+        """The grade's evidence (``metadata_json``; stores before schema 3 have none)."""
+        return self._json_object("metadata_json")
+
+    @property
     def extra(self) -> dict[str, Any]:
         """The provider facts stored with the output (``extra_json``)."""
-        text = self.row.get("extra_json")
-        try:
-            value = json.loads(text) if text else {}
-        except ValueError:
-            return {}
-        return value if isinstance(value, dict) else {}
+        return self._json_object("extra_json")
 
     @property
     def output(self) -> str | None:
