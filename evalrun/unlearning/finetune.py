@@ -108,20 +108,29 @@ def is_done(out_dir: Path) -> bool:
     return (out_dir / DONE_FILE).is_file() and (out_dir / "config.json").is_file()
 
 
+def _training_start(model_dir: str | Path, config: TrainConfig) -> tuple[Any, Any, Any]:
+    """The model of ``model_dir`` in train mode, its tokenizer, and the generator of batch
+    orders, torch's generator seeded first: a run is reproducible from ``config.seed``."""
+    import numpy as np
+    import torch
+
+    torch.manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    model, tok = load(model_dir)
+    model.train()
+    return model, tok, rng
+
+
 def train(base_dir: str | Path, points: Sequence[Mapping[str, Any]], out_dir: str | Path,
           config: TrainConfig, log: Callable[[str], None] = lambda s: None) -> Path:
     """Fine-tune ``base_dir`` on ``points`` (all parameters, AdamW, cosine schedule) and save
     to ``out_dir``; an already complete ``out_dir`` is kept (resume)."""
-    import numpy as np
     import torch
 
     out = Path(out_dir)
     if is_done(out):
         return out
-    torch.manual_seed(config.seed)
-    rng = np.random.default_rng(config.seed)
-    model, tok = load(base_dir)
-    model.train()
+    model, tok, rng = _training_start(base_dir, config)
     seqs = sequences(tok, points)
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     steps = config.epochs * math.ceil(len(seqs) / config.batch_size)
@@ -151,7 +160,6 @@ def unlearn(original_dir: str | Path, forget: Sequence[Mapping[str, Any]],
             config: TrainConfig, log: Callable[[str], None] = lambda s: None) -> Path:
     """Apply ``method`` (:data:`UNLEARNING`) to the original model for ``config.epochs``
     passes over the forget set, each forget batch paired with a random retain batch."""
-    import numpy as np
     import torch
 
     if method not in UNLEARNING:
@@ -159,10 +167,7 @@ def unlearn(original_dir: str | Path, forget: Sequence[Mapping[str, Any]],
     out = Path(out_dir)
     if is_done(out):
         return out
-    torch.manual_seed(config.seed)
-    rng = np.random.default_rng(config.seed)
-    model, tok = load(original_dir)
-    model.train()
+    model, tok, rng = _training_start(original_dir, config)
     reference = None
     if method == "kl":
         reference, _ = load(original_dir)
