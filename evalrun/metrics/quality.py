@@ -15,16 +15,23 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["quality_degradation"]
+__all__ = ["quality_degradation", "quality_ratio"]
+
+
+def quality_ratio(mean: float, baseline_mean: float, what: str) -> float:
+    """``mean / baseline_mean``, the measure both quality degradation and quality retention
+    are made of; ValueError naming ``what`` (whose mean quality) when ``mean`` is not finite,
+    or the baseline not finite and > 0."""
+    m = float(mean)
+    b = float(baseline_mean)
+    if not math.isfinite(m):
+        raise ValueError(f"{what} mean quality must be finite, got {mean!r}")
+    if not (math.isfinite(b) and b > 0.0):
+        raise ValueError(f"baseline mean quality must be finite and > 0, got {baseline_mean!r}")
+    return m / b
 
 
 def quality_degradation(watermarked_mean: float, baseline_mean: float) -> float:
     """``1 - watermarked_mean / baseline_mean``: 0.01 means 1% of the unwatermarked quality
     lost; negative when the watermarked texts score higher. The baseline must be > 0."""
-    w = float(watermarked_mean)
-    b = float(baseline_mean)
-    if not math.isfinite(w):
-        raise ValueError(f"watermarked mean quality must be finite, got {watermarked_mean!r}")
-    if not (math.isfinite(b) and b > 0.0):
-        raise ValueError(f"baseline mean quality must be finite and > 0, got {baseline_mean!r}")
-    return 1.0 - w / b
+    return 1.0 - quality_ratio(watermarked_mean, baseline_mean, "watermarked")

@@ -24,9 +24,10 @@ as in the paper's text, the areas agree; here the no-attack corner is always (1,
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Tuple, Union
+
+from evalrun.metrics.quality import quality_ratio
 
 __all__ = ["AttackPoint", "best_attack", "lower_hull", "quality_retention",
            "tamper_resistance"]
@@ -51,13 +52,7 @@ class AttackPoint:
 def quality_retention(attacked_mean: float, baseline_mean: float) -> float:
     """``Q_A = clip(attacked_mean / baseline_mean, 0, 1)`` (MarkMyWords IV-C): an attack that
     happens to score above the baseline (rating noise) retains all quality, never more."""
-    a = float(attacked_mean)
-    b = float(baseline_mean)
-    if not math.isfinite(a):
-        raise ValueError(f"attacked mean quality must be finite, got {attacked_mean!r}")
-    if not (math.isfinite(b) and b > 0.0):
-        raise ValueError(f"baseline mean quality must be finite and > 0, got {baseline_mean!r}")
-    return min(1.0, max(0.0, a / b))
+    return min(1.0, max(0.0, quality_ratio(attacked_mean, baseline_mean, "attacked")))
 
 
 def lower_hull(points: Points) -> list[Point]:
