@@ -31,7 +31,7 @@ from evalrun._util.provenance import collect as collect_provenance
 from evalrun.metrics.aggregates import case_means, compute, graded, metrics_path_beside, write_metrics_json
 from evalrun.metrics.judgements import with_judgements
 from evalrun.model.generation import Provider
-from evalrun.model.providers import check_model, check_watermark_support, make_provider
+from evalrun.model.providers import ModelSpec, check_model, check_watermark_support, make_provider
 from evalrun.pack.grade import Grade
 from evalrun.pack.loading import Pack, load_pack
 from evalrun.plugins.item_protocol import lean_allowed, run_lean
@@ -48,6 +48,9 @@ from evalrun.run.plan import Item, make_items
 from evalrun.run.stages.grade import grade_into
 from evalrun.store.commit_batch import CommitBatch
 from evalrun.store.database import ATTACK_ERROR, GRADER_ERROR, GradeRecord, Store
+
+#: the pack's reference solver, the default model under plain pytest
+REFERENCE = ModelSpec("reference")
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -239,8 +242,8 @@ class PackFile(pytest.File):
         if (pack.path / "golden.jsonl").is_file():
             yield GoldenItem.from_parent(self, name="golden", pack=pack)
         models = list(state.options.models)
-        if "reference" in models and not pack.has_reference:
-            models.remove("reference")
+        if REFERENCE in models and not pack.has_reference:
+            models.remove(REFERENCE)
             yield NoReferenceItem.from_parent(self, name="no-reference", pack=pack)
         if not models:
             return
@@ -481,7 +484,7 @@ def _generate(config: pytest.Config, state: EvalrunState, store: Store, items: l
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     show = state.progress and not state.is_worker and reporter is not None
 
-    def factory(model: str) -> Provider:
+    def factory(model: ModelSpec) -> Provider:
         try:
             return make_provider(model, base_url=options.base_url, concurrency=options.concurrency,
                                  vocab_size=options.vocab_size)

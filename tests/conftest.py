@@ -21,6 +21,7 @@ import scipy.stats  # noqa: E402,F401
 # the tests do not depend on which test pytest-randomly happens to run first (evalrun
 # imports scipy's modules only where it calls them, hence the explicit ones)
 import evalrun.metrics  # noqa: E402,F401
+from evalrun.model.providers import parse_model  # noqa: E402
 
 pytest_plugins = ["pytester"]
 
@@ -107,7 +108,7 @@ def embedded_model_loaded() -> None:
     later test loading the model does not register torch's operators twice."""
     from evalrun.model.providers import make_provider
 
-    provider = make_provider("embedded")
+    provider = make_provider(parse_model("embedded"))
     close = getattr(provider, "close", None)
     if close is not None:
         close()

@@ -168,18 +168,64 @@ LAZY = {
 }
 
 
-def test_imports_inside_functions_are_only_the_listed_heavy_ones() -> None:
-    found = set()
+def _function_local_imports() -> list[tuple[str, str]]:
+    """(module, imported module) of every import of evalrun's own modules made inside a function."""
+    found = []
     for module, path in _modules().items():
         for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             for node in ast.walk(fn):
                 if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("evalrun"):
-                    found.add((module, node.module))
+                    found.append((module, node.module))
                 elif isinstance(node, ast.Import):
-                    found.update((module, a.name) for a in node.names if a.name.startswith("evalrun"))
+                    found += [(module, a.name) for a in node.names if a.name.startswith("evalrun")]
+    return found
+
+
+def test_imports_inside_functions_are_only_the_listed_heavy_ones() -> None:
+    found = set(_function_local_imports())
     assert found == set(LAZY), f"unlisted: {sorted(found - set(LAZY))}; gone: {sorted(set(LAZY) - found)}"
+
+
+_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+
+
+def test_docs_layout_states_what_the_code_does() -> None:
+    """docs/layout.md's import order is ORDER; its table of function-local imports is LAZY's
+    pairs, and the counts its sentence states are the code's."""
+    import re
+
+    doc = (REPO / "docs" / "layout.md").read_text(encoding="utf-8")
+    order = re.search(r"```\n(kernels →[^\n]*)\n```", doc)
+    assert order is not None and tuple(order.group(1).split(" → ")) == ORDER
+    rows = {(a, b) for a, b, _why in re.findall(r"^\| `(evalrun[\w.]*)` \| `(evalrun[\w.]*)` \| ([^|\n]+) \|$", doc, re.M)}
+    assert rows == set(LAZY), f"docs/layout.md's table: {sorted(rows ^ set(LAZY))}"
+    stated = re.search(r"(\w+) imports, in (\w+) pairs of modules, stay inside a function", doc)
+    assert stated is not None, "docs/layout.md no longer states how many imports stay inside a function"
+    found = _function_local_imports()
+    assert (_WORDS[stated.group(1).lower()], _WORDS[stated.group(2)]) == (len(found), len(set(found)))
+
+
+#: the modules that turn a model spec's text into a ModelSpec: where the text enters, and nowhere
+#: downstream (every function past these takes the ModelSpec)
+PARSE_MODEL_SITES = {
+    "evalrun.run.options": "a run's --model and --judge specs: the command line, pytest's twins, "
+                           "[tool.evalrun] and a pack's defaults",
+    "evalrun.attacks.model": "the model named inside a model attack's spec (--attack paraphrase:<model>)",
+    "evalrun.model.providers": "model_argument, the type of a command's own model option, and stored_model, "
+                               "a spec read back from a store",
+}
+
+
+def test_model_specs_are_parsed_only_where_their_text_enters() -> None:
+    calls: dict[str, int] = {}
+    for module, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "parse_model":
+                calls[module] = calls.get(module, 0) + 1
+    assert set(calls) == set(PARSE_MODEL_SITES), f"parse_model called in {sorted(calls)}"
+    assert sum(calls.values()) <= 4, calls
 
 
 def test_packs_import_only_the_pack_api() -> None:

@@ -47,6 +47,7 @@ from evalrun._util.registry import Registry
 from evalrun._util.specs import is_none
 from evalrun.metrics.detection import auroc
 from evalrun.model.embeddings import embed_texts, embedder_identity
+from evalrun.model.providers import ModelSpec
 from evalrun.store.database import Store, utc_now
 
 #: what ``evalrun distinguish`` trains when no ``--classifier`` is given
@@ -324,7 +325,7 @@ def datasets(store: Store, rows: Sequence[Mapping[str, Any] | sqlite3.Row], *, a
     return out
 
 
-def run_distinguish(store: Store, rows: Sequence[Mapping[str, Any] | sqlite3.Row], *, embedder: str, settings: CVSettings,
+def run_distinguish(store: Store, rows: Sequence[Mapping[str, Any] | sqlite3.Row], *, embedder: ModelSpec, settings: CVSettings,
                     base_url: str | None = None, attack: str = "none", watermarks: Sequence[str] = (),
                     packs: Sequence[str] = (), models: Sequence[str] = (), run_id: str | None = None,
                     progress: Any = None) -> list[dict[str, Any]]:
@@ -347,7 +348,7 @@ def run_distinguish(store: Store, rows: Sequence[Mapping[str, Any] | sqlite3.Row
         embedded_s = time.perf_counter() - start
         scores = cross_validate(x, np.asarray(ds.labels), ds.groups, settings=settings)
         result = {"model": ds.model, "watermark": ds.watermark, "attack": ds.attack, "packs": list(ds.packs),
-                  "embedder": embedder, "embedder_identity": identity, "dim": int(x.shape[1]), "n": len(ds.labels),
+                  "embedder": str(embedder), "embedder_identity": identity, "dim": int(x.shape[1]), "n": len(ds.labels),
                   "n_watermarked": int(sum(ds.labels)), "n_unwatermarked": len(ds.labels) - int(sum(ds.labels)),
                   "newly_embedded": fresh, "embed_seconds": round(embedded_s, 3),
                   "cv_seconds": round(time.perf_counter() - start - embedded_s, 3),
@@ -356,7 +357,7 @@ def run_distinguish(store: Store, rows: Sequence[Mapping[str, Any] | sqlite3.Row
                          ds.attack, canonical_json(sorted(ds.item_keys)))
         store.store_analysis({
             "analysis_key": key, "kind": "distinguish",
-            "config_json": canonical_json({"embedder": embedder, "model": ds.model, "watermark": ds.watermark,
+            "config_json": canonical_json({"embedder": str(embedder), "model": ds.model, "watermark": ds.watermark,
                                            "attack": ds.attack, "packs": list(ds.packs), **settings.as_json()}),
             "result_json": json.dumps(result, sort_keys=True), "error": None,
             "seconds": round(time.perf_counter() - start, 3),

@@ -177,7 +177,7 @@ def sweep(store: Store, pack: Pack, options: RunOptions, *, scheme: str, grid_ov
             progress("config", summary)
     chosen = choose(configs, max_degradation=max_degradation, min_tamper=min_tamper)
     result: dict[str, Any] = {
-        "pack": pack.name, "model": options.models[0], "scheme": base.canonical(), "quality_judge":
+        "pack": pack.name, "model": str(options.models[0]), "scheme": base.canonical(), "quality_judge":
         f"{options.judges[0][0]}:{options.judges[0][1]}", "attacks": [a for a in attacks if not is_none(a)],
         "max_quality_degradation": max_degradation, "min_tamper_resistance": min_tamper, "configs": configs,
         "watermark": None if chosen is None else chosen["watermark"], "remeasure": []}

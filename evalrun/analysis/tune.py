@@ -49,6 +49,7 @@ from evalrun._util.provenance import collect
 from evalrun._util.specs import Spec, parse_spec
 from evalrun.metrics.stats import wilson_interval
 from evalrun.pack.loading import Pack
+from evalrun.run.executors import ProviderFactory
 from evalrun.run.options import RunOptions
 from evalrun.run.pipeline import execute_run
 from evalrun.run.plan import params_for
@@ -203,7 +204,7 @@ class StoreMeasure:
     options: RunOptions
     z_threshold: float
     argv: Sequence[str] = ()
-    make_provider: Callable[[str], Any] | None = None
+    make_provider: ProviderFactory | None = None
     run_ids: list[str] = field(default_factory=list)
 
     def __call__(self, spec: str) -> Trial:
@@ -257,7 +258,7 @@ def tune(store: Store, pack: Pack, options: RunOptions, *, scheme: str, target: 
     measure = StoreMeasure(store, pack, options, z_threshold, argv=argv)
     chosen, tried = search(measure, base, grid, target=target, steps=steps, tolerance=tolerance, refine=refine,
                            progress=progress)
-    model = options.models[0]
+    model = str(options.models[0])
     result = {"watermark": chosen.watermark, "tpr": chosen.tpr, "tpr_ci": [chosen.ci_low, chosen.ci_high],
               "n": chosen.n, "target_tpr": target, "z_threshold": z_threshold, "pack": pack.name, "model": model,
               "scheme": base.canonical(), "grid": {grid.outer: list(grid.outer_values),

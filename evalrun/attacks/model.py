@@ -18,7 +18,7 @@ from typing import Mapping
 from evalrun._util.errors import SpecError
 from evalrun.attacks.base import ATTACKS, ModelAttackDef
 from evalrun.model.generation import Prompt
-from evalrun.model.providers import parse_model
+from evalrun.model.providers import ModelSpec, parse_model
 
 #: ISO 639-1 codes the translate attack knows by name (others are passed as they are)
 LANGUAGES = {"fr": "French", "ru": "Russian", "de": "German", "es": "Spanish", "it": "Italian",
@@ -31,8 +31,8 @@ class ModelAttack:
 
     definition: ModelAttackDef
     params: Mapping[str, str]
-    #: the attack model's full spec (provider options included)
-    model: str
+    #: the attack model's spec (provider options included)
+    model: ModelSpec
     name: str = field(default="")
 
     def prompts(self) -> tuple[Prompt, ...]:
@@ -91,6 +91,6 @@ def bind(definition: ModelAttackDef, text: str) -> ModelAttack:
     for key, value in params.items():
         if not value.replace("-", "").isalnum():
             raise SpecError(f"--attack {text}: {key} {value!r} must be letters and digits (e.g. fr)")
-    model = parse_model(parts[-1])
+    model = parse_model(parts[-1])  # the user's text enters here, inside --attack
     canonical = ":".join([name, *parts[:-1], model.identity()])
-    return ModelAttack(definition=definition, params=params, model=model.full(), name=canonical)
+    return ModelAttack(definition=definition, params=params, model=model, name=canonical)

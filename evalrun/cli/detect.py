@@ -31,6 +31,7 @@ import numpy as np
 
 from evalrun._util.errors import EvalrunError
 from evalrun._util.token_lines import decode_lines
+from evalrun.model.providers import model_argument
 from evalrun.model.tokenization import model_vocab_size
 from evalrun.watermark.base import WatermarkScheme
 from evalrun.watermark.registry import KEY_ENV, parse_watermark
@@ -51,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tokenizer", help="tokenizer.json, or a model directory whose config.json vocab_size sets"
                         " the vocabulary size (with --text)")
     p.add_argument("--vocab-size", type=int, help="vocabulary size: the model's logit width (with --tokens; overrides --tokenizer's)")
-    p.add_argument("--model", default=None,
+    p.add_argument("--model", default=None, type=model_argument,
                    help="the model that generated the texts (embedded, hf:PATH): schemes whose detector "
                         "reads its logits (sweet, ewd, unbiased) need it; it also sets --vocab-size")
     p.add_argument("--backend", choices=("numpy", "torch"), default=None,

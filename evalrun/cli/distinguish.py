@@ -11,13 +11,13 @@ from tabulate import tabulate
 from evalrun._util.errors import EvalrunError
 from evalrun.analysis.distinguish import CLASSIFIERS, DEFAULT_CLASSIFIERS, CVSettings, MLPSettings, run_distinguish
 from evalrun.cli.common import write_json
-from evalrun.model.providers import check_model
+from evalrun.model.providers import check_model, model_argument
 from evalrun.store.database import Store
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", required=True)
-    parser.add_argument("--embedder", default="embedded", metavar="SPEC",
+    parser.add_argument("--embedder", default="embedded", metavar="SPEC", type=model_argument,
                         help="embedded (default: the embedded model's mean-pooled hidden states), hf:<path> "
                              "(a local transformers model) or openai:<name> (an embeddings endpoint)")
     parser.add_argument("--base-url",

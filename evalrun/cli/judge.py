@@ -8,7 +8,7 @@ from pathlib import Path
 
 from evalrun._util.errors import EvalrunError
 from evalrun.judges import get_judge
-from evalrun.model.providers import check_model, make_provider, model_identity
+from evalrun.model.providers import check_model, make_provider, model_argument
 from evalrun.run.stages.generate import ProgressBar
 from evalrun.run.stages.judge import run_judges, subjects
 from evalrun.store.database import Store
@@ -16,7 +16,7 @@ from evalrun.store.database import Store
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", required=True)
-    parser.add_argument("--judge", required=True, metavar="SPEC", help="the judge model (any --model spec)")
+    parser.add_argument("--judge", required=True, metavar="SPEC", type=model_argument, help="the judge model (any --model spec)")
     parser.add_argument("--method", required=True, help="judging method (registered judges: rating, ...)")
     parser.add_argument("--run", help="only the results this run covered")
     parser.add_argument("--retry-unparsed", action="store_true", help="ask again where the answer did not parse")
@@ -42,8 +42,8 @@ def run(args: argparse.Namespace, user_argv: list[str]) -> int:
             raise EvalrunError(f"--run {args.run}: not in {args.db}; runs: {', '.join(store.run_ids())}")
         selection = subjects(store, args.run)
         summary = run_judges(
-            store, judge, model_identity(args.judge),
-            lambda _: make_provider(args.judge, base_url=args.base_url, concurrency=args.concurrency),
+            store, judge, args.judge,
+            lambda spec: make_provider(spec, base_url=args.base_url, concurrency=args.concurrency),
             run_id=args.run, selection=selection, retry_unparsed=args.retry_unparsed,
             progress=ProgressBar("evalrun: judging", stream=sys.stderr))
     print(f"judged {len(selection)} results with {args.method} by {args.judge}: {summary.asked} asked, "

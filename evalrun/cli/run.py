@@ -74,7 +74,7 @@ def _run_values(args: argparse.Namespace, models: list[str] | None) -> dict:
     for p in args.pack:  # a named pack that cannot be loaded is one line now, before any store exists
         load_pack(resolve_pack(p, values["packs_dirs"] or []))
     options = run_options(values, default_models=("embedded",))
-    values["models"] = list(options.models)
+    values["models"] = [str(m) for m in options.models]
     values["model_args"] = None  # merged into each model's spec
     values["watermarks"] = list(options.watermarks)  # a replay file's own, when none is given
     for m in options.models:

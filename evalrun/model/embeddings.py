@@ -22,25 +22,24 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from evalrun._util.errors import EvalrunError
-from evalrun.model.providers import check_model, make_provider, parse_model, provider_kind
+from evalrun.model.providers import ModelSpec, check_model, make_provider, provider_kind
 from evalrun.store.database import Store
 
 #: the offline default embedder
-DEFAULT_EMBEDDER = "embedded"
+DEFAULT_EMBEDDER = ModelSpec("embedded")
 
 
 def text_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def embedder_identity(spec: str, *, base_url: str | None = None) -> str:
+def embedder_identity(spec: ModelSpec, *, base_url: str | None = None) -> str:
     """What the cache is keyed by besides the text: ``<model identity>|<revision>``."""
-    parsed = parse_model(spec)
-    revision = provider_kind(parsed.name).revision(parsed, None, SimpleNamespace(base_url=base_url, vocab_size=None))
-    return f"{parsed.identity()}|{revision}" if revision else parsed.identity()
+    revision = provider_kind(spec.name).revision(spec, None, SimpleNamespace(base_url=base_url, vocab_size=None))
+    return f"{spec.identity()}|{revision}" if revision else spec.identity()
 
 
-def embed_texts(store: Store, spec: str, texts: Sequence[str], *, base_url: str | None = None,
+def embed_texts(store: Store, spec: ModelSpec, texts: Sequence[str], *, base_url: str | None = None,
                 make: Callable[..., Any] | None = None) -> tuple[np.ndarray, int]:
     """``(vectors [len(texts), dim], number of texts newly embedded)``: cached vectors are read,
     the others computed by the embedder's provider in one call and stored."""

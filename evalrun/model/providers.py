@@ -64,7 +64,10 @@ class ProviderOption:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A parsed ``--model`` spec with its options (as given, strings)."""
+    """A parsed ``--model`` spec with its options (as given, strings): made once where the
+    user's text enters (:func:`parse_model`: the run options, a command's own model option, an
+    attack's model, a spec read back from a store) and passed down, never re-parsed. Equal and
+    hashed by its full text."""
 
     name: str
     arg: str | None = None
@@ -90,6 +93,9 @@ class ModelSpec:
 
     def __str__(self) -> str:
         return self.full()
+
+    def __hash__(self) -> int:
+        return hash(self.full())
 
     def typed_options(self) -> dict[str, Any]:
         """Options converted to their declared types (checked by :func:`parse_model`)."""
@@ -203,52 +209,58 @@ def parse_model(text: str, model_args: Mapping[str, Mapping[str, str]] | None = 
     return spec
 
 
-def check_model(text: str, model_args: Mapping[str, Mapping[str, str]] | None = None) -> ModelSpec:
-    """Everything about a ``--model`` spec that can be known without loading the model."""
-    spec = parse_model(text, model_args)
+def check_model(spec: ModelSpec) -> ModelSpec:
+    """Everything about a model spec that can be known without loading the model (a local
+    model's directory, a replay file); returns ``spec``."""
     provider_kind(spec.name).check(spec)
     return spec
 
 
-def check_watermark_support(model: str, watermarks: Sequence[str], *, elsewhere: bool = False) -> str | None:
+def check_watermark_support(spec: ModelSpec, watermarks: Sequence[str], *, elsewhere: bool = False) -> str | None:
     """A watermark needs a provider with logits or, where ``elsewhere`` allows it (a run, not
     a strength sweep), one whose outputs were watermarked elsewhere; say so before any model
     is loaded. Returns a note for the second case: the watermark is detected, not applied."""
     marked = [w for w in watermarks if not is_none(w)]
-    spec = parse_model(model)
     kind = provider_kind(spec.name)
     if not marked or kind.logits:
         return None
     if kind.detects_only and elsewhere:
-        return (f"--model {model}: evalrun applies no watermark to its outputs; {', '.join(marked)} "
+        return (f"--model {spec}: evalrun applies no watermark to its outputs; {', '.join(marked)} "
                 "will be detected in them as produced elsewhere (detect-only)")
     logit_kinds = [n for n in PROVIDERS.names() if provider_kind(n).logits]
     others = [n for n in PROVIDERS.names() if provider_kind(n).detects_only]
-    raise SpecError(f"--model {model} cannot apply --watermark {marked[0]}: watermarking needs a provider"
+    raise SpecError(f"--model {spec} cannot apply --watermark {marked[0]}: watermarking needs a provider"
                     f" with logits ({', '.join(logit_kinds)}); outputs watermarked elsewhere come through"
                     f" {', '.join(others)}")
 
 
-def tokenizer_source(model: str, run_tokenizer: str | None) -> str | None:
+def tokenizer_source(spec: ModelSpec, run_tokenizer: str | None) -> str | None:
     """Where a model's tokenizer is: its own directory (local models), else the run's
     ``--tokenizer`` (API and replay models), else None."""
-    spec = parse_model(model)
     return provider_kind(spec.name).tokenizer_dir(spec) or run_tokenizer
 
 
-def make_provider(text: str, **run_options: Any) -> "Provider":
-    spec = parse_model(text)
+def make_provider(spec: ModelSpec, **run_options: Any) -> "Provider":
     kind = provider_kind(spec.name)
     return kind.make(spec, **{k: v for k, v in run_options.items() if k in kind.run_options and v is not None})
 
 
-def model_identity(text: str) -> str:
-    return parse_model(text).identity()
-
-
-def model_revision(model: str, pack: PackFiles, options: RunSettings) -> str:
-    spec = parse_model(model)
+def model_revision(spec: ModelSpec, pack: PackFiles, options: RunSettings) -> str:
     return provider_kind(spec.name).revision(spec, pack, options)
+
+
+def model_argument(text: str) -> ModelSpec:
+    """The ``type=`` of a command's own model option (``evalrun judge --judge``, ``detect
+    --model``, ``distinguish --embedder``, ``watermark-data --model``): the spec parsed where
+    the user's text enters, as :mod:`evalrun.run.options` parses a run's."""
+    return parse_model(text)
+
+
+def stored_model(identity: str) -> ModelSpec:
+    """The spec of a model a store names (a result's ``model``: its identity), for what reads
+    stored results back with their model: the viewer's token evidence, the detection grader
+    of schemes that read the model."""
+    return parse_model(identity)
 
 
 # -- fingerprints shared by kinds ----------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from evalrun._util.errors import EvalrunError
-from evalrun.model.providers import make_provider, parse_model, provider_kind
+from evalrun.model.providers import ModelSpec, make_provider, provider_kind
 
 _LOADED: dict[str, "ModelLogits"] = {}
 
@@ -34,15 +34,14 @@ class ModelLogits:
         return [np.asarray(rows, dtype=np.float32) for rows in self._provider.next_token_logits(texts)]
 
 
-def model_logits(spec: str) -> ModelLogits:
-    """The logits of the model ``spec`` names (loaded once per process); EvalrunError naming
-    ``--model`` when the spec is bad or its provider gives no logits."""
-    parsed = parse_model(spec)
-    name = parsed.identity()
+def model_logits(spec: ModelSpec) -> ModelLogits:
+    """The logits of the model ``spec`` (loaded once per process); EvalrunError naming
+    ``--model`` when its provider gives no logits."""
+    name = spec.identity()
     found = _LOADED.get(name)
     if found is not None:
         return found
-    if not provider_kind(parsed.name).scores_texts:
+    if not provider_kind(spec.name).scores_texts:
         raise EvalrunError(f"--model {name}: gives no next-token logits (detection with SWEET, EWD "
                            "or Unbiased needs a local model: embedded or hf:PATH)")
     found = _LOADED[name] = ModelLogits(name, make_provider(spec))

@@ -48,6 +48,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 from evalrun._util.specs import is_none
+from evalrun.model.providers import stored_model
 from evalrun.pack.grade import Grade, GradeContext
 from evalrun.pack.overlap import OVERLAP_METRICS
 from evalrun.watermark import parse_watermark
@@ -81,7 +82,7 @@ def _model_kwargs(scheme: Any, model: str) -> dict[str, Any]:
                          "stored output does not name")
     from evalrun.model.token_logits import model_logits
 
-    return {"logits": model_logits(model)}
+    return {"logits": model_logits(stored_model(model))}
 
 
 def _size(prefix_p_values: Any, threshold: float) -> int | None:

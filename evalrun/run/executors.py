@@ -21,9 +21,11 @@ from typing import Any, Callable, ClassVar, Sequence
 
 from evalrun._util.registry import Registry
 from evalrun.model.generation import Generation, GenerationRequest, Provider
+from evalrun.model.providers import ModelSpec
 
 Sink = Callable[[GenerationRequest, Generation], None]
-ProviderFactory = Callable[[str], Any]
+#: builds a model's provider from its spec
+ProviderFactory = Callable[[ModelSpec], Provider]
 #: ``emit(input, output)``: one input's answer, called as soon as it is known
 Emit = Callable[[Any, Any], None]
 #: ``task(provider, inputs, emit)``: the work of a stage on some of its inputs, with the
@@ -47,12 +49,12 @@ class Executor(ABC):
     runs_workers: ClassVar[bool] = False
 
     @abstractmethod
-    def map(self, model: str | None, task: Task, inputs: Sequence[Any], sink: Emit,
+    def map(self, model: ModelSpec | None, task: Task, inputs: Sequence[Any], sink: Emit,
             make_provider: ProviderFactory) -> None:
         """Run ``task`` over ``inputs`` with ``model``'s provider (built by ``make_provider`` in
         this process, or once per worker elsewhere); ``sink(input, output)`` for each input."""
 
-    def generate(self, model: str, requests: Sequence[GenerationRequest], sink: Sink,
+    def generate(self, model: ModelSpec, requests: Sequence[GenerationRequest], sink: Sink,
                  make_provider: ProviderFactory) -> None:
         """One model's generation requests."""
         self.map(model, generation_task, requests, sink, make_provider)
@@ -78,7 +80,7 @@ class LocalExecutor(Executor):
     def __init__(self, **_: Any) -> None:
         pass
 
-    def map(self, model: str | None, task: Task, inputs: Sequence[Any], sink: Emit,
+    def map(self, model: ModelSpec | None, task: Task, inputs: Sequence[Any], sink: Emit,
             make_provider: ProviderFactory) -> None:
         provider = make_provider(model) if model is not None else None
         try:

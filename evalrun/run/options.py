@@ -19,7 +19,7 @@ from evalrun._util.specs import is_none, parse_spec
 from evalrun.attacks import canonical_attack
 from evalrun.attacks.suites import read_suite
 from evalrun.judges import get_judge
-from evalrun.model.providers import parse_model, provider_kind
+from evalrun.model.providers import ModelSpec, parse_model, provider_kind
 from evalrun.pack.time_limit import DEFAULT_GRADER_TIMEOUT
 from evalrun.run.executors import EXECUTORS
 from evalrun.watermark.registry import KEY_ENV, parse_watermark
@@ -181,7 +181,7 @@ BY_NAME = {o.name: o for o in OPTIONS}
 class RunOptions:
     """Everything a run is parametrised by. ``key`` is secret and never serialised."""
 
-    models: tuple[str, ...] = ("reference",)
+    models: tuple[ModelSpec, ...] = (ModelSpec("reference"),)
     watermarks: tuple[str, ...] = ("none",)
     attacks: tuple[str, ...] = ("none",)
     n: int = 1
@@ -197,7 +197,7 @@ class RunOptions:
     #: provider name -> {option: value} applied to every model of that provider
     model_args: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     #: (judge method, judge model spec) pairs run after the transform stage
-    judges: tuple[tuple[str, str], ...] = ()
+    judges: tuple[tuple[str, ModelSpec], ...] = ()
     #: where model calls run (:mod:`evalrun.run.executors`); not part of the stored configuration:
     #: every executor stores the same results
     executor: str = "local"
@@ -213,7 +213,7 @@ class RunOptions:
     def as_json(self) -> dict[str, Any]:
         """The run's configuration as stored in ``runs.config_json`` (no key, no URL secrets)."""
         return {
-            "models": list(self.models), "watermarks": list(self.watermarks),
+            "models": [str(m) for m in self.models], "watermarks": list(self.watermarks),
             "attacks": list(self.attacks), "n": self.n, "temperature": self.temperature,
             "max_tokens": self.max_tokens, "seed": self.seed, "concurrency": self.concurrency,
             "tokenizer": self.tokenizer, "judges": [f"{m}:{j}" for m, j in self.judges],
@@ -353,13 +353,20 @@ def expand_suites(suites: Iterable[str]) -> list[str]:
     return out
 
 
-def parse_judge(text: str) -> tuple[str, str]:
+def parse_judge(text: str) -> tuple[str, ModelSpec]:
     """``<method>:<model-spec>`` -> (method, model spec), both checked (nothing loaded)."""
     method, sep, model = text.partition(":")
     if not sep or not model:
         raise EvalrunError(f"--judge {text}: expected <method>:<model-spec>, e.g. perplexity:embedded")
     get_judge(method)
-    return method, parse_model(model).full()
+    return method, model_specs([model])[0]
+
+
+def model_specs(texts: Iterable[str], model_args: Mapping[str, Mapping[str, str]] | None = None) -> list[ModelSpec]:
+    """The model specs a run names (``--model``, ``--judge``'s model, pytest's twins,
+    ``[tool.evalrun]`` and a pack's defaults), parsed once here and passed down as values;
+    ``--model-arg`` options fill what a spec leaves unset."""
+    return [parse_model(text, model_args) for text in texts]
 
 
 def check_options(options: RunOptions) -> None:
@@ -373,12 +380,11 @@ def check_options(options: RunOptions) -> None:
             scheme.check_key(options.resolved_key() or "")
 
 
-def named_watermarks(models: Sequence[str]) -> list[str]:
+def named_watermarks(models: Sequence[ModelSpec]) -> list[str]:
     """The watermarks the models' outputs say they carry (a replay file's ``"watermark"``
     fields): a run's watermarks when ``--watermark`` is not given."""
     named: list[str] = []
-    for model in models:
-        spec = parse_model(model)
+    for spec in models:
         named += provider_kind(spec.name).named_watermarks(spec)
     return list(dict.fromkeys(named))
 
@@ -387,7 +393,7 @@ def run_options(values: Mapping[str, Any], *, default_models: Sequence[str]) -> 
     """RunOptions from resolved option values: specs canonical and checked, suites expanded,
     provider options merged into each model's spec."""
     model_args = parse_model_args(values.get("model_args") or ())
-    models = [parse_model(m, model_args).full() for m in (values.get("models") or default_models)]
+    models = model_specs([str(m) for m in values.get("models") or default_models], model_args)
     watermarks = []
     for w in values.get("watermarks") or named_watermarks(models) or ["none"]:
         scheme = parse_watermark(w)

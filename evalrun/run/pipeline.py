@@ -23,8 +23,8 @@ from evalrun._util.specs import is_none
 from evalrun.judges import get_judge
 from evalrun.metrics.judgements import with_judgements
 from evalrun.model.generation import Provider
+from evalrun.model.providers import ModelSpec
 from evalrun.model.providers import make_provider as default_factory
-from evalrun.model.providers import model_identity
 from evalrun.pack.loading import Pack
 from evalrun.run.executors import Executor
 from evalrun.run.options import RunOptions
@@ -54,7 +54,7 @@ class StagesSummary:
     generation: PhaseSummary
     transforms: TransformSummary
     #: (method, judge model, its summary), one per ``--judge``
-    judges: list[tuple[str, str, JudgeSummary]] = field(default_factory=list)
+    judges: list[tuple[str, ModelSpec, JudgeSummary]] = field(default_factory=list)
 
     def lines(self, db: Any, run_id: str) -> list[str]:
         """The lines a run prints about its stages (nothing for a stage that had no work)."""
@@ -73,7 +73,7 @@ class StagesSummary:
 
 
 def run_stages(items: Sequence[Item], store: Store, run_id: str, options: RunOptions,
-               factory: Callable[[str], Provider], *, executor: Executor | None = None,
+               factory: Callable[[ModelSpec], Provider], *, executor: Executor | None = None,
                show_progress: bool = False) -> StagesSummary:
     """Generate, transform and judge everything ``items`` need, then let their graders prepare
     (e.g. batched detection). ``factory`` builds a provider from a model spec."""
@@ -89,10 +89,9 @@ def run_stages(items: Sequence[Item], store: Store, run_id: str, options: RunOpt
                                 progress=bar("attacking", "attacked texts") if attacked else None, executor=executor)
     summary = StagesSummary(generation, transforms)
     for method, model in options.judges:
-        judged = run_judges(store, get_judge(method), model_identity(model),
-                            lambda _m, _model=model: factory(_model), run_id=run_id,  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
+        judged = run_judges(store, get_judge(method), model, factory, run_id=run_id,
                             selection=subjects(store, run_id), progress=bar(f"judging ({method})", f"{method} answers"),
-                            executor=executor, spec=model)
+                            executor=executor)
         summary.judges.append((method, model, judged))
     prepare_items(items, store, key=key, timeout=options.grader_timeout)
     return summary
@@ -112,7 +111,7 @@ class StoredRun:
 
 
 def execute_run(store: Store, pack: Pack, options: RunOptions, *, argv: Sequence[str] = (),
-                make_provider: Callable[[str], Provider] | None = None) -> StoredRun:
+                make_provider: Callable[[ModelSpec], Provider] | None = None) -> StoredRun:
     """One run of ``pack`` under ``options`` in this process: :func:`run_stages`, then every
     gradable item graded, each stage reusing what the store already holds. ``tune`` and
     ``sweep`` measure a configuration with it."""

@@ -17,7 +17,7 @@ from evalrun._util.hashing import canonical_json, sha256_hex, stable_int
 from evalrun._util.specs import is_none
 from evalrun.attacks import Attack, parse_attack
 from evalrun.model.generation import GenerationRequest, GenParams, Prompt
-from evalrun.model.providers import model_revision, parse_model
+from evalrun.model.providers import ModelSpec, model_revision
 from evalrun.pack.loading import Case, Pack
 from evalrun.run.options import KEY_ENV, RunOptions, check_options
 
@@ -53,7 +53,7 @@ class Item:
     case: Case
     #: the model's identity (stored, in keys and ids); ``model_spec`` also has run-only options
     model: str
-    model_spec: str
+    model_spec: ModelSpec
     watermark: str
     attack: str
     repetition: int
@@ -92,12 +92,12 @@ class Item:
         }
 
 
-def make_items(pack: Pack, options: RunOptions, *, models: Sequence[str] | None = None) -> Iterator[Item]:
+def make_items(pack: Pack, options: RunOptions, *, models: Sequence[ModelSpec] | None = None) -> Iterator[Item]:
     """Every item of one pack under ``options`` (cases in file order, then the run axes)."""
     params = params_for(options, pack)
     params_json = canonical_json(params.as_json())
     key_fp = key_fingerprint(options.resolved_key())
-    specs = {m: parse_model(m) for m in (models or options.models)}
+    specs = list(models or options.models)
     revisions = {m: model_revision(m, pack, options) for m in specs}
     rewrites = {a: prompt_rewrite(a) for a in options.attacks}
     for case in pack.cases:
@@ -109,8 +109,8 @@ def make_items(pack: Pack, options: RunOptions, *, models: Sequence[str] | None 
         # the whole case, not just the prompt: solvers and graders read fields the prompt hides
         # (canonical_json([prompt, case]), spelled from the parts already serialized)
         key_jsons = {p: f"[{j},{case_json}]" for p, j in prompt_jsons.items()}
-        for model_spec, spec in specs.items():
-            model = spec.identity()
+        for model_spec in specs:
+            model = model_spec.identity()
             for watermark in options.watermarks:
                 wm_fp = key_fp if not is_none(watermark) else ""
                 for rep in range(options.n):

@@ -24,7 +24,7 @@ import os
 from typing import Any, Mapping, Sequence
 
 from evalrun._util.errors import EvalrunError
-from evalrun.model.providers import make_provider
+from evalrun.model.providers import ModelSpec, make_provider
 from evalrun.run.executors import Emit, Executor, ProviderFactory, Task
 
 #: chunks per actor: small enough to stream results, large enough to batch on each actor
@@ -43,7 +43,7 @@ def _import_ray() -> Any:
 class _Worker:
     """One provider (or none), built once in the actor's process; runs tasks on chunks."""
 
-    def __init__(self, model: str | None, provider_options: Mapping[str, Any]) -> None:
+    def __init__(self, model: ModelSpec | None, provider_options: Mapping[str, Any]) -> None:
         self.provider = make_provider(model, **provider_options) if model is not None else None
 
     def batch_size(self) -> int:
@@ -91,7 +91,7 @@ class RayExecutor(Executor):
         self.address = ray_address
         self.actors = max(1, int(workers))
         self.provider_options = {k: v for k, v in (provider_options or {}).items() if v is not None}
-        self._model: str | None = None
+        self._model: ModelSpec | None = None
         self._pool: list[Any] = []
 
     def _ray(self) -> Any:
@@ -104,7 +104,7 @@ class RayExecutor(Executor):
                          include_dashboard=False)
         return ray
 
-    def _workers(self, ray: Any, model: str | None) -> list[Any]:
+    def _workers(self, ray: Any, model: ModelSpec | None) -> list[Any]:
         if self._pool and (self._model == model or model is None):
             return self._pool
         self.close()
@@ -122,7 +122,7 @@ class RayExecutor(Executor):
         self._model = model
         return self._pool
 
-    def map(self, model: str | None, task: Task, inputs: Sequence[Any], sink: Emit,
+    def map(self, model: ModelSpec | None, task: Task, inputs: Sequence[Any], sink: Emit,
             make_provider: ProviderFactory) -> None:
         if not inputs:
             return

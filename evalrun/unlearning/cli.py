@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from evalrun._util.errors import EvalrunError
+from evalrun.model.providers import model_argument
 from evalrun.unlearning.data import load_owners, watermark_data
 from evalrun.unlearning.demo import run_demo
 from evalrun.watermark.registry import KEY_ENV
@@ -30,7 +31,7 @@ def watermark_data_parser() -> argparse.ArgumentParser:
                    help="Waterfall spec (default waterfall:kappa=2)")
     p.add_argument("--owners", required=True, metavar="FILE.jsonl",
                    help="one JSON object per line: id, owner (integer), text")
-    p.add_argument("--model", required=True, metavar="SPEC", help="a model with logits: embedded, hf:<dir>, ...")
+    p.add_argument("--model", required=True, metavar="SPEC", type=model_argument, help="a model with logits: embedded, hf:<dir>, ...")
     p.add_argument("--out", required=True, metavar="FILE.jsonl", help="watermarked records (appended; resumable)")
     p.add_argument("--mode", default="paraphrase", choices=("paraphrase", "continue"),
                    help="paraphrase the text (Waterfall's operator; needs an instruction model) or "

@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, cast
 
 from evalrun._util.errors import EvalrunError
 from evalrun.model.generation import GenerationRequest, GenParams, Prompt
-from evalrun.model.providers import check_model, make_provider, model_identity
+from evalrun.model.providers import ModelSpec, check_model, make_provider
 from evalrun.unlearning.keys import key_source, owner_waterfall_id
 from evalrun.watermark import parse_watermark
 
@@ -155,7 +155,7 @@ def _read_done(out: Path, header: Mapping[str, Any]) -> dict[str, dict[str, Any]
     return done
 
 
-def watermark_data(records: Sequence[Mapping[str, Any]], *, model: str, watermark: str,
+def watermark_data(records: Sequence[Mapping[str, Any]], *, model: ModelSpec, watermark: str,
                    out: str | Path, secret: str | None = None, mode: str = "paraphrase",
                    max_tokens: int = 64, temperature: float = 1.0, seed: int = 0,
                    progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
@@ -170,7 +170,7 @@ def watermark_data(records: Sequence[Mapping[str, Any]], *, model: str, watermar
                            "(e.g. waterfall:kappa=2)")
     check_model(model)
     spec = scheme.spec.canonical()
-    header = {"model": model_identity(model), "watermark": spec, "mode": mode,
+    header = {"model": model.identity(), "watermark": spec, "mode": mode,
               "key_source": key_source(secret), "max_tokens": max_tokens,
               "temperature": temperature, "seed": seed}
     out = Path(out)

@@ -36,7 +36,7 @@ from typing import Any, Callable
 from evalrun._util.errors import EvalrunError
 from evalrun.metrics import auroc
 from evalrun.model.embedded import embedded_model_path
-from evalrun.model.providers import model_identity
+from evalrun.model.providers import ModelSpec
 from evalrun.pack.loading import shipped_packs_dir
 from evalrun.store.database import Store
 from evalrun.unlearning.aggregates import Role, point_scores, summarize
@@ -200,7 +200,7 @@ def run_demo(out: Path, *, quick: bool = False, secret: str | None = None, d4: b
         def progress(done: int, total: int) -> None:
             if done == total or done % 32 == 0:
                 log(f"  watermarked {done}/{total}")
-        return watermark_data(points, model="embedded", watermark=WATERMARK,
+        return watermark_data(points, model=ModelSpec("embedded"), watermark=WATERMARK,
                               out=out / "data" / "watermarked.jsonl", secret=secret,
                               mode="continue", max_tokens=config.continuation_tokens,
                               temperature=1.0, seed=config.seed, progress=progress)
@@ -241,7 +241,7 @@ def run_demo(out: Path, *, quick: bool = False, secret: str | None = None, d4: b
                lambda: run_pack(pack, all_models, db, config, secret, n_threads))
     scores = store_scores(db)
     dup_ids = {p["id"] for p in dups}
-    ident = {p: model_identity(f"hf:{p}") for p in all_models}
+    ident = {p: ModelSpec("hf", str(p)).identity() for p in all_models}
     main_scores = {ident[p]: {s: {c: v for c, v in pts.items() if c not in dup_ids}
                               for s, pts in scores[ident[p]].items()} for p in roles}
     summary = summarize(main_scores, {ident[p]: r for p, r in roles.items()})

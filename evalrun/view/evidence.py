@@ -26,7 +26,7 @@ import numpy as np
 
 from evalrun._util.errors import EvalrunError
 from evalrun._util.specs import is_none
-from evalrun.model.providers import tokenizer_source
+from evalrun.model.providers import stored_model, tokenizer_source
 from evalrun.model.tokenization import TextTokenizer, load_tokenizer
 from evalrun.pack.grade import stored_tokens
 from evalrun.watermark.registry import parse_watermark
@@ -36,7 +36,7 @@ from evalrun.watermark.verdict import DEFAULT_THRESHOLD, first_detected_prefix
 def tokenizer_for(row: Mapping[str, Any], run: Mapping[str, Any] | None) -> TextTokenizer | str:
     """The tokenizer the result's ids came from (its model's own, else its run's
     ``--tokenizer``), or why there is none."""
-    source = tokenizer_source(row["model"], ((run or {}).get("config") or {}).get("tokenizer"))
+    source = tokenizer_source(stored_model(row["model"]), ((run or {}).get("config") or {}).get("tokenizer"))
     if not source:
         return f"no tokenizer is known for {row['model']} (its run gave no --tokenizer)"
     try:

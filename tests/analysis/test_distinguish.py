@@ -13,6 +13,7 @@ import pytest
 
 from evalrun._util.errors import EvalrunError
 from evalrun.analysis.distinguish import CLASSIFIERS, CVSettings, Fitted, MLPSettings, cross_validate
+from evalrun.model.providers import parse_model
 from evalrun.testing.chat_server import ChatServer
 
 FAST_MLP = MLPSettings(epochs=40)
@@ -138,8 +139,8 @@ def test_an_hf_encoder_embeds_like_the_provider(tmp_path: Path) -> None:
     from evalrun.model.providers import make_provider
 
     texts = ["It is a truth universally acknowledged.", "Emma Woodhouse, handsome, clever, and rich."]
-    encoder = make_provider(f"hf:{embedded_model_path()}", task="embed")
-    provider = make_provider("embedded")
+    encoder = make_provider(parse_model(f"hf:{embedded_model_path()}"), task="embed")
+    provider = make_provider(parse_model("embedded"))
     try:
         a, b = encoder.embed(texts), provider.embed(texts)
     finally:

@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from evalrun.model.providers import parse_model
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -76,7 +78,7 @@ def test_the_emoji_attack_asks_for_emojis_and_removes_them(tmp_path: Path, make_
     from evalrun.run.plan import make_items
 
     pack = load_pack(make_pack())
-    items = list(make_items(pack, RunOptions(models=("reference",), attacks=("none", "lowercase", "emoji"))))
+    items = list(make_items(pack, RunOptions(models=(parse_model("reference"),), attacks=("none", "lowercase", "emoji"))))
     by_attack = {it.attack: it for it in items if it.case.id == "c1"}
     assert by_attack["none"].gen_key == by_attack["lowercase"].gen_key != by_attack["emoji"].gen_key
     assert by_attack["emoji"].prompt.user == "Say w1\n\nWrite your answer with an emoji between every two words."

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from evalrun.judges import UNPARSED, Subject, get_judge
-from evalrun.model.providers import make_provider
+from evalrun.model.providers import make_provider, parse_model
 
 WORDS = ("river", "stone", "garden", "window", "letter", "market", "winter", "engine", "silver", "forest")
 
@@ -15,7 +15,7 @@ WORDS = ("river", "stone", "garden", "window", "letter", "market", "winter", "en
 def subject(case: int, watermark: str = "none", attack: str = "none", text: str | None = None) -> Subject:
     body = text if text is not None else f"The {WORDS[case % 10]} story number {case} was told by {watermark}."
     return Subject(item_key=f"{watermark}|{attack}|{case}", text=body, task="Write.", case_id=f"c{case}",
-                   pack="mmw_book_reports", model="embedded", watermark=watermark, attack=attack, repetition=0)
+                   pack="mmw_book_reports", model=parse_model("embedded"), watermark=watermark, attack=attack, repetition=0)
 
 
 def test_groups_pair_each_result_with_the_unwatermarked_output_of_its_case() -> None:
@@ -33,7 +33,7 @@ def test_groups_pair_each_result_with_the_unwatermarked_output_of_its_case() -> 
 
 @pytest.fixture(scope="module")
 def embedded():
-    provider = make_provider("embedded")
+    provider = make_provider(parse_model("embedded"))
     yield provider
     provider.close()
 
@@ -74,7 +74,7 @@ def test_any_provider_with_embeddings_serves_mauve_over_http() -> None:
     same = [subject(i, "kgw", text=s.text) for i, s in enumerate(base)]
     groups = judge.groups(base + same)
     with ChatServer() as server:
-        provider = make_provider("openai:embedder", base_url=server.base_url)
+        provider = make_provider(parse_model("openai:embedder"), base_url=server.base_url)
         try:
             answers = judge.answer_locally(provider, "openai:embedder", groups)
         finally:

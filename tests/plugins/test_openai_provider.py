@@ -13,7 +13,7 @@ import pytest
 
 from evalrun._util.errors import EvalrunError, SpecError
 from evalrun.model.generation import Generation, GenerationRequest, GenParams, Prompt
-from evalrun.model.providers import check_model, make_provider
+from evalrun.model.providers import check_model, make_provider, parse_model
 from evalrun.plugins.providers.openai_chat import (
     AdaptiveLimiter,
     OpenAIProvider,
@@ -396,14 +396,14 @@ def test_a_server_without_chat_template_fails_with_the_fix_in_one_line() -> None
 
 def test_an_unknown_api_is_refused_by_name() -> None:
     with pytest.raises(EvalrunError, match="api='legacy' is not one of chat, completions"):
-        check_model("openai:m?api=legacy")
+        check_model(parse_model("openai:m?api=legacy"))
 
 
 def test_kind_reads_the_model_and_its_options_from_the_spec() -> None:
-    provider = make_provider("openai:gpt-4o-mini?max_retries=2", base_url="http://127.0.0.1:9/v1",
+    provider = make_provider(parse_model("openai:gpt-4o-mini?max_retries=2"), base_url="http://127.0.0.1:9/v1",
                              concurrency=3, unrelated_option=True)
     assert provider.model == "gpt-4o-mini" and provider.spec == "openai:gpt-4o-mini"
     assert provider.concurrency == 3 and provider.base_url == "http://127.0.0.1:9/v1"
     assert provider.max_retries == 2
     with pytest.raises(SpecError, match="openai needs an argument"):
-        make_provider("openai", base_url="http://127.0.0.1:9/v1")
+        make_provider(parse_model("openai"), base_url="http://127.0.0.1:9/v1")

@@ -17,6 +17,7 @@ import pytest
 from evalrun._util.errors import EvalrunError, SpecError
 from evalrun._util.specs import parse_spec
 from evalrun.model.generation import GenerationRequest, GenParams, Prompt
+from evalrun.model.providers import parse_model
 from evalrun.plugins.providers.vllm import VLLMProvider, make_vllm_provider
 
 
@@ -307,10 +308,10 @@ def test_device_must_match_the_installed_build(fake_vllm):
 def test_options_through_the_model_spec_grammar(fake_vllm, monkeypatch):
     """``vllm:<path>?key=value&...`` and ``--model-arg vllm:key=value`` reach the engine, are
     checked before the store exists (``check_model``), and only dtype/device are identity."""
-    from evalrun.model.providers import check_model, make_provider, model_revision, parse_model
+    from evalrun.model.providers import check_model, make_provider, model_revision
 
     cpu_platform(fake_vllm)
-    make_provider("vllm:embedded?max_model_len=512&enforce_eager=false&kv_cache_space=2")
+    make_provider(parse_model("vllm:embedded?max_model_len=512&enforce_eager=false&kv_cache_space=2"))
     kwargs = FakeLLM.instances[-1].kwargs
     assert kwargs["max_model_len"] == 512 and kwargs["enforce_eager"] is False
     spec = parse_model("vllm:embedded?dtype=bfloat16", {"vllm": {"gpu_memory_utilization": "0.5"}})
@@ -324,10 +325,10 @@ def test_options_through_the_model_spec_grammar(fake_vllm, monkeypatch):
             ("vllm:embedded?dtype=float64", "dtype='float64': expected one of auto,"),
             ("vllm:/no/such/dir", "no such model directory")]:
         with pytest.raises(EvalrunError, match=message):
-            check_model(text)
-    check_model("vllm:embedded?max_model_len=1024&kv_cache_space=1")
+            check_model(parse_model(text))
+    check_model(parse_model("vllm:embedded?max_model_len=1024&kv_cache_space=1"))
     # vllm:embedded is the embedded model: same weights, same revision in cache keys
-    assert model_revision("vllm:embedded", None, None) == model_revision("embedded", None, None) != ""
+    assert model_revision(parse_model("vllm:embedded"), None, None) == model_revision(parse_model("embedded"), None, None) != ""
 
 
 # ------------------------------------------------------------------ import and start failures

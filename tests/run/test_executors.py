@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 import pytest
 
+from evalrun.model.providers import ModelSpec
 from evalrun.run.executors import EXECUTORS, Emit, LocalExecutor, ProviderFactory, Task
 from evalrun.run.ray_executor import chunk_size
 
@@ -17,10 +18,10 @@ class Recording(LocalExecutor):
 
     calls: list[tuple[str | None, str, int]] = []
 
-    def map(self, model: str | None, task: Task, inputs: Sequence[Any], sink: Emit,
+    def map(self, model: ModelSpec | None, task: Task, inputs: Sequence[Any], sink: Emit,
             make_provider: ProviderFactory) -> None:
         name = getattr(getattr(task, "func", task), "__name__", "?")
-        Recording.calls.append((model, name, len(inputs)))
+        Recording.calls.append((None if model is None else str(model), name, len(inputs)))
         super().map(model, task, inputs, sink, make_provider)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from evalrun.model.generation import GenerationRequest
-from evalrun.model.providers import make_provider
+from evalrun.model.providers import make_provider, parse_model
 from evalrun.pack.loading import load_pack
 from evalrun.run.executors import LocalExecutor
 from evalrun.run.options import RunOptions
@@ -37,7 +37,7 @@ def test_requests_reach_the_provider_in_the_same_order_whatever_the_item_order(t
                                                                                make_pack) -> None:
     pack = load_pack(make_pack(cases=[{"id": f"c{i:02d}", "word": f"w{i}", "kind": "ab"[i % 2]}
                                       for i in range(12)]))
-    options = RunOptions(models=("reference",), watermarks=("none", "kgw"), n=2, key="k")
+    options = RunOptions(models=(parse_model("reference"),), watermarks=("none", "kgw"), n=2, key="k")
     items = list(make_items(pack, options))
     assert len(items) == 48
     orders = []
@@ -63,13 +63,13 @@ def test_keys_and_stored_forms_are_those_of_the_documented_formula(make_pack) ->
     from evalrun.run.plan import key_fingerprint, params_for
 
     pack = load_pack(make_pack(cases=[{"id": "c1", "word": "naïve \"quoted\" ünïcode", "kind": "a"}]))
-    options = RunOptions(models=("reference",), watermarks=("none", "kgw"), attacks=("none", "emoji"), key="k")
+    options = RunOptions(models=(parse_model("reference"),), watermarks=("none", "kgw"), attacks=("none", "emoji"), key="k")
     items = list(make_items(pack, options))
     assert len(items) == 4
     for it in items:
         wm_fp = "" if it.watermark == "none" else key_fingerprint("k")
         assert it.gen_key == sha256_hex("gen", pack.name, it.case.id, it.model,
-                                        model_revision("reference", pack, options),
+                                        model_revision(parse_model("reference"), pack, options),
                                         canonical_json(params_for(options, pack).as_json()), it.watermark, wm_fp,
                                         it.repetition, canonical_json([it.prompt.as_json(), it.case.data]))
         assert it.item_key == sha256_hex("item", it.gen_key, it.attack)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from evalrun.model.providers import make_provider
+from evalrun.model.providers import make_provider, parse_model
 from evalrun.pack.loading import load_pack
 from evalrun.run.options import RunOptions
 from evalrun.run.plan import make_items, unique_generations
@@ -20,7 +20,7 @@ from evalrun.store.database import Store
 
 def _items(make_pack, attacks: tuple[str, ...], n: int = 1) -> list:
     pack = load_pack(make_pack(cases=[{"id": f"c{i}", "word": f"w{i}", "kind": "a"} for i in range(4)]))
-    return list(make_items(pack, RunOptions(models=("reference",), watermarks=("none", "kgw"),
+    return list(make_items(pack, RunOptions(models=(parse_model("reference"),), watermarks=("none", "kgw"),
                                             attacks=attacks, n=n, key="k")))
 
 

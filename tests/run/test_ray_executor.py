@@ -16,6 +16,8 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from evalrun.model.providers import parse_model  # noqa: E402
+
 COLUMNS = ("pack, case_id, model, params_json, watermark, attack, repetition, prompt_json, "
            "raw_output, output_tokens_json, score, label, reason, error, item_key, gen_key")
 
@@ -148,7 +150,7 @@ def test_actors_holding_a_model_ask_ray_for_their_gpu_share(cluster, monkeypatch
     executor = RayExecutor(workers=2)
     got: dict = {}
     try:
-        executor.map("reference", where, list(range(16)), got.__setitem__, None)
+        executor.map(parse_model("reference"), where, list(range(16)), got.__setitem__, None)
         assert ray.available_resources().get("GPU", 0) == 0  # two halves held
     finally:
         executor.close()
@@ -159,10 +161,10 @@ def test_actors_holding_a_model_ask_ray_for_their_gpu_share(cluster, monkeypatch
     monkeypatch.setenv("EVALRUN_RAY_GPUS_PER_ACTOR", "1")
     with pytest.raises(EvalrunError, match=r"2 actors x EVALRUN_RAY_GPUS_PER_ACTOR=1 ask for 2 "
                                            r"GPUs; the Ray cluster has 1"):
-        RayExecutor(workers=2).map("reference", where, [1], got.__setitem__, None)
+        RayExecutor(workers=2).map(parse_model("reference"), where, [1], got.__setitem__, None)
     monkeypatch.setenv("EVALRUN_RAY_GPUS_PER_ACTOR", "half")
     with pytest.raises(EvalrunError, match="EVALRUN_RAY_GPUS_PER_ACTOR='half': expected a number"):
-        RayExecutor(workers=2).map("reference", where, [1], got.__setitem__, None)
+        RayExecutor(workers=2).map(parse_model("reference"), where, [1], got.__setitem__, None)
 
 
 def test_unknown_executor_is_refused(tmp_path: Path, make_pack) -> None:

@@ -12,6 +12,7 @@ from typing import Sequence
 import pytest
 
 from evalrun.model.generation import Generation, GenerationRequest
+from evalrun.model.providers import parse_model
 from evalrun.pack.loading import load_pack
 from evalrun.run.executors import Executor
 from evalrun.run.options import RunOptions
@@ -47,7 +48,7 @@ class Scripted(Executor):
 
 def _items(make_pack, n: int) -> list:
     pack = load_pack(make_pack(cases=[{"id": f"c{i:02d}", "word": f"w{i}", "kind": "a"} for i in range(n)]))
-    return list(make_items(pack, RunOptions(models=("reference",))))
+    return list(make_items(pack, RunOptions(models=(parse_model("reference"),))))
 
 
 def test_fast_generations_are_grouped_yet_all_stored_at_the_end(tmp_path: Path, make_pack) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from evalrun._util.errors import EvalrunError
+from evalrun.model.providers import parse_model
 from evalrun.unlearning.data import case_of, load_owners, prompt_of, shipped_owners_path, similarity, watermark_data
 from evalrun.watermark.schemes.waterfall import Waterfall
 
@@ -51,7 +52,7 @@ def test_watermark_data_continue_mode_verifies_and_resumes(tmp_path: Path) -> No
     out = tmp_path / "wm.jsonl"
     # one row per batch: a resumed run regenerates fewer rows together, and another batch
     # rounds logits differently (a draw near a CDF edge could go the other way)
-    kw = dict(model="embedded?batch_size=1", watermark="waterfall:kappa=2", out=out, mode="continue",
+    kw = dict(model=parse_model("embedded?batch_size=1"), watermark="waterfall:kappa=2", out=out, mode="continue",
               max_tokens=24, seed=3)
     lines = watermark_data(records, **kw)
     assert [line["id"] for line in lines] == [r["id"] for r in records]
@@ -82,7 +83,7 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
     root = tmp_path_factory.mktemp("wd")
     records = load_owners(owners_file(root))
-    points = watermark_data(records, model="embedded", watermark="waterfall:kappa=2",
+    points = watermark_data(records, model=parse_model("embedded"), watermark="waterfall:kappa=2",
                             out=root / "wm.jsonl", mode="continue", max_tokens=16, seed=0)
     forget = [p for p in points if p["owner"] == 0]
     retain = [p for p in points if p["owner"] != 0]

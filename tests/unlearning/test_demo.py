@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from evalrun.model.providers import parse_model
 from evalrun.report.unlearning import write_report
 from evalrun.unlearning.demo import FRACTIONS, DemoConfig, run_demo
 from evalrun.unlearning.finetune import TrainConfig
@@ -86,7 +87,7 @@ def test_paraphrase_mode_queries_the_watermarked_text(tmp_path: Path) -> None:
     from evalrun.unlearning.data import PROMPT_WORDS, watermark_data
 
     rec = {"id": "p", "owner": 1, "text": " ".join(f"w{i}" for i in range(30))}
-    line = watermark_data([rec], model="embedded", watermark="waterfall:kappa=2",
+    line = watermark_data([rec], model=parse_model("embedded"), watermark="waterfall:kappa=2",
                           out=tmp_path / "p.jsonl", mode="paraphrase", max_tokens=40, seed=1)[0]
     words = line["text"].split()
     assert line["mode"] == "paraphrase" and line["completion_token_ids"] is None

@@ -17,13 +17,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from evalrun.model.generation import Generation, GenerationRequest, Provider
-from evalrun.run.executors import Executor, LocalExecutor
+from evalrun.model.generation import Generation, GenerationRequest
+from evalrun.model.providers import ModelSpec
+from evalrun.run.executors import Executor, LocalExecutor, ProviderFactory
 from evalrun.run.plan import Item, unique_generations
 from evalrun.store.commit_batch import CommitBatch
 from evalrun.store.database import HAS_OUTPUT, Store, utc_now
 
-ProviderFactory = Callable[[str], Provider]
 Progress = Callable[[int, int], None]
 
 
@@ -80,7 +80,7 @@ def run_generation(items: Sequence[Item], store: Store, run_id: str, make_provid
 
     with CommitBatch[Mapping[str, Any]](lambda rows: store.store_generation(rows, run_id),
                                         budget_ms=commit_ms) as batch:
-        pending: dict[str, list[tuple[Item, list[Item]]]] = {}
+        pending: dict[ModelSpec, list[tuple[Item, list[Item]]]] = {}
         for gen_key, group in unique_generations(items).items():
             missing = [it for it in group if it.item_key not in done]
             if not missing:
@@ -120,7 +120,7 @@ def run_generation(items: Sequence[Item], store: Store, run_id: str, make_provid
 
             start = time.perf_counter()
             (executor or LocalExecutor()).generate(model, requests, sink, make_provider)
-            summary.per_model_seconds[model] = time.perf_counter() - start
+            summary.per_model_seconds[str(model)] = time.perf_counter() - start
     return summary
 
 

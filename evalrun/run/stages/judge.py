@@ -22,10 +22,9 @@ from evalrun._util.hashing import canonical_json, sha256_hex
 from evalrun._util.specs import is_none
 from evalrun.judges import UNPARSED, Judge, Subject
 from evalrun.model.generation import Generation, GenerationRequest, Provider
-from evalrun.run.executors import Emit, Executor, LocalExecutor
+from evalrun.model.providers import ModelSpec
+from evalrun.run.executors import Emit, Executor, LocalExecutor, ProviderFactory
 from evalrun.store.database import Store, utc_now
-
-ProviderFactory = Callable[[str], Provider]
 
 
 @dataclass
@@ -101,14 +100,14 @@ def judgement_key(judge_model: str, judge: Judge, prompt_json: str, item_keys: S
     return sha256_hex("judge", judge_model, judge.method, canonical_json(list(item_keys)), prompt_json)
 
 
-def run_judges(store: Store, judge: Judge, judge_model: str, make_provider: ProviderFactory, *,
+def run_judges(store: Store, judge: Judge, spec: ModelSpec, make_provider: ProviderFactory, *,
                run_id: str | None, selection: Sequence[Subject], retry_unparsed: bool = False,
-               progress: Callable[[int, int], None] | None = None, executor: Executor | None = None,
-               spec: str | None = None) -> JudgeSummary:
-    """Ask ``judge_model`` every question ``judge`` makes of ``selection`` that has no stored
-    answer; store each answer as it arrives. Never raises for one failed call. ``executor``
-    asks the questions (default: in this process) with the provider of ``spec``, the judge
-    model's full spec (default ``judge_model``)."""
+               progress: Callable[[int, int], None] | None = None,
+               executor: Executor | None = None) -> JudgeSummary:
+    """Ask the judge model ``spec`` every question ``judge`` makes of ``selection`` that has no
+    stored answer; store each answer, under the model's identity, as it arrives. Never raises
+    for one failed call. ``executor`` asks the questions (default: in this process)."""
+    judge_model = spec.identity()
     summary = JudgeSummary()
     questions: dict[str, tuple[tuple[Subject, ...], Any, str]] = {}
     pending: set[str] = set()
@@ -169,11 +168,11 @@ def run_judges(store: Store, judge: Judge, judge_model: str, make_provider: Prov
                 if wanted:  # the others were answered before, in this same company
                     store_answer(question.request, gen)
 
-        executor.map(spec or judge_model, partial(score_task, judge, judge_model), chunks, store_chunk,
+        executor.map(spec, partial(score_task, judge, judge_model), chunks, store_chunk,
                      make_provider)
     else:
         asked = [Question(request(k), questions[k][0]) for k in questions if k in pending]
-        executor.map(spec or judge_model, ask_task, asked, lambda q, gen: store_answer(q.request, gen),
+        executor.map(spec, ask_task, asked, lambda q, gen: store_answer(q.request, gen),
                      make_provider)
     summary.seconds = time.perf_counter() - start
     return summary

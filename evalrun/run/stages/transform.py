@@ -30,11 +30,11 @@ from evalrun._util.errors import EvalrunError
 from evalrun._util.hashing import sha256_hex
 from evalrun._util.specs import is_none
 from evalrun.attacks import ModelAttack, parse_attack
-from evalrun.model.generation import Generation, Provider
-from evalrun.model.providers import model_revision, tokenizer_source
+from evalrun.model.generation import Generation
+from evalrun.model.providers import ModelSpec, model_revision, tokenizer_source
 from evalrun.model.tokenization import TextTokenizer, load_tokenizer
 from evalrun.pack.grade import REFERENCE_TRANSFORM, reference_text
-from evalrun.run.executors import Executor, LocalExecutor
+from evalrun.run.executors import Executor, LocalExecutor, ProviderFactory
 from evalrun.run.options import RunOptions
 from evalrun.run.plan import Item
 from evalrun.run.stages.transform_tasks import (
@@ -48,7 +48,6 @@ from evalrun.store.database import HAS_OUTPUT, Store, transform_key, utc_now
 
 __all__ = ["TOKENS_ONLY", "TransformSummary", "attack_seed", "run_transforms"]
 
-ProviderFactory = Callable[[str], Provider]
 Progress = Callable[[int, int], None]
 #: the transform of an unattacked output that only adds token ids
 TOKENS_ONLY = "none"
@@ -82,13 +81,13 @@ class _Tokens:
 
     def __init__(self, options: RunOptions) -> None:
         self.options = options
-        self._cache: dict[str, TextTokenizer | str] = {}
-        self._external: dict[str, int | None] = {}
+        self._cache: dict[ModelSpec, TextTokenizer | str] = {}
+        self._external: dict[ModelSpec, int | None] = {}
 
-    def source(self, model: str) -> str | None:
+    def source(self, model: ModelSpec) -> str | None:
         return tokenizer_source(model, self.options.tokenizer)
 
-    def external_vocab(self, model: str) -> int | None:
+    def external_vocab(self, model: ModelSpec) -> int | None:
         """The vocabulary size of ids from the run's ``--tokenizer`` (None for a model whose
         own tokenizer evalrun has, whose outputs record their model's size); once per model."""
         if model not in self._external:
@@ -98,18 +97,18 @@ class _Tokens:
                                      else self.options.vocab_size or tok.vocab_size)
         return self._external[model]
 
-    def identity(self, model: str) -> str:
+    def identity(self, model: ModelSpec) -> str:
         """What besides the text decides the ids of an external tokenizer (its fingerprint and
         vocabulary), for the transform's key: another ``--tokenizer`` gives other ids."""
         vocab = self.external_vocab(model)
         tok = self._load(model)
         return "" if vocab is None or isinstance(tok, str) else f"tokenizer={tok.fingerprint};vocab_size={vocab}"
 
-    def _load(self, model: str) -> TextTokenizer | str:
+    def _load(self, model: ModelSpec) -> TextTokenizer | str:
         if model not in self._cache:
             source = self.source(model)
             if source is None:
-                self._cache[model] = (f"no tokenizer for {model}: pass --tokenizer PATH (a local directory "
+                self._cache[model] = (f"no tokenizer for {model.identity()}: pass --tokenizer PATH (a local directory "
                                       "with the model's tokenizer) to get token ids")
             else:
                 try:
@@ -118,7 +117,7 @@ class _Tokens:
                     self._cache[model] = str(exc)
         return self._cache[model]
 
-    def encode(self, model: str, stored_hash: str | None, text: str) -> tuple[list[int] | None, str | None, str | None]:
+    def encode(self, model: ModelSpec, stored_hash: str | None, text: str) -> tuple[list[int] | None, str | None, str | None]:
         """(ids, fingerprint, note): ids None with a note saying why."""
         tok = self._load(model)
         if isinstance(tok, str):
@@ -145,14 +144,14 @@ def run_transforms(items: Sequence[Item], store: Store, run_id: str, options: Ru
         if row is None:
             continue
         if is_none(item.attack):
-            if row["output_tokens_json"] is not None or tokens.source(item.model) is None:
+            if row["output_tokens_json"] is not None or tokens.source(item.model_spec) is None:
                 continue
             attack_text, revision = TOKENS_ONLY, ""
         else:
             attack_text = item.attack
             attack = parse_attack(item.attack)
             revision = model_revision(attack.model, item.pack, options) if isinstance(attack, ModelAttack) else ""
-        identity = tokens.identity(item.model)
+        identity = tokens.identity(item.model_spec)
         if identity:
             revision = f"{revision}|{identity}"
         key = transform_key(item.gen_key, attack_text, revision)
@@ -180,8 +179,8 @@ def run_transforms(items: Sequence[Item], store: Store, run_id: str, options: Ru
         nonlocal finished
         ids = fingerprint = note = None
         if text is not None:
-            ids, fingerprint, note = tokens.encode(job.item.model, job.row["tokenizer_hash"], text)
-            vocab = tokens.external_vocab(job.item.model)
+            ids, fingerprint, note = tokens.encode(job.item.model_spec, job.row["tokenizer_hash"], text)
+            vocab = tokens.external_vocab(job.item.model_spec)
             if ids is not None and vocab is not None:
                 extra = {**(extra or {}), "vocab_size": vocab}
         store.store_transform({
@@ -232,16 +231,16 @@ def _store_references(items: Sequence[Item], rows: Mapping[str, Mapping[str, Any
         text = reference_text(item.case.data)
         row = rows.get(item.item_key)
         if (text is None or row is None or is_none(item.watermark) or not item.pack.grader_reads_context
-                or tokens.source(item.model) is None):
+                or tokens.source(item.model_spec) is None):
             continue
-        revision = f"{sha256_hex(text)}|{tokens.identity(item.model)}"
+        revision = f"{sha256_hex(text)}|{tokens.identity(item.model_spec)}"
         wanted.setdefault(transform_key(item.gen_key, REFERENCE_TRANSFORM, revision), (item, row, text))
     done = store.transforms(wanted)
     for key, (item, row, text) in wanted.items():
         if key in done:
             continue
-        ids, fingerprint, note = tokens.encode(item.model, row["tokenizer_hash"], text)
-        vocab = tokens.external_vocab(item.model)
+        ids, fingerprint, note = tokens.encode(item.model_spec, row["tokenizer_hash"], text)
+        vocab = tokens.external_vocab(item.model_spec)
         extra = {"vocab_size": vocab} if ids is not None and vocab is not None else None
         store.store_transform({
             "transform_key": key, "gen_key": item.gen_key, "attack": REFERENCE_TRANSFORM, "seed": None,

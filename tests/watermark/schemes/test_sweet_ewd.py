@@ -27,6 +27,7 @@ from evalrun.watermark.schemes.entropy_green import EntropyGreenScheme
 sys.path.insert(0, str(Path(__file__).parent))
 from markllm_model import DATA, ReferenceLogits  # noqa: E402
 
+from evalrun.model.providers import parse_model  # noqa: E402
 from evalrun.testing.float_drift import assert_clear_of, assert_within, clear_of, float32_bound  # noqa: E402
 
 torch = pytest.importorskip("torch")
@@ -332,7 +333,7 @@ def test_detect_cli_reads_the_model_and_prints_markllm_score(tmp_path: Path, log
         record = json.loads(out.getvalue())
         scheme = parse_watermark(name)
         assert scheme is not None
-        want = scheme.detect(ids, KEY, 8192, logits=token_logits.model_logits("embedded"))
+        want = scheme.detect(ids, KEY, 8192, logits=token_logits.model_logits(parse_model("embedded")))
         assert record["id"] == "a" and record["p_value"] == want.p_value  # vocab from the model: 8192
         assert KEY not in out.getvalue() + err.getvalue()
     # compat mode at V=1000 with the reference model stands in for --model
