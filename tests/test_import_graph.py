@@ -211,7 +211,7 @@ def test_docs_layout_states_what_the_code_does() -> None:
 #: downstream (every function past these takes the ModelSpec)
 PARSE_MODEL_SITES = {
     "evalrun.run.options": "a run's --model and --judge specs: the command line, pytest's twins, "
-                           "[tool.evalrun] and a pack's defaults",
+                           "[tool.evalrun] and the command's default model",
     "evalrun.attacks.model": "the model named inside a model attack's spec (--attack paraphrase:<model>)",
     "evalrun.model.providers": "model_argument, the type of a command's own model option, and stored_model, "
                                "a spec read back from a store",

@@ -364,7 +364,7 @@ def parse_judge(text: str) -> tuple[str, ModelSpec]:
 
 def model_specs(texts: Iterable[str], model_args: Mapping[str, Mapping[str, str]] | None = None) -> list[ModelSpec]:
     """The model specs a run names (``--model``, ``--judge``'s model, pytest's twins,
-    ``[tool.evalrun]`` and a pack's defaults), parsed once here and passed down as values;
+    ``[tool.evalrun]``, the command's default model), parsed once here and passed down as values;
     ``--model-arg`` options fill what a spec leaves unset."""
     return [parse_model(text, model_args) for text in texts]
 
