@@ -41,6 +41,7 @@ from evalrun.metrics.tamper import DEFAULT_MIN_QUALITY
 from evalrun.report import benchmark_charts as charts
 from evalrun.report.data import Result
 from evalrun.report.document import Block, Figure, Paragraph, Section, Table
+from evalrun.watermark.verdict import DEFAULT_SIZE_RULE
 
 NA = "n/a"
 CHART_NAMES = ("watermark_size.png", "tamper_resistance.png", "attacks.png", "size_quality.png")
@@ -48,6 +49,8 @@ CHART_NAMES = ("watermark_size.png", "tamper_resistance.png", "attacks.png", "si
 Key = tuple[str, str, str]
 #: a record's params (``{"quality": "rating"}``); None or {} for a record without
 Params = Mapping[str, "str | float"]
+#: the params of the sizes the report shows (the default, sequentially valid size rule)
+SIZE: Params = {"size_rule": DEFAULT_SIZE_RULE}
 
 
 # -- formatting: the one way a record's number becomes a cell ------------------------------
@@ -206,7 +209,7 @@ def quality_note(p: PackData) -> str:
 def summary_table(packs: Sequence[PackData], recs: Records) -> Table:
     """MarkMyWords Table V's columns per (model, watermark), unattacked texts."""
     headers = ["pack", "model", "watermark", "quality source"]
-    for name in ("quality", "quality degradation", "watermark size E (tokens)", "tamper resistance R",
+    for name in ("quality", "quality degradation", "watermark size E (tokens)", "size FPR", "tamper resistance R",
                  "detection rate", "FPR", "ROC AUC"):
         headers += [name, ci_header(name)]
     rows = []
@@ -216,10 +219,11 @@ def summary_table(packs: Sequence[PackData], recs: Records) -> Table:
             quality = recs.cells(p.name, "quality", model, wm, "none", q) if q else [NA, NA]
             row = [p.name, model, "none (unwatermarked)" if is_none(wm) else wm, _source_cell(p), *quality]
             if is_none(wm):
-                rows.append(row + [NA] * 12)
+                rows.append(row + [NA] * 14)
                 continue
             row += recs.cells(p.name, "quality_degradation", model, wm, "none", q) if q else [NA, NA]
-            row += recs.cells(p.name, "watermark_size", model, wm, "none")
+            row += recs.cells(p.name, "watermark_size", model, wm, "none", SIZE)
+            row += recs.cells(p.name, "size_false_positive_rate", model, wm, "none", SIZE)
             row += recs.cells(p.name, "tamper_resistance", model, wm, ALL_ATTACKS, q) if q else [NA, NA]
             row += recs.cells(p.name, "detection_rate", model, wm, "none")
             row += recs.cells(p.name, "false_positive_rate", model, wm, "none")
@@ -228,7 +232,10 @@ def summary_table(packs: Sequence[PackData], recs: Records) -> Table:
     return Table(id="benchmark-summary", headers=headers, rows=rows, caption=(
         "Per model and watermark, without attack (MarkMyWords Table V's metrics): mean quality (its relative "
         "loss against the unwatermarked texts), watermark size E (median of tokens to the first "
-        "detected prefix; ∞ when most texts are never detected, null in metrics.json), tamper resistance R "
+        f"detected prefix under the {DEFAULT_SIZE_RULE} rule, which gives an unwatermarked text a finite size with "
+        "probability at most the detection threshold; ∞ when most texts are never detected, null in "
+        "metrics.json), size FPR (the unwatermarked texts of the same prompts that get a finite size under "
+        "this detector and rule), tamper resistance R "
         "over the attacks (paraphrases left out), detection rate, false-positive rate of unwatermarked texts "
         "under this watermark's detector, ROC AUC of -log10 p. Rates: Wilson 95%; the rest: bootstrap 95%."))
 
@@ -303,13 +310,15 @@ def size_table(packs: Sequence[PackData], recs: Records) -> Table:
                              fmt(rec.metric, rec.value), fmt_ci(rec.metric, rec.ci_low, rec.ci_high)])
     return Table(id="benchmark-size", headers=["pack", "model", "watermark", "temperature", "texts",
                                                "watermark size E (tokens)", ci_header("watermark size E (tokens)")],
-                 rows=rows, caption="Unattacked watermarked texts; ∞: more than half never detected.")
+                 rows=rows, caption=(f"Unattacked watermarked texts, size rule {DEFAULT_SIZE_RULE}; ∞: more than "
+                                     "half never detected."))
 
 
 def _size_records(recs: Records, pack: str, model: str, wm: str) -> list[tuple[str, MetricRecord]]:
     """(temperature as shown, record) of the per-temperature sizes, coolest first."""
     found = [r for r in recs.all if (r.pack, r.metric, r.model, r.watermark, r.attack)
-             == (pack, "watermark_size", model, wm, "none") and "temperature" in r.params]
+             == (pack, "watermark_size", model, wm, "none") and "temperature" in r.params
+             and r.params.get("size_rule") == DEFAULT_SIZE_RULE]
     found.sort(key=lambda r: float(r.params["temperature"]))
     return [(f"{float(r.params['temperature']):g}", r) for r in found]
 
@@ -370,6 +379,19 @@ def tamper_table(items: Sequence[Tamper], packs: Sequence[PackData], recs: Recor
             "rate) points with (0, 0) and (1, 1) (MarkMyWords IV-C); paraphrase attacks are left out, "
             "translations kept. The best attack is the one with the lowest detection rate among those "
             "keeping at least 80% of the unattacked quality (Fig. 3's dashed lines)."))
+
+
+def saturation_notes(items: Sequence[Tamper]) -> list[Block]:
+    """One sentence per saturated R (the record's ``saturated`` param): 1 because the suite
+    removed too little, not because the scheme resists tampering."""
+    out: list[Block] = []
+    for t in items:
+        if t.record.params.get("saturated") is True:
+            out.append(Paragraph(
+                f"{t.watermark} on {t.model} ({t.pack}): R is 1 because no attack of this suite lowered detection "
+                "below the quality it kept (every point lies on or above the diagonal), not because the scheme "
+                "resists tampering; stronger attacks are needed to measure it."))
+    return out
 
 
 def attacks_table(packs: Sequence[PackData], recs: Records) -> Table:
@@ -473,7 +495,7 @@ def _size_quality_panels(packs: Sequence[PackData], recs: Records) -> list[chart
         points = []
         for model, wm in p.systems:
             quality = recs.get(p.name, "quality", model, wm, "none", p.quality)
-            size = recs.get(p.name, "watermark_size", model, wm, "none")
+            size = recs.get(p.name, "watermark_size", model, wm, "none", SIZE)
             if is_none(wm) or quality is None or quality.value is None or size is None or size.value is None:
                 continue
             r = recs.get(p.name, "tamper_resistance", model, wm, ALL_ATTACKS, p.quality)
@@ -531,6 +553,7 @@ def sections(packs: dict[str, list[Result]], records: Iterable[MetricRecord], ou
     found = tampers(judged, recs)
     if found:
         tamper_blocks.append(tamper_table(found, data, recs))
+        tamper_blocks += saturation_notes(found)
         charts.tamper_resistance([t.panel for t in found], out / "tamper_resistance.png")
         tamper_blocks.append(_figure("tamper_resistance.png",
                                      "quality retention against detection rate per attack, the lower convex "

@@ -81,9 +81,16 @@ class MetricRecord:
         return params_key(self.params)
 
 
+#: params that describe a record rather than tell it apart from others: how its interval was
+#: made (``interval``), whether it saturates and why (``saturated``). Not part of
+#: :func:`params_key`, so a reader finds ``{"quality": "mauve"}`` whatever its notes say.
+NOTES = frozenset({"interval", "saturated"})
+
+
 def params_key(params: Mapping[str, str | float] | None) -> tuple[tuple[str, str | float], ...]:
-    """A params dict as a sorted tuple of items: how records are indexed and compared."""
-    return tuple(sorted((params or {}).items()))
+    """A params dict as a sorted tuple of items, :data:`NOTES` left out: how records are
+    indexed and compared."""
+    return tuple(sorted((k, v) for k, v in (params or {}).items() if k not in NOTES))
 
 
 _NUMBERS = ("value", "ci_low", "ci_high")
@@ -178,8 +185,10 @@ def record(pack: str, metric: str, est: stats.Estimate, n: int, model: str, wate
            attack: str, *, params: Mapping[str, str | float] | None = None) -> MetricRecord:
     """One record from an estimate (NaN -> None): the one constructor every builder uses.
     ``metric`` is a bare name; its dimensions go in ``params``, whose values must be text or
-    finite numbers (metrics.json holds them as they are)."""
+    finite numbers (metrics.json holds them as they are); a :data:`NOTES` param may be a flag."""
     for key, v in (params or {}).items():
+        if isinstance(v, bool) and key in NOTES:
+            continue  # a flag such as ``saturated``
         if isinstance(v, bool) or not isinstance(v, (str, int, float)) or (
                 isinstance(v, float) and not math.isfinite(v)):
             raise ValueError(f"metric {metric!r}: param {key!r} must be text or a finite number, got {v!r}")

@@ -13,10 +13,13 @@ Per group (one pack, model, watermark, attack; :data:`~evalrun.metrics.aggregate
 
 * ``detection_rate`` -- watermarked texts with ``p <= threshold`` (Wilson 95%);
 * ``watermark_size`` -- MarkMyWords IV-B, the median of per-text sizes (tokens to the
-  first detected prefix, never detected = +inf), bootstrap 95% over texts. When more than half
-  of the texts are never detected the size is +inf, which metrics.json writes as ``null`` (JSON
-  has no infinity; the report shows ∞). ``watermark_size`` with params ``{"temperature": T}``
-  is the same over the texts sampled at temperature T (MarkMyWords Fig. 1);
+  first detected prefix, never detected = +inf), bootstrap 95% over texts, one record per size
+  rule (params ``{"size_rule": R}``; :mod:`evalrun.watermark.verdict`: ``alpha_spending``, the
+  default, keeps an unwatermarked text's chance of any finite size at most the threshold;
+  ``first_crossing`` is MarkMyWords' rule). When more than half of the texts are never
+  detected the size is +inf, which metrics.json writes as ``null`` (JSON has no infinity; the
+  report shows ∞). With params ``{"size_rule": R, "temperature": T}`` it is the same over the
+  texts sampled at temperature T (MarkMyWords Fig. 1);
 * ``mean_tokens_scored`` -- mean tokens the detector scored per text (bootstrap 95%);
 * ``false_positive_rate`` -- unwatermarked texts detected anyway, one record per detector
   spec, with that spec in the record's ``watermark`` field (the group's is ``none``);
@@ -29,6 +32,10 @@ Per group (one pack, model, watermark, attack; :data:`~evalrun.metrics.aggregate
 
 Across groups (:data:`~evalrun.metrics.aggregates.SELECTION_AGGREGATES`), per pack and model:
 
+* ``size_false_positive_rate`` (params ``{"size_rule": R}``) -- per watermark and attack: the
+  share of the unwatermarked texts of the same model and attack that get a finite size under
+  that watermark's detector and rule R (Wilson 95%); what "E at the threshold's FPR" promises.
+  Under ``alpha_spending`` it is at most the threshold in expectation;
 * ``roc_auc`` and ``tpr_at_fpr`` (params ``{"fpr": 0.01}`` / ``{"fpr": 0.02}``) -- per
   watermark and attack: the
   watermarked texts' ``-log10 p`` (positives) against the unwatermarked texts' ``-log10 p``
@@ -50,7 +57,10 @@ The quality records below carry params ``{"quality": <source>}``:
   text's quality with its detection, so it uses the graded texts that have a quality answer
   (with MAUVE every text of a group carries the group's score, as in MarkMyWords, so the
   interval resamples detections only; a ratio of two MAUVE scores takes its interval from
-  the spread of their bootstrap replicates' ratios);
+  the spread of their bootstrap replicates' ratios). Params ``{"quality": source,
+  "saturated": true|false}``: saturated when every attack's detection rate is at least its
+  quality retention, so the hull is the diagonal and R = 1 says only that the attacks
+  removed too little (:meth:`TamperInputs.saturated`);
 * ``best_attack`` -- the attack with the lowest detection rate among those keeping
   >= 80% quality retention (MarkMyWords Fig. 3), in the record's ``attack`` field; the value is
   its detection rate on the texts of its point (Wilson 95%). No record when no attack keeps
@@ -92,7 +102,7 @@ from evalrun.metrics.detection import detection_rate, false_positive_rate
 from evalrun.metrics.intervals import auroc_ci, tamper_resistance_ci, tpr_at_fpr_ci, watermark_size_ci
 from evalrun.metrics.quality import quality_degradation
 from evalrun.metrics.tamper import best_attack, quality_retention
-from evalrun.watermark.verdict import DETECTED, NOT_DETECTED, is_detected
+from evalrun.watermark.verdict import DEFAULT_SIZE_RULE, DETECTED, FIRST_CROSSING, NOT_DETECTED, is_detected
 
 __all__ = ["ALL_ATTACKS", "DETECTION_LABELS", "FPR_TARGETS", "RATING", "TamperInputs",
            "excluded_from_tamper", "is_detection", "is_proxy", "quality_by_source",
@@ -289,23 +299,41 @@ def _detection_rate(rows: Sequence[Row], seed: int) -> list[Estimated]:
     return [("detection_rate", est, len(ev))]
 
 
+def _sizes(evidence: Mapping[str, Any]) -> dict[str, Any]:
+    """size rule -> a text's size; a grade of earlier releases stored only MarkMyWords'
+    first-crossing ``size``."""
+    sizes = evidence.get("sizes")
+    return dict(sizes) if isinstance(sizes, Mapping) else {FIRST_CROSSING: evidence.get("size")}
+
+
+def _rules(evidence: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The size rules every text of ``evidence`` has a size under, the default first."""
+    common = set.intersection(*(set(_sizes(e)) for e in evidence)) if evidence else set()
+    return sorted(common, key=lambda r: (r != DEFAULT_SIZE_RULE, r))
+
+
 @AGGREGATES.register("watermark_size")
 def _watermark_size(rows: Sequence[Row], seed: int) -> list[Estimated]:
-    """MarkMyWords IV-B's size E over the group, and per sampling temperature (Fig. 1)."""
+    """MarkMyWords IV-B's size E over the group, and per sampling temperature (Fig. 1), under
+    each size rule (params ``size_rule``)."""
     ev = _marked(rows)
     if not ev:
         return []
-    out: list[Estimated] = [("watermark_size", watermark_size_ci([e["size"] for e in ev], seed=seed), len(ev))]
-    by_t: dict[str, list[Any]] = defaultdict(list)
-    for r in rows:
-        e = _evidence(r)
-        t = temperature(r)
-        if e is not None and t is not None:
-            by_t[t].append(e["size"])
-    for t, sizes in sorted(by_t.items(), key=lambda kv: float(kv[0])):
-        salt = f"watermark_size:temperature={t}"  # the seed salt of earlier releases: same bits
-        out.append(("watermark_size", watermark_size_ci(sizes, seed=_seed(seed, salt)), len(sizes), None,
-                    {"temperature": float(t)}))
+    out: list[Estimated] = []
+    for rule in _rules(ev):
+        rule_seed = seed if rule == DEFAULT_SIZE_RULE else _seed(seed, f"watermark_size:{rule}")
+        out.append(("watermark_size", watermark_size_ci([_sizes(e)[rule] for e in ev], seed=rule_seed), len(ev),
+                    None, {"size_rule": rule}))
+        by_t: dict[str, list[Any]] = defaultdict(list)
+        for r in rows:
+            e = _evidence(r)
+            t = temperature(r)
+            if e is not None and t is not None:
+                by_t[t].append(_sizes(e)[rule])
+        for t, sizes in sorted(by_t.items(), key=lambda kv: float(kv[0])):
+            salt = f"watermark_size:temperature={t}"  # the seed salt of earlier releases: same bits
+            out.append(("watermark_size", watermark_size_ci(sizes, seed=_seed(rule_seed, salt)), len(sizes), None,
+                        {"size_rule": rule, "temperature": float(t)}))
     return out
 
 
@@ -439,6 +467,25 @@ def _tpr_at_fpr(rows: Sequence[Row]) -> list[MetricRecord]:
     return out
 
 
+@SELECTION_AGGREGATES.register("size_false_positive_rate")
+def _size_false_positive_rate(rows: Sequence[Row]) -> list[MetricRecord]:
+    """The share of unwatermarked texts that get a finite size under each watermark's detector
+    and size rule (Wilson 95%): the false-positive rate of the size E beside it."""
+    out = []
+    for pack, groups in _detection_packs(rows).items():
+        for key in sorted(groups):
+            model, wm, attack = key
+            unmarked = _unmarked_key(groups, model, attack)
+            if is_none(wm) or unmarked is None:
+                continue
+            ev = [e for e in (_evidence(r, wm) for r in groups[unmarked]) if e is not None]
+            for rule in _rules(ev):
+                sized = sum(_sizes(e)[rule] is not None for e in ev)
+                out.append(record(pack, "size_false_positive_rate", stats.wilson_interval(sized, len(ev)), len(ev),
+                                  model, wm, attack, params={"size_rule": rule}))
+    return out
+
+
 def _ratio_ci(top: Sequence[float], bottom: Sequence[float], ratio: Any, seed: int) -> stats.Estimate:
     """``ratio(mean top, mean bottom)`` with a bootstrap CI resampling each side within
     itself; NaN where the bottom mean is not positive."""
@@ -517,6 +564,12 @@ class TamperInputs:
     def excluded_points(self) -> dict[str, tuple[float, float]]:
         return {a: self.point(self.baseline, s) for a, s in self.excluded.items()}
 
+    def saturated(self) -> bool:
+        """True when R is 1 because no attack lies below the diagonal (every attack's detection
+        rate at least its quality retention): the suite removed too little to measure
+        resistance, which says the attacks were weak, not that the scheme resists tampering."""
+        return all(d >= q for q, d in self.points().values())
+
 
 def tamper_inputs(groups: Mapping[Key, Sequence[Row]], model: str, watermark: str,
                   source: str) -> TamperInputs | None:
@@ -559,7 +612,7 @@ def _tamper_resistance(rows: Sequence[Row]) -> list[MetricRecord]:
                                            seed=_seed(pack, model, wm, ALL_ATTACKS, salt))
                 n = len(inputs.baseline) + sum(len(q) for q, _ in inputs.attacks.values())
                 out.append(record(pack, "tamper_resistance", est, n, model, wm, ALL_ATTACKS,
-                                  params={"quality": source}))
+                                  params={"quality": source, "saturated": inputs.saturated()}))
                 best = best_attack(inputs.points())
                 if best is not None:  # its point's detection rate, with the Wilson interval
                     detected = inputs.attacks[best.name][1]

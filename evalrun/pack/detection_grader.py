@@ -5,8 +5,11 @@ watermark on the token ids the stages stored -- the attacked text's, re-tokenize
 generating model's tokenizer, after an attack -- and labels the output DETECTED when the
 p-value is at most the pack's ``detection_threshold`` (MarkMyWords uses 0.02). The evidence goes
 into the grade's metadata: ``p_value``, ``z_score`` (green-list schemes), ``num_tokens_scored``
-and ``size``, the length of the shortest detected prefix (MarkMyWords IV-B; None when no prefix
-is detected), from which :func:`evalrun.metrics.watermark_size` makes the watermark size.
+``size``, the length of the shortest detected prefix (MarkMyWords IV-B; None when no prefix
+is detected) under the default size rule (``alpha_spending``: an unwatermarked text gets a
+finite size with probability at most the threshold), and ``sizes``, the size under every
+registered rule (:data:`evalrun.watermark.verdict.SIZE_RULES`; ``first_crossing`` is MarkMyWords'
+own), from which :func:`evalrun.metrics.watermark_size` makes the watermark size.
 
 A pack may set ``z_threshold`` (WaterBench, uses z = 4): an output is then DETECTED
 when the detector's z-score is at least that, for schemes that give one (green-list schemes);
@@ -53,18 +56,19 @@ from evalrun.pack.grade import Grade, GradeContext
 from evalrun.pack.overlap import OVERLAP_METRICS
 from evalrun.watermark import parse_watermark
 from evalrun.watermark.verdict import (
+    DEFAULT_SIZE_RULE,
     DEFAULT_THRESHOLD,
     DETECTED,
     NOT_DETECTED,
-    first_detected_prefix,
     is_detected,
+    sizes_by_rule,
     z_tail,
 )
 
 #: detections computed in bulk by :func:`prepare_detection` for the items about to be graded:
-#: (spec, vocab size, key fingerprint, p-value threshold, model, token ids) -> (Detection, size).
+#: (spec, vocab size, key fingerprint, p-value threshold, model, token ids) -> (Detection, sizes).
 #: Process memory only (never stored); replaced by each ``prepare`` call, so it stays bounded.
-_PREPARED: dict[tuple[Any, ...], tuple[Any, int | None]] = {}
+_PREPARED: dict[tuple[Any, ...], tuple[Any, dict[str, int | None]]] = {}
 
 
 def _memo_key(spec: str, vocab_size: int, key: str, threshold: float,
@@ -85,8 +89,9 @@ def _model_kwargs(scheme: Any, model: str) -> dict[str, Any]:
     return {"logits": model_logits(stored_model(model))}
 
 
-def _size(prefix_p_values: Any, threshold: float) -> int | None:
-    return first_detected_prefix(prefix_p_values, threshold) if len(prefix_p_values) else None
+def _sizes(prefix_p_values: Any, threshold: float) -> dict[str, int | None]:
+    """The text's size under every size rule (no tokens: no size)."""
+    return sizes_by_rule(prefix_p_values, threshold) if len(prefix_p_values) else {}
 
 
 def _detect(spec: str, token_ids: tuple[int, ...], key: str, vocab_size: int, threshold: float,
@@ -95,19 +100,18 @@ def _detect(spec: str, token_ids: tuple[int, ...], key: str, vocab_size: int, th
     ``z_threshold``, see the module docstring)."""
     found = _PREPARED.get(_memo_key(spec, vocab_size, key, threshold, token_ids, model))
     if found is not None:
-        detection, size = found
+        detection, sizes = found
     else:
-
         scheme = parse_watermark(spec)
         assert scheme is not None
         kwargs = _model_kwargs(scheme, model)
         detection = scheme.detect(token_ids, key, vocab_size, **kwargs)
-        size = _size(scheme.prefix_p_values(token_ids, key, vocab_size, **kwargs), threshold) if token_ids else None
+        sizes = _sizes(scheme.prefix_p_values(token_ids, key, vocab_size, **kwargs), threshold) if token_ids else {}
     detected = is_detected(detection.z_score, detection.p_value, threshold=threshold, z_threshold=z_threshold)
     z = detection.z_score
     return {"p_value": float(detection.p_value), "z_score": None if z is None or not math.isfinite(z) else float(z),
             "score": float(detection.score), "num_tokens_scored": int(detection.num_tokens_scored),
-            "size": size, "detected": bool(detected)}
+            "size": sizes.get(DEFAULT_SIZE_RULE), "sizes": sizes, "detected": bool(detected)}
 
 
 def _rule(evidence: Mapping[str, Any], threshold: float, z_threshold: float | None) -> str:
@@ -160,7 +164,7 @@ def prepare_detection(batch: Sequence[tuple[Mapping[str, Any], str, GradeContext
         reference = _reference_ids(context, vocab_size)
         if reference is not None:
             groups[(context.watermark, vocab_size, context.key, threshold, context.model)][reference] = None
-    prepared: dict[tuple[Any, ...], tuple[Any, int | None]] = {}
+    prepared: dict[tuple[Any, ...], tuple[Any, dict[str, int | None]]] = {}
     for (spec, vocab_size, key, threshold, model), texts in groups.items():
         ids = list(texts)
         try:
@@ -170,7 +174,7 @@ def prepare_detection(batch: Sequence[tuple[Mapping[str, Any], str, GradeContext
             kwargs = _model_kwargs(scheme, model)
             dets = scheme.detect_many(ids, key, vocab_size, **kwargs)
             prefixes = scheme.prefix_p_values_many(ids, key, vocab_size, **kwargs)
-            sizes = [_size(p, threshold) for p in prefixes]
+            sizes = [_sizes(p, threshold) for p in prefixes]
         except Exception:  # noqa: BLE001 - the item-by-item path raises it for its item
             continue
         for one, det, size in zip(ids, dets, sizes):
@@ -218,7 +222,7 @@ def grade_detection(case: Mapping[str, Any], output: str, context: GradeContext)
         if reference is not None:
             verdict = _detect(context.watermark, reference, context.key, vocab_size, threshold, z_threshold,
                               context.model)
-            metadata["reference_detection"] = {k: v for k, v in verdict.items() if k != "size"}
+            metadata["reference_detection"] = {k: v for k, v in verdict.items() if k not in ("size", "sizes")}
         return Grade(1.0 if evidence["detected"] else 0.0, label, _rule(evidence, threshold, z_threshold), metadata)
     fired = sorted(spec for spec, ev in found.items() if ev["detected"])
     reason = (f"false positive under {', '.join(fired)}" if fired

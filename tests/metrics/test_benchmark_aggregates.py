@@ -15,7 +15,15 @@ from evalrun._util.hashing import stable_int
 from evalrun._util.registry import Registry
 from evalrun.judges import get_judge
 from evalrun.metrics import aggregates, stats
-from evalrun.metrics.aggregates import FIELDS, MetricRecord, compute, group_seed, record, write_metrics_json
+from evalrun.metrics.aggregates import (
+    FIELDS,
+    MetricRecord,
+    compute,
+    group_seed,
+    params_key,
+    record,
+    write_metrics_json,
+)
 from evalrun.metrics.analyses import sweep_records, tune_records
 from evalrun.metrics.benchmark import ALL_ATTACKS, excluded_from_tamper, record_index
 from evalrun.metrics.intervals import tpr_at_fpr_ci
@@ -39,9 +47,12 @@ def proxy(q: float, scorer: str = "embedded") -> Judgement:
                      parsed={"label": "SCORED", "quality": q, "perplexity": 1 / q, "scorer": scorer})
 
 
-def detection(p: float, size: int | None = 20, tokens: int = 100, threshold: float = T) -> dict[str, Any]:
+def detection(p: float, size: int | None = 20, tokens: int = 100, threshold: float = T,
+              first_crossing: int | None = None) -> dict[str, Any]:
+    """A grade's evidence: ``size`` under the default rule, MarkMyWords' first crossing no later."""
+    crossing = size if first_crossing is None else first_crossing
     return {"p_value": p, "z_score": None, "score": 1.0, "num_tokens_scored": tokens, "size": size,
-            "detected": p <= threshold}
+            "sizes": {"alpha_spending": size, "first_crossing": crossing}, "detected": p <= threshold}
 
 
 _ids = iter(range(10**6))
@@ -49,8 +60,8 @@ _ids = iter(range(10**6))
 
 def marked(p: float, *, wm: str = KGW, attack: str = "none", size: int | None = 20, tokens: int = 100,
            judgements: tuple = (), threshold: float = T, temperature: float = 1.0, pack: str = PACK,
-           error: str | None = None) -> dict[str, Any]:
-    meta = {**detection(p, size, tokens, threshold), "threshold": threshold}
+           error: str | None = None, first_crossing: int | None = None) -> dict[str, Any]:
+    meta = {**detection(p, size, tokens, threshold, first_crossing), "threshold": threshold}
     return _row(pack, wm, attack, "DETECTED" if p <= threshold else "NOT_DETECTED", meta, judgements,
                 temperature, error)
 
@@ -73,17 +84,18 @@ def _row(pack: str, wm: str, attack: str, label: str, meta: dict, judgements: tu
 
 
 def find(records, metric: str, watermark: str = KGW, attack: str = "none", pack: str = PACK, **params):
-    """The one record of ``metric`` with exactly ``params`` (none: a record without params)."""
-    hits = [r for r in records if (r.pack, r.metric, r.watermark, r.attack, r.params)
-            == (pack, metric, watermark, attack, params)]
+    """The one record of ``metric`` with exactly ``params`` (none: a record without params; notes
+    such as ``saturated`` aside, as the report looks records up)."""
+    hits = [r for r in records if (r.pack, r.metric, r.watermark, r.attack, r.params_key)
+            == (pack, metric, watermark, attack, params_key(params))]
     assert len(hits) == 1, (metric, watermark, attack, params,
                             [(r.metric, r.params, r.watermark, r.attack) for r in records])
     return hits[0]
 
 
 def metric_keys(records) -> set[tuple]:
-    """(metric, sorted params items) of each record."""
-    return {(r.metric, *sorted(r.params.items())) for r in records}
+    """(metric, sorted params items) of each record, its notes (``saturated``) aside."""
+    return {(r.metric, *r.params_key) for r in records}
 
 
 # -- which rows they apply to --------------------------------------------------------------
@@ -120,14 +132,15 @@ def test_detection_rate_is_wilson_over_graded_watermarked_texts() -> None:
 def test_watermark_size_is_the_median_with_inf_written_as_null(tmp_path) -> None:
     rows = [marked(0.001, size=s) for s in (10, 30)] + [marked(0.5, size=None) for _ in range(3)]
     records = compute(rows)
-    rec = find(records, "watermark_size")
+    rec = find(records, "watermark_size", size_rule="alpha_spending")
     assert rec.value == math.inf and rec.n == 5    # 3 of 5 never detected: E = +inf (MarkMyWords IV-B)
     assert rec.as_json()["value"] is None
     path = write_metrics_json(records, tmp_path / "metrics.json")   # JSON has no inf: null
     on_disk = [r for r in json.loads(path.read_text()) if r["metric"] == "watermark_size"]
     assert on_disk[0]["value"] is None and on_disk[0]["n"] == 5
 
-    finite = find(compute([marked(0.001, size=s) for s in (10, 20)] + [marked(0.5, size=None)]), "watermark_size")
+    finite = find(compute([marked(0.001, size=s) for s in (10, 20)] + [marked(0.5, size=None)]), "watermark_size",
+                  size_rule="alpha_spending")
     assert finite.value == 20.0 and finite.n == 3
     assert finite.ci_low <= 20.0 <= finite.ci_high
 
@@ -136,10 +149,39 @@ def test_watermark_size_per_temperature() -> None:
     rows = ([marked(0.001, size=s, temperature=0.7) for s in (40, 50, 60)]
             + [marked(0.001, size=s, temperature=1.0) for s in (10, 12)])
     records = compute(rows)
-    assert find(records, "watermark_size", temperature=0.7).value == 50.0
-    assert find(records, "watermark_size", temperature=1.0).value == 11.0  # the mean of 10 and 12
-    assert find(records, "watermark_size", temperature=1.0).n == 2
-    assert find(records, "watermark_size").value == 40.0   # all five, pooled
+    rule = {"size_rule": "alpha_spending"}
+    assert find(records, "watermark_size", temperature=0.7, **rule).value == 50.0
+    assert find(records, "watermark_size", temperature=1.0, **rule).value == 11.0  # the mean of 10 and 12
+    assert find(records, "watermark_size", temperature=1.0, **rule).n == 2
+    assert find(records, "watermark_size", **rule).value == 40.0   # all five, pooled
+
+
+def test_watermark_size_under_each_rule_and_from_older_grades() -> None:
+    rows = [marked(0.001, size=s, first_crossing=s // 2) for s in (10, 30, 50)]
+    records = compute(rows)
+    assert find(records, "watermark_size", size_rule="alpha_spending").value == 30.0
+    assert find(records, "watermark_size", size_rule="first_crossing").value == 15.0
+    # a grade of an earlier release stored MarkMyWords' first-crossing size alone
+    old = [marked(0.001, size=s) for s in (10, 30, 50)]
+    for r in old:
+        meta = json.loads(r["metadata_json"])
+        del meta["sizes"]
+        r["metadata_json"] = json.dumps(meta)
+    sizes = [r for r in compute(old) if r.metric == "watermark_size"]
+    assert [(r.params, r.value) for r in sizes] == [({"size_rule": "first_crossing"}, 30.0),
+                                                   ({"size_rule": "first_crossing", "temperature": 1.0}, 30.0)]
+
+
+def test_size_false_positive_rate_counts_unwatermarked_texts_with_a_finite_size() -> None:
+    rows = [marked(0.001, size=8) for _ in range(3)]
+    for i in range(10):  # the unwatermarked texts' detections under kgw: 1 and 4 of 10 get a size
+        found = {KGW: {**detection(0.5, 12 if i == 0 else None, first_crossing=12 if i < 4 else None), "threshold": T}}
+        rows.append(_row(PACK, "none", "none", "NOT_DETECTED", {"threshold": T, "detections": found}, (), 1.0, None))
+    records = compute(rows)
+    for rule, sized in (("alpha_spending", 1), ("first_crossing", 4)):
+        rec = find(records, "size_false_positive_rate", size_rule=rule)
+        want = stats.wilson_interval(sized, 10)
+        assert (rec.value, rec.ci_low, rec.ci_high, rec.n) == (sized / 10, want.low, want.high, 10)
 
 
 def test_mean_tokens_scored() -> None:
@@ -245,6 +287,16 @@ def tamper_rows(judge=rating) -> list[dict]:
     return rows
 
 
+def test_tamper_resistance_says_when_no_attack_lowered_detection() -> None:
+    rows = [marked(0.001, judgements=(rating(0.8),)) for _ in range(4)]
+    rows += _attack_rows("swap:p=0.1", 0.72, 10) + _attack_rows("synonym:p=0.25", 0.4, 9)  # (0.9, 1), (0.5, 0.9)
+    rec = find(compute(rows), "tamper_resistance", attack=ALL_ATTACKS, quality="rating")
+    assert rec.value == 1.0 and rec.params == {"quality": "rating", "saturated": True}
+    rows += _attack_rows("typo:p=0.05", 0.76, 8)  # (0.95, 0.8): below the diagonal
+    rec = find(compute(rows), "tamper_resistance", attack=ALL_ATTACKS, quality="rating")
+    assert rec.value < 1.0 and rec.params["saturated"] is False
+
+
 def test_tamper_resistance_leaves_paraphrase_out_and_names_the_best_attack() -> None:
     records = compute(tamper_rows())
     rec = find(records, "tamper_resistance", attack=ALL_ATTACKS, quality="rating")
@@ -253,6 +305,7 @@ def test_tamper_resistance_leaves_paraphrase_out_and_names_the_best_attack() -> 
     assert rec.value > 0.2   # with the paraphrase at (1, 0) it would be 0
     assert metrics.tamper_resistance({**points, "p": (1.0, 0.0)}) == 0.0
     assert rec.ci_low <= rec.value <= rec.ci_high and rec.n == 4 + 30
+    assert rec.params["saturated"] is False   # swap lies below the diagonal
     best = [r for r in records if r.metric == "best_attack" and r.params == {"quality": "rating"}]
     assert [(b.attack, b.value, b.n) for b in best] == [("swap:p=0.1", 0.3, 10)]
     # the points are the quality_retention and detection_rate records of the attacks
@@ -307,10 +360,13 @@ def test_records_carry_params_and_metrics_json_writes_them(tmp_path) -> None:
     records = compute(_benchmark_rows())
     assert records and not [r.metric for r in records if ":" in r.metric]   # no dimension packed in a name
     params = {(r.metric, *sorted(r.params)) for r in records if r.params}
-    assert params == {("rate", "label"), ("watermark_size", "temperature"), ("tpr_at_fpr", "fpr"),
+    assert params == {("rate", "label"), ("watermark_size", "size_rule"), ("watermark_size", "size_rule", "temperature"),
+                      ("tpr_at_fpr", "fpr"), ("size_false_positive_rate", "size_rule"),
+                      ("tamper_resistance", "quality", "saturated"),
                       *((m, "quality") for m in ("quality", "quality_retention", "quality_degradation",
-                                                 "tamper_resistance", "best_attack"))}
-    assert {r.params["temperature"] for r in records if r.metric == "watermark_size" and r.params} == {0.7, 1.0}
+                                                 "best_attack"))}
+    assert {r.params["temperature"] for r in records
+            if r.metric == "watermark_size" and "temperature" in r.params} == {0.7, 1.0}
     assert {r.params["fpr"] for r in records if r.metric == "tpr_at_fpr"} == {0.01, 0.02}
     assert {r.params["quality"] for r in records if r.metric == "quality"} == {"rating", "perplexity-proxy"}
     on_disk = json.loads(write_metrics_json(records, tmp_path / "metrics.json").read_text())

@@ -57,8 +57,12 @@ def test_watermarked_outputs_are_detected_with_their_evidence(store: Path) -> No
     assert len(detected) >= 80  # 40 tokens at delta 2
     for r in marked:
         m = r["meta"]
-        assert set(m) >= {"p_value", "z_score", "num_tokens_scored", "size", "detected", "threshold"}
+        assert set(m) >= {"p_value", "z_score", "num_tokens_scored", "size", "sizes", "detected", "threshold"}
         assert m["threshold"] == 0.02 and (m["p_value"] <= 0.02) == m["detected"]
-        assert (m["size"] is None) == (not m["detected"]) or m["size"] is not None
-        if m["size"] is not None:
-            assert 1 <= m["size"] <= m["num_tokens_scored"] + 1
+        # the whole text is a prefix: detected means MarkMyWords' first crossing found one
+        crossing, spent = m["sizes"]["first_crossing"], m["sizes"]["alpha_spending"]
+        assert crossing is not None or not m["detected"]
+        # the default rule asks more of each prefix: never earlier than the first crossing
+        assert m["size"] == spent and (spent is None or (crossing is not None and spent >= crossing))
+        for size in (crossing, spent):
+            assert size is None or 1 <= size <= m["num_tokens_scored"] + 1

@@ -270,7 +270,7 @@ def bench_evidence(wm: str, attack: str, i: int) -> dict[str, Any]:
     p = 10.0 ** -(3 + i % 4) if detected else 0.3 + 0.05 * i
     size = (12 + 5 * i if wm == KGW else 20 + 7 * i) if detected else None
     return {"p_value": p, "z_score": 4.0 if wm == KGW else None, "score": 1.0, "num_tokens_scored": 60 + i,
-            "size": size, "detected": p <= 0.02}
+            "size": size, "sizes": {"alpha_spending": size, "first_crossing": size}, "detected": p <= 0.02}
 
 
 def bench_quality(wm: str, attack: str, i: int) -> float:
@@ -311,7 +311,10 @@ def write_benchmark_store(path: Path, packs: dict[str, str]) -> Path:
                         ps = {spec: 0.01 if (spec, attack, i) == (KGW, "none", 3) else 0.2 + 0.1 * i
                               for spec in (KGW, EXP)}
                         found = {spec: {"p_value": p, "z_score": None, "score": 0.0, "num_tokens_scored": 60 + i,
-                                        "size": None, "detected": p <= 0.02} for spec, p in ps.items()}
+                                        "size": None, "detected": p <= 0.02,
+                                        "sizes": {"alpha_spending": None,
+                                                  "first_crossing": 30 if p <= 0.02 else None}}
+                                 for spec, p in ps.items()}
                         fired = any(ev["detected"] for ev in found.values())
                         meta = {"threshold": 0.02, "detections": found}
                     else:
@@ -403,7 +406,9 @@ def write_main_job_store(path: Path, cases: int) -> Path:
                     found = {spec: {"detected": spec == MAIN_KGW and false_positive,
                                     "num_tokens_scored": tokens,
                                     "p_value": 0.011 if spec == MAIN_KGW and false_positive else 0.25 + 0.007 * i,
-                                    "score": 53.0 + i, "size": None, "z_score": 0.7 + 0.01 * k}
+                                    "score": 53.0 + i, "size": None, "z_score": 0.7 + 0.01 * k,
+                                    "sizes": {"alpha_spending": None,
+                                              "first_crossing": 9 if spec == MAIN_KGW and false_positive else None}}
                              for spec in (MAIN_EXP, MAIN_KGW)}
                     meta: dict[str, Any] = {"detections": found, "threshold": 0.02}
                     label = "DETECTED" if false_positive else "NOT_DETECTED"
@@ -413,7 +418,7 @@ def write_main_job_store(path: Path, cases: int) -> Path:
                     p = 10.0 ** -(20 + (i * 7 + k) % 30) * 1.2345
                     meta = {"detected": True, "num_tokens_scored": tokens, "p_value": p, "score": 180.123 + i,
                             "size": 2 + k % 5, "threshold": 0.02, "z_score": 13.449853185988228 if wm == MAIN_KGW
-                            else None}
+                            else None, "sizes": {"alpha_spending": 2 + k % 5, "first_crossing": 2 + k % 5}}
                     label, reason = "DETECTED", f"p = {p:.3g} over {tokens} tokens (<= 0.02)"
                 store.record_grade(GradeRecord(rid, float(label == "DETECTED"), label, reason, "gh",
                                                text if attack != "none" else None, metadata_json=json.dumps(meta)))

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from evalrun.metrics import lower_hull, tamper_resistance
-from evalrun.metrics.aggregates import compute
+from evalrun.metrics.aggregates import compute, params_key
 from evalrun.report import build_report
-from evalrun.report.benchmark import CHART_NAMES, Records, ci_header, fmt, fmt_ci, pack_data, tampers
+from evalrun.report.benchmark import CHART_NAMES, SIZE, Records, ci_header, fmt, fmt_ci, pack_data, tampers
 from evalrun.report.benchmark_charts import tamper_figure
 from evalrun.report.data import load
 
@@ -29,14 +29,15 @@ HEADINGS = ["Watermark benchmark (MarkMyWords)", "Watermark size by temperature 
 
 
 def records(out: Path) -> dict[tuple, dict]:
-    """metrics.json by (pack, metric, model, watermark, attack, sorted params items)."""
+    """metrics.json by (pack, metric, model, watermark, attack, params key: notes such as
+    ``saturated`` aside, as the report looks records up)."""
     recs = json.loads((out / "metrics.json").read_text())
-    return {(r["pack"], r["metric"], r["model"], r["watermark"], r["attack"], tuple(sorted(r["params"].items()))): r
+    return {(r["pack"], r["metric"], r["model"], r["watermark"], r["attack"], params_key(r["params"])): r
             for r in recs}
 
 
 def key(pack: str, metric: str, model: str, watermark: str, attack: str, **params) -> tuple:
-    return (pack, metric, model, watermark, attack, tuple(sorted(params.items())))
+    return (pack, metric, model, watermark, attack, params_key(params))
 
 
 def table(out: Path, md_tables, heading: str) -> list[dict[str, str]]:
@@ -86,14 +87,15 @@ def test_summary_numbers_are_metrics_json_records(benchmark_report: Path, md_tab
             continue
         q = {"quality": source}
         for metric, attack, column, params in (("quality_degradation", "none", "quality degradation", q),
-                                               ("watermark_size", "none", "watermark size E (tokens)", {}),
+                                               ("watermark_size", "none", "watermark size E (tokens)", SIZE),
+                                               ("size_false_positive_rate", "none", "size FPR", SIZE),
                                                ("tamper_resistance", "*", "tamper resistance R", q),
                                                ("detection_rate", "none", "detection rate", {}),
                                                ("false_positive_rate", "none", "FPR", {}),
                                                ("roc_auc", "none", "ROC AUC", {})):
             same(metric, recs[key(pack, metric, BENCH_MODEL, wm, attack, **params)], row, column)
             checked += 1
-    assert checked == 4 * 6
+    assert checked == 4 * 7
     # a few cells by hand: every unattacked KGW text is detected; one of 8 unwatermarked texts
     # is a false positive under KGW's detector; quality is the mean of the fixture's ratings
     kgw = next(r for r in rows if (r["pack"], r["watermark"]) == ("story_detect", KGW))
@@ -105,7 +107,7 @@ def test_other_tables_show_metrics_json_records(benchmark_report: Path, md_table
     recs = records(benchmark_report)
     for row in table(benchmark_report, md_tables, "Watermark size by temperature (MarkMyWords Fig. 1)"):
         rec = recs[key(row["pack"], "watermark_size", BENCH_MODEL, row["watermark"], "none",
-                       temperature=float(row["temperature"]))]
+                       temperature=float(row["temperature"]), **SIZE)]
         same("watermark_size", rec, row, "watermark size E (tokens)")
         assert row["texts"] == str(rec["n"]) == "4"
     for row in table(benchmark_report, md_tables, "Detection and quality per attack (MarkMyWords Fig. 8)"):
@@ -208,4 +210,4 @@ def test_exp_size_with_undetected_texts_and_fpr_records_name_the_detector(benchm
     recs = records(benchmark_report)
     fpr = [k for k in recs if k[1] == "false_positive_rate"]
     assert fpr and {k[3] for k in fpr} == {KGW, EXP}
-    assert recs[key("story_detect", "watermark_size", BENCH_MODEL, EXP, "none")]["n"] == 8
+    assert recs[key("story_detect", "watermark_size", BENCH_MODEL, EXP, "none", **SIZE)]["n"] == 8
