@@ -197,7 +197,8 @@ def quality_note(p: PackData) -> str:
                 f"prompts, embedded by {', '.join(p.judges)}; the unwatermarked outputs are the reference (1). "
                 "Its interval is a bootstrap over the texts; MAUVE varies a lot on small samples (MarkMyWords: it "
                 "works best with 5,000 texts or more), so read differences inside the intervals as noise. "
-                "MarkMyWords calls a quality near-optimal when MAUVE is within 2.5% of the baseline.")
+                "Its 95% interval is normal, centred on the score, with the spread of bootstrap replicates over "
+                "the prompts (each with its own k-means seed), as each record's interval note says.")
     return (f"{p.name}: quality: {proxy_name(p.source)} proxy under {', '.join(p.judges)}, not MarkMyWords' "
             "rating judge. Quality, its degradation, quality retention and tamper resistance below are computed "
             f"from this proxy (records with quality {p.source} in their params in metrics.json); a proxy "
@@ -238,6 +239,40 @@ def summary_table(packs: Sequence[PackData], recs: Records) -> Table:
         "this detector and rule), tamper resistance R "
         "over the attacks (paraphrases left out), detection rate, false-positive rate of unwatermarked texts "
         "under this watermark's detector, ROC AUC of -log10 p. Rates: Wilson 95%; the rest: bootstrap 95%."))
+
+
+#: MarkMyWords' bar for near-optimal quality: MAUVE within 2.5% of the baseline (section V-A)
+NEAR_OPTIMAL = 0.025
+
+
+def noise_floor_blocks(packs: Sequence[PackData], recs: Records) -> list[Block]:
+    """Per pack and model with a MAUVE noise floor: the floor beside the reference's 1, and per
+    watermark whether its MAUVE degradation's interval places it within MarkMyWords' 2.5%, beyond
+    it, or cannot tell at this sample size."""
+    out: list[Block] = []
+    for p in packs:
+        for model in sorted({m for m, _ in p.systems}):
+            floor = recs.get(p.name, "quality_noise_floor", model, "none", "none", {"quality": "mauve"})
+            if floor is None or floor.value is None:
+                continue
+            verdicts = []
+            for m, wm in p.systems:
+                d = recs.get(p.name, "quality_degradation", m, wm, "none", {"quality": "mauve"})
+                if m != model or is_none(wm) or d is None or d.ci_low is None or d.ci_high is None:
+                    continue
+                verdict = ("within 2.5% (near-optimal)" if d.ci_high <= NEAR_OPTIMAL else
+                           "more than 2.5% lost" if d.ci_low > NEAR_OPTIMAL else
+                           "cannot be told from the 2.5% bar at this sample size")
+                verdicts.append(f"{wm}: degradation {fmt_ci('quality_degradation', d.ci_low, d.ci_high)}, {verdict}")
+            out.append(Paragraph(
+                f"MAUVE noise floor ({p.name}, {model}): two disjoint halves of the unwatermarked outputs "
+                f"({floor.n // 2} texts each) score {fmt('quality', floor.value)} "
+                f"{fmt_ci('quality', floor.ci_low, floor.ci_high)} against each other, beside the reference's 1: "
+                "a watermark's MAUVE that reaches this floor cannot be told from unwatermarked text at this sample "
+                "size. MarkMyWords calls quality near-optimal when MAUVE is within 2.5% of the baseline; judged by "
+                "each degradation's 95% interval: " + ("; ".join(verdicts) or "no watermark has a MAUVE degradation")
+                + "."))
+    return out
 
 
 def quality_sources_table(packs: Sequence[PackData], recs: Records) -> Table | None:
@@ -533,6 +568,7 @@ def sections(packs: dict[str, list[Result]], records: Iterable[MetricRecord], ou
         "attack record the best attack's name).")]
     intro += [Paragraph(quality_note(p)) for p in data]
     intro.append(summary_table(data, recs))
+    intro += noise_floor_blocks(data, recs)
     by_source = quality_sources_table(data, recs)
     if by_source is not None:
         intro.append(by_source)

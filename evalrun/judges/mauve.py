@@ -8,7 +8,12 @@ with ``embed``), scored by :func:`evalrun.judges.mauve_score.mauve_with_interval
 group carries that score as its quality; the unwatermarked, unattacked group is the reference and
 scores 1, as MarkMyWords gives its baseline. The answer is computed, not asked, and stored as JSON
 with its pair count, bucket count, bootstrap interval and replicates, so a report re-reads it and
-never recomputes. MarkMyWords embeds with GPT-2 large (last token); the default here is the
+never recomputes.
+
+The reference's answer also holds the *noise floor*: MAUVE between two disjoint halves of the
+unwatermarked outputs (a split of the prompts drawn from the texts), with its interval. It is
+what two samples of one distribution score at this size, the bar a watermark's MAUVE is read
+against: MAUVE grows with the sample, so at half the texts the floor is, if anything, low. MarkMyWords embeds with GPT-2 large (last token); the default here is the
 embedded model's mean-pooled hidden states, named in every answer.
 """
 
@@ -64,7 +69,8 @@ class Mauve(Judge):
     def prompt(self, group: Sequence[Subject]) -> Prompt:
         first = group[0]
         if _is_reference(first):
-            return Prompt(system=None, user=f"MAUVE reference: {first.pack} / {first.model}, {len(group)} outputs")
+            return Prompt(system=None, user=(f"MAUVE reference and noise floor: {first.pack} / {first.model}, "
+                                             f"{len(group)} outputs"))
         return Prompt(system=None, user=(f"MAUVE of {first.pack} / {first.model} / {first.watermark} / {first.attack} "
                                          f"against its unwatermarked outputs, {len(group) // 2} pairs"))
 
@@ -74,15 +80,19 @@ class Mauve(Judge):
         if embed is None:
             raise EvalrunError(f"--judge mauve:{scorer}: this provider cannot embed texts (use embedded, hf:<path> "
                                "or openai:<name>)")
-        texts = sorted({s.text for g in groups if not _is_reference(g[0]) for s in g})
+        texts = sorted({s.text for g in groups for s in g})
         vectors = dict(zip(texts, np.asarray(embed(texts), dtype=np.float64))) if texts else {}
         answers = []
         for group in groups:
             first = group[0]
             about = {"watermark": first.watermark, "attack": first.attack}
             if _is_reference(first):
-                answers.append(json.dumps({"mauve": 1.0, "reference": True, "about": about, "embedder": scorer,
-                                           "q_count": len(group)}, sort_keys=True))
+                answer: dict[str, Any] = {"mauve": 1.0, "reference": True, "about": about, "embedder": scorer,
+                                          "q_count": len(group)}
+                floor = noise_floor([vectors[s.text] for s in group], [s.text for s in group])
+                if floor is not None:
+                    answer["noise_floor"] = floor
+                answers.append(json.dumps(answer, sort_keys=True))
                 continue
             n = len(group) // 2
             q = np.stack([vectors[s.text] for s in group[:n]])
@@ -110,7 +120,28 @@ class Mauve(Judge):
         if not out["reference"]:
             out.update(interval=[data.get("low"), data.get("high")], buckets=data.get("buckets"),
                        replicates=data.get("replicates") or [])
+        elif isinstance(data.get("noise_floor"), dict):
+            out["noise_floor"] = data["noise_floor"]
         return out
+
+
+#: the fewest unwatermarked outputs that get a noise floor (two halves of 10)
+FLOOR_MIN_TEXTS = 20
+
+
+def noise_floor(vectors: Sequence[np.ndarray], texts: Sequence[str]) -> dict[str, Any] | None:
+    """MAUVE between two disjoint halves of the unwatermarked outputs (module docstring), with
+    its interval; None below :data:`FLOOR_MIN_TEXTS` outputs. The split is a permutation seeded
+    by the texts (never the keys), so a rerun splits the same way."""
+    if len(texts) < FLOOR_MIN_TEXTS:
+        return None
+    seed = stable_int("mauve-noise-floor", *texts, bits=63)
+    order = np.random.default_rng(seed).permutation(len(texts))
+    half = len(texts) // 2
+    data = np.stack(vectors)
+    score = mauve_with_interval(data[order[:half]], data[order[half:2 * half]], bootstrap_seed=seed)
+    return {"mauve": score.score, "low": score.low, "high": score.high, "texts_per_half": half,
+            "buckets": score.buckets, "replicates": list(score.replicates)}
 
 
 MAUVE = Mauve()

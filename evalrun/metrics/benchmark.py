@@ -119,6 +119,10 @@ RATING = "rating"
 #: is a proxy (:mod:`evalrun.judges.mauve` gives ``mauve``)
 PAPER_SOURCES = (RATING, "mauve")
 _NAN = stats.Estimate(math.nan, math.nan, math.nan)
+#: how a group-level score's interval is made (the ``interval`` note of its records): the score
+#: ± 1.96 standard deviations of bootstrap replicates that resample prompts (each with its own
+#: k-means seed); coverage checked by ``benchmarks/mauve_interval_coverage.py``
+GROUP_INTERVAL = "normal: score ± 1.96 sd of prompt-bootstrap replicates"
 
 Key = tuple[str, str, str]  # (model, watermark, attack)
 
@@ -217,16 +221,25 @@ def source_of_method(method: str) -> str:
 
 def _group_answers(rows: Iterable[Row], source: str) -> list[Mapping[str, Any]]:
     """The distinct group-level answers (parses with ``pairs``: MAUVE) of ``source`` behind
-    the graded ``rows``."""
+    the graded ``rows``. A reference's answers (the unwatermarked group's 1) count once per
+    scorer, the one with a noise floor first: a store judged before noise floors existed holds
+    two, which say the same 1."""
     seen: dict[str, Mapping[str, Any]] = {}
+    references: dict[Any, Mapping[str, Any]] = {}
     for r in rows:
         if not graded(r):
             continue
         for j in r.get("judgements") or ():
             found = _source(j, r)
-            if found is not None and found[0] == source and "pairs" in j.parsed:
+            if found is None or found[0] != source or "pairs" not in j.parsed:
+                continue
+            if j.parsed.get("reference"):
+                kept = references.get(j.parsed.get("scorer"))
+                if kept is None or ("noise_floor" in j.parsed and "noise_floor" not in kept):
+                    references[j.parsed.get("scorer")] = j.parsed
+            else:
                 seen.setdefault(j.raw or "", j.parsed)
-    return list(seen.values())
+    return [*references.values(), *seen.values()]
 
 
 def quality_by_source(row: Row) -> dict[str, float]:
@@ -372,12 +385,33 @@ def _quality_aggregate(rows: Sequence[Row], seed: int) -> list[Estimated]:
     for source in quality_sources(rows):
         values = _quality(rows, source)
         answers = _group_answers(rows, source)
+        params: dict[str, str | float] = {"quality": source}
         if len(answers) == 1:  # one score for the group (MAUVE): its own bootstrap interval
             est = _stored_estimate(answers[0])
+            if answers[0].get("replicates"):
+                params["interval"] = GROUP_INTERVAL
         else:
             salt = f"quality:{source}"  # the seed salt of earlier releases: same bits
             est = stats.bootstrap_mean_ci(values, seed=_seed(seed, salt))
-        out.append(("quality", est, len(values), None, {"quality": source}))
+        out.append(("quality", est, len(values), None, params))
+    return out
+
+
+@AGGREGATES.register("quality_noise_floor")
+def _quality_noise_floor(rows: Sequence[Row], seed: int) -> list[Estimated]:
+    """What two samples of unwatermarked outputs score against each other (MAUVE between two
+    halves of the reference group, :func:`evalrun.judges.mauve.noise_floor`): the bar beside
+    the reference's 1."""
+    if not rows or not (is_none(rows[0]["watermark"]) and is_none(rows[0]["attack"])) or not is_detection(rows):
+        return []
+    out: list[Estimated] = []
+    for source in quality_sources(rows):
+        for answer in _group_answers(rows, source):
+            floor = answer.get("noise_floor")
+            if isinstance(floor, Mapping) and isinstance(floor.get("mauve"), (int, float)):
+                est = _stored_estimate({"quality": floor["mauve"], "interval": [floor.get("low"), floor.get("high")]})
+                out.append(("quality_noise_floor", est, 2 * int(floor.get("texts_per_half") or 0), None,
+                            {"quality": source, "interval": GROUP_INTERVAL}))
     return out
 
 
@@ -398,14 +432,19 @@ def _group_ratio(top: Mapping[str, Any], bottom: Mapping[str, Any], ratio: Any,
                  bounds: tuple[float, float]) -> stats.Estimate:
     """``ratio(top, bottom)`` of two group-level scores, with the interval of
     :func:`~evalrun.judges.mauve_score.normal_interval` over the ratios of their bootstrap
-    replicates taken pairwise (they are independent draws), clipped to ``bounds``."""
+    replicates taken pairwise (they are independent draws), clipped to ``bounds`` and to what
+    the ratio can be: a group-level score lies in [0, 1] (MAUVE), so against a baseline of 1
+    a degradation lies in [0, 1] and never below."""
     a, b = _replicates(top), _replicates(bottom)
     size = max(len(a), len(b))
     a, b = np.resize(a, size), np.resize(b, size)
     values = [ratio(float(x), float(y)) for x, y in zip(a, b) if y > 0.0]
     base = float(bottom["quality"])
-    point = ratio(float(top["quality"]), base) if base > 0.0 else math.nan
-    low, high = normal_interval(point, values, *bounds)
+    if not base > 0.0:
+        return stats.Estimate(math.nan, math.nan, math.nan)
+    point = ratio(float(top["quality"]), base)
+    lowest, highest = sorted((ratio(0.0, base), ratio(1.0, base)))
+    low, high = normal_interval(point, values, max(bounds[0], lowest), min(bounds[1], highest))
     return stats.Estimate(point, low, high)
 
 
@@ -513,12 +552,14 @@ def _quality_ratios(rows: Sequence[Row], name: str, ratio: Callable[[float, floa
                 if not baseline:
                     continue
                 top, bottom = _group_answers(groups[key], source), _group_answers(groups[base], source)
+                params: dict[str, str | float] = {"quality": source}
                 if len(top) == 1 and len(bottom) == 1:  # one score per group (MAUVE)
                     est = _group_ratio(top[0], bottom[0], ratio, bounds)
+                    params["interval"] = GROUP_INTERVAL
                 else:
                     salt = f"{name}:{source}"  # the seed salt of earlier releases: same bits
                     est = _ratio_ci(measured, baseline, ratio, _seed(pack, *key, salt))
-                out.append(record(pack, name, est, len(measured), *key, params={"quality": source}))
+                out.append(record(pack, name, est, len(measured), *key, params=params))
     return out
 
 

@@ -47,6 +47,10 @@ def test_answers_from_the_embedded_model_score_like_texts_above_unlike_ones(embe
     answers = dict(zip([(g[0].watermark) for g in groups], judge.answer_locally(embedded, "embedded", groups)))
     parsed = {wm: judge.parse(raw) for wm, raw in answers.items()}
     assert parsed["none"]["quality"] == 1.0 and parsed["none"]["reference"]
+    # the noise floor: two halves of the 20 unwatermarked texts, 10 each, against each other
+    floor = parsed["none"]["noise_floor"]
+    assert floor["texts_per_half"] == 10 and floor["buckets"] == 2 and len(floor["replicates"]) == 50
+    assert 0.0 <= floor["low"] <= floor["mauve"] <= floor["high"] <= 1.0
     assert parsed["kgw"]["quality"] == pytest.approx(1.0)           # the same texts
     assert parsed["exp"]["quality"] < 0.2                            # looping text, far from the baseline
     for wm in ("kgw", "exp"):
@@ -56,6 +60,13 @@ def test_answers_from_the_embedded_model_score_like_texts_above_unlike_ones(embe
         assert p["interval"][0] <= p["interval"][1] and len(p["replicates"]) == 50
     # recomputed: the same bits (seeds come from the texts)
     assert judge.answer_locally(embedded, "embedded", groups) == [answers[g[0].watermark] for g in groups]
+
+
+def test_no_noise_floor_below_twenty_unwatermarked_texts(embedded) -> None:
+    judge = get_judge("mauve")
+    groups = judge.groups([subject(i) for i in range(19)])
+    [raw] = judge.answer_locally(embedded, "embedded", groups)
+    assert "noise_floor" not in judge.parse(raw) and judge.parse(raw)["reference"]
 
 
 def test_unreadable_answers_are_unparsed_never_guessed() -> None:

@@ -25,7 +25,7 @@ from evalrun.metrics.aggregates import (
     write_metrics_json,
 )
 from evalrun.metrics.analyses import sweep_records, tune_records
-from evalrun.metrics.benchmark import ALL_ATTACKS, excluded_from_tamper, record_index
+from evalrun.metrics.benchmark import ALL_ATTACKS, GROUP_INTERVAL, excluded_from_tamper, record_index
 from evalrun.metrics.intervals import tpr_at_fpr_ci
 from evalrun.metrics.quality_records import distinguish_records
 from evalrun.pack.grade import Judgement
@@ -452,18 +452,36 @@ def test_analysis_records_carry_their_dimensions_as_params() -> None:
 
 
 def mauve_answer(score: float, wm: str, attack: str = "none", replicates: tuple[float, ...] = (),
-                 reference: bool = False) -> Judgement:
+                 reference: bool = False, noise_floor: dict[str, Any] | None = None) -> Judgement:
     """A MAUVE answer as :mod:`evalrun.judges.mauve` stores it, parsed by the registered judge."""
     data: dict[str, Any] = {"mauve": score, "about": {"watermark": wm, "attack": attack}, "embedder": "embedded",
                             "q_count": 3}
     if reference:
         data["reference"] = True
+        if noise_floor is not None:
+            data["noise_floor"] = noise_floor
     else:
         low, high = (min(replicates), max(replicates)) if replicates else (score, score)
         data.update(low=low, high=high, p_count=3, buckets=2, replicates=list(replicates))
     raw = json.dumps(data, sort_keys=True)
     return Judgement(judge="embedded", method="mauve", raw=raw, position=0,
                      parsed=dict(get_judge("mauve").parse(raw)))
+
+
+def test_mauve_noise_floor_is_the_reference_answers_and_counts_once() -> None:
+    floor = {"mauve": 0.96, "low": 0.81, "high": 1.0, "texts_per_half": 3, "buckets": 2, "replicates": [0.9, 1.0]}
+    ref = mauve_answer(1.0, "none", reference=True, noise_floor=floor)
+    old_ref = mauve_answer(1.0, "none", reference=True)   # judged before noise floors: the same 1
+    kgw = mauve_answer(0.9, KGW, replicates=(0.8, 0.85, 0.95, 0.99))
+    rows = [unmarked({KGW: 0.5}, judgements=(old_ref, ref, kgw)) for _ in range(6)]
+    rows += [marked(0.001, judgements=(kgw,)) for _ in range(6)]
+    records = compute(rows)
+    rec = find(records, "quality_noise_floor", watermark="none", quality="mauve")
+    assert (rec.value, rec.ci_low, rec.ci_high, rec.n) == (0.96, 0.81, 1.0, 6)
+    # two reference answers count as one: the degradation still comes from the replicates
+    degradation = find(records, "quality_degradation", quality="mauve")
+    assert degradation.value == pytest.approx(0.1) and degradation.ci_low < degradation.ci_high
+    assert not [r for r in compute(rows[6:]) if r.metric == "quality_noise_floor"]
 
 
 def test_mauve_is_a_group_score_with_its_stored_interval_and_not_a_proxy() -> None:
@@ -481,9 +499,13 @@ def test_mauve_is_a_group_score_with_its_stored_interval_and_not_a_proxy() -> No
     assert find(records, "quality", watermark="none", quality="mauve").value == 1.0
     degradation = find(records, "quality_degradation", quality="mauve")
     assert degradation.value == pytest.approx(0.1)
-    # centred on the point: ± 1.96 sd of 1 - replicate / 1 over the replicates
+    # centred on the point: ± 1.96 sd of 1 - replicate / 1 over the replicates, clipped to what a
+    # MAUVE degradation against the reference's 1 can be: [0, 1] (0.1 - spread < 0)
     spread = 1.959963984540054 * np.std([0.2, 0.15, 0.05, 0.01], ddof=1)
-    assert (degradation.ci_low, degradation.ci_high) == pytest.approx((0.1 - spread, 0.1 + spread))
+    assert (degradation.ci_low, degradation.ci_high) == pytest.approx((0.0, 0.1 + spread))
+    assert 0.1 - spread < 0.0
+    # each MAUVE record says how its interval was made (a note, not part of its key)
+    assert quality.params["interval"] == degradation.params["interval"] == GROUP_INTERVAL
     retention = find(records, "quality_retention", attack="swap:p=0.1", quality="mauve")
     assert retention.value == pytest.approx(0.5)   # 0.45 / 0.9
     assert 0.0 <= retention.ci_low < 0.5 < retention.ci_high <= 1.0

@@ -112,6 +112,6 @@ def test_compact_rows_cover_every_result_and_point_to_the_evidence(main_job: tup
             for spec in (MAIN_KGW, MAIN_EXP):
                 assert re.search(re.escape(spec) + r": detected=\w+ num_tokens_scored=\d+ p_value=[0-9.e-]+ ", row), row
         else:
-            assert re.search(r"\bp_value=[0-9.e-]+ .*size=\d+ threshold=0.02", row), row
+            assert re.search(r"\bp_value=[0-9.e-]+ .*size=\d+ sizes={alpha_spending: \d+; first_crossing: \d+} threshold=0.02", row), row
     [pairs] = tables["mmw_book_reports (watermark detection): model comparison and stability"]
     assert len(pairs) == 21 * 20 // 2 and set(pairs[0]) >= {"key A", "key B"}
