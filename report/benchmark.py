@@ -416,6 +416,23 @@ def tamper_table(items: Sequence[Tamper], packs: Sequence[PackData], recs: Recor
             "keeping at least 80% of the unattacked quality (Fig. 3's dashed lines)."))
 
 
+def surface_notes(packs: Sequence[PackData], recs: Records) -> list[Block]:
+    """One sentence per pack whose quality retentions carry the surface caveat: which attacks,
+    and what their numbers rest on."""
+    out: list[Block] = []
+    for p in packs:
+        flagged = sorted({r.attack for r in recs.all if r.pack == p.name and r.metric == "quality_retention"
+                          and r.params.get("quality") == p.source and "caveat" in r.params})
+        if flagged and p.source is not None:
+            out.append(Paragraph(
+                f"{p.name}: {', '.join(flagged)} edit characters inside words, and {source_name(p.source, p.judges)} "
+                "reads surface form: it scores such text far below what a reader would (on the main job, 5% typos "
+                "keep 1-2% of the embedded model's MAUVE and 16-18% of its 1 / perplexity), so their quality retention, and R and the best attack where they "
+                "rest on them, measure the edit rather than lost content (a caveat in their metrics.json params). "
+                "MarkMyWords judges attacked text with its rating judge (--judge rating:<model>)."))
+    return out
+
+
 def saturation_notes(items: Sequence[Tamper]) -> list[Block]:
     """One sentence per saturated R (the record's ``saturated`` param): 1 because the suite
     removed too little, not because the scheme resists tampering."""
@@ -590,6 +607,7 @@ def sections(packs: dict[str, list[Result]], records: Iterable[MetricRecord], ou
     if found:
         tamper_blocks.append(tamper_table(found, data, recs))
         tamper_blocks += saturation_notes(found)
+        tamper_blocks += surface_notes(data, recs)
         charts.tamper_resistance([t.panel for t in found], out / "tamper_resistance.png")
         tamper_blocks.append(_figure("tamper_resistance.png",
                                      "quality retention against detection rate per attack, the lower convex "

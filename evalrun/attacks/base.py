@@ -34,6 +34,9 @@ class AttackDef:
     #: a prompt attack also rewrites the prompt before generation (the ``emoji`` attack asks
     #: for emojis that ``fn`` then removes): its items get a generation of their own
     prompt: Callable[[Prompt], Prompt] | None = None
+    #: it edits characters inside words (typos, case): a quality source that reads surface form
+    #: (an embedder's states, a perplexity) scores such text far lower than a reader would
+    characters: bool = False
 
 
 #: text attacks, and the model attacks :mod:`evalrun.attacks.model` registers (readers tell
@@ -55,14 +58,15 @@ ATTACKS: Registry[AttackDef | ModelAttackDef] = Registry("attack", "evalrun.atta
 
 def text_attack(name: str, *, keys: tuple[str, ...] | frozenset[str] = (), random: bool = True,
                 registry: Registry[AttackDef] | Registry[AttackDef | ModelAttackDef] | None = ATTACKS,
-                prompt: Callable[[Prompt], Prompt] | None = None) -> Callable[[TextFn], AttackDef]:
+                prompt: Callable[[Prompt], Prompt] | None = None,
+                characters: bool = False) -> Callable[[TextFn], AttackDef]:
     """Register ``fn(text, spec, rng) -> text`` as the attack ``name`` (its docstring's first
     line becomes the description). ``registry=None`` only builds the definition, for a
     third-party entry point."""
     def wrap(fn: TextFn) -> AttackDef:
         doc = (fn.__doc__ or "").strip().splitlines()
         definition = AttackDef(name=name, keys=frozenset(keys), fn=fn, random=random,
-                               description=doc[0] if doc else "", prompt=prompt)
+                               description=doc[0] if doc else "", prompt=prompt, characters=characters)
         if registry is not None:
             registry.register(name, definition)
         return definition
@@ -83,3 +87,13 @@ class Attack:
 
     def apply(self, text: str, seed: int) -> str:
         return self.definition.fn(text, self.spec, random.Random(seed))
+
+
+def edits_characters(attack: str) -> bool:
+    """Whether the attack a stored spec names (``typo:p=0.05``) edits characters inside words
+    (:attr:`AttackDef.characters`); False for ``none``, model attacks and unknown names."""
+    name = attack.split(":", 1)[0].strip()
+    if not name or name.lower() == "none" or name not in ATTACKS:
+        return False
+    definition = ATTACKS.get(name)
+    return isinstance(definition, AttackDef) and definition.characters

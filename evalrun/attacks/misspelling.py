@@ -45,7 +45,7 @@ def misspellings() -> dict[str, tuple[int, tuple[str, ...]]]:
     return {key: (rank, tuple(values)) for rank, (key, values) in enumerate(table.items())}
 
 
-@text_attack("misspelling", keys=("p",))
+@text_attack("misspelling", keys=("p",), characters=True)
 def misspelling(text: str, spec: Spec, rng: random.Random) -> str:
     """Replace each word that has a common misspelling (Wikipedia's list, via HELM) by one with probability p."""
     p = spec_float(spec, "p", 0.1, what="--attack", lo=0.0, hi=1.0)

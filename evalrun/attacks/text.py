@@ -18,7 +18,7 @@ from evalrun._util.specs import Spec, spec_float
 from evalrun.attacks.base import text_attack
 
 
-@text_attack("lowercase", random=False)
+@text_attack("lowercase", random=False, characters=True)
 def lowercase(text: str, spec: Spec, rng: random.Random) -> str:
     """Lower-case the whole text (MarkMyWords' and HELM's ``LowercaseAttack``: ``str.lower``)."""
     return text.lower()
@@ -39,7 +39,7 @@ def neighbour_swap(text: str, spec: Spec, rng: random.Random) -> str:
     return " ".join(words)
 
 
-@text_attack("random_letters", keys=("p",))
+@text_attack("random_letters", keys=("p",), characters=True)
 def random_letters(text: str, spec: Spec, rng: random.Random) -> str:
     """Replace each letter with a random lower-case letter with probability p (the former ``typo``)."""
     p = spec_float(spec, "p", 0.05, what="--attack", lo=0.0, hi=1.0)

@@ -44,7 +44,7 @@ def _neighbours() -> dict[str, str]:
 QWERTY_NEIGHBOURS: dict[str, str] = _neighbours()
 
 
-@text_attack("typo", keys=("p",))
+@text_attack("typo", keys=("p",), characters=True)
 def typo(text: str, spec: Spec, rng: random.Random) -> str:
     """Replace each letter with a QWERTY keyboard neighbour with probability p."""
     p = spec_float(spec, "p", 0.05, what="--attack", lo=0.0, hi=1.0)

@@ -82,9 +82,10 @@ class MetricRecord:
 
 
 #: params that describe a record rather than tell it apart from others: how its interval was
-#: made (``interval``), whether it saturates and why (``saturated``). Not part of
-#: :func:`params_key`, so a reader finds ``{"quality": "mauve"}`` whatever its notes say.
-NOTES = frozenset({"interval", "saturated"})
+#: made (``interval``), whether it saturates (``saturated``), what it rests on that a reader
+#: should weigh (``caveat``). Not part of :func:`params_key`, so a reader finds
+#: ``{"quality": "mauve"}`` whatever its notes say.
+NOTES = frozenset({"interval", "saturated", "caveat"})
 
 
 def params_key(params: Mapping[str, str | float] | None) -> tuple[tuple[str, str | float], ...]:

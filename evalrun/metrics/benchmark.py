@@ -61,6 +61,11 @@ The quality records below carry params ``{"quality": <source>}``:
   "saturated": true|false}``: saturated when every attack's detection rate is at least its
   quality retention, so the hull is the diagonal and R = 1 says only that the attacks
   removed too little (:meth:`TamperInputs.saturated`);
+* a ``caveat`` note (:data:`SURFACE_CAVEAT`) on the quality retention of an attack that edits
+  characters (typo, misspelling, lowercase; :attr:`evalrun.attacks.base.AttackDef.characters`)
+  when the source is not the rating judge, and on R and the best attack when they rest on
+  one: MAUVE over the embedded model's states keeps 1-2% of the quality after 5% typos and
+  perplexity 16-18%, a loss of surface form no reader would see as lost content;
 * ``best_attack`` -- the attack with the lowest detection rate among those keeping
   >= 80% quality retention (MarkMyWords Fig. 3), in the record's ``attack`` field; the value is
   its detection rate on the texts of its point (Wilson 95%). No record when no attack keeps
@@ -85,6 +90,7 @@ import numpy as np
 
 from evalrun._util.hashing import stable_int
 from evalrun._util.specs import is_none
+from evalrun.attacks.base import edits_characters
 from evalrun.judges import JUDGES
 from evalrun.judges.mauve_score import normal_interval
 from evalrun.metrics import stats
@@ -104,9 +110,10 @@ from evalrun.metrics.quality import quality_degradation
 from evalrun.metrics.tamper import best_attack, quality_retention
 from evalrun.watermark.verdict import DEFAULT_SIZE_RULE, DETECTED, FIRST_CROSSING, NOT_DETECTED, is_detected
 
-__all__ = ["ALL_ATTACKS", "DETECTION_LABELS", "FPR_TARGETS", "RATING", "TamperInputs",
-           "excluded_from_tamper", "is_detection", "is_proxy", "quality_by_source",
-           "quality_judges", "quality_sources", "record_index", "source_of_method", "tamper_inputs", "temperature"]
+__all__ = ["ALL_ATTACKS", "DETECTION_LABELS", "FPR_TARGETS", "GROUP_INTERVAL", "RATING", "SURFACE_CAVEAT",
+           "TamperInputs", "excluded_from_tamper", "is_detection", "is_proxy", "quality_by_source",
+           "quality_judges", "quality_sources", "record_index", "source_of_method", "surface_sensitive", "tamper_inputs",
+           "temperature"]
 
 DETECTION_LABELS = frozenset({DETECTED, NOT_DETECTED})
 #: the ``attack`` of a record about all of a watermark's attacks (tamper resistance)
@@ -119,6 +126,11 @@ RATING = "rating"
 #: is a proxy (:mod:`evalrun.judges.mauve` gives ``mauve``)
 PAPER_SOURCES = (RATING, "mauve")
 _NAN = stats.Estimate(math.nan, math.nan, math.nan)
+#: the ``caveat`` note of a quality retention (and of R, and the best attack) that rests on a
+#: character-level attack judged by a source other than the rating judge: MAUVE over an
+#: embedder's states and perplexity both read a typo as a large loss of quality
+SURFACE_CAVEAT = ("character-level attack under a surface-sensitive quality source: the loss measured is "
+                  "mostly the edit of surface form, not of content")
 #: how a group-level score's interval is made (the ``interval`` note of its records): the score
 #: ± 1.96 standard deviations of bootstrap replicates that resample prompts (each with its own
 #: k-means seed); coverage checked by ``benchmarks/mauve_interval_coverage.py``
@@ -277,6 +289,13 @@ def quality_judges(rows: Iterable[Row], source: str) -> list[str]:
 def _quality(rows: Iterable[Row], source: str) -> list[float]:
     """Per-text quality of the graded rows that have one from ``source``."""
     return [q[source] for q in map(quality_by_source, (r for r in rows if graded(r))) if source in q]
+
+
+def surface_sensitive(source: str, attacks: Iterable[str]) -> bool:
+    """True when a quality source other than MarkMyWords' rating judges an attack that edits
+    characters (:func:`evalrun.attacks.base.edits_characters`): the ``caveat`` of the module
+    docstring."""
+    return source != RATING and any(edits_characters(a) for a in attacks)
 
 
 def excluded_from_tamper(attack: str) -> bool:
@@ -553,6 +572,8 @@ def _quality_ratios(rows: Sequence[Row], name: str, ratio: Callable[[float, floa
                     continue
                 top, bottom = _group_answers(groups[key], source), _group_answers(groups[base], source)
                 params: dict[str, str | float] = {"quality": source}
+                if surface_sensitive(source, [key[2]]):
+                    params["caveat"] = SURFACE_CAVEAT
                 if len(top) == 1 and len(bottom) == 1:  # one score per group (MAUVE)
                     est = _group_ratio(top[0], bottom[0], ratio, bounds)
                     params["interval"] = GROUP_INTERVAL
@@ -652,14 +673,18 @@ def _tamper_resistance(rows: Sequence[Row]) -> list[MetricRecord]:
                 est = tamper_resistance_ci(inputs.baseline, inputs.attacks,
                                            seed=_seed(pack, model, wm, ALL_ATTACKS, salt))
                 n = len(inputs.baseline) + sum(len(q) for q, _ in inputs.attacks.values())
-                out.append(record(pack, "tamper_resistance", est, n, model, wm, ALL_ATTACKS,
-                                  params={"quality": source, "saturated": inputs.saturated()}))
+                params: dict[str, str | float] = {"quality": source, "saturated": inputs.saturated()}
+                if surface_sensitive(source, inputs.attacks):
+                    params["caveat"] = SURFACE_CAVEAT
+                out.append(record(pack, "tamper_resistance", est, n, model, wm, ALL_ATTACKS, params=params))
                 best = best_attack(inputs.points())
                 if best is not None:  # its point's detection rate, with the Wilson interval
                     detected = inputs.attacks[best.name][1]
                     est = stats.wilson_interval(sum(detected), len(detected))
-                    out.append(record(pack, "best_attack", est, len(detected), model, wm, best.name,
-                                      params={"quality": source}))
+                    params = {"quality": source}
+                    if surface_sensitive(source, [best.name]):
+                        params["caveat"] = SURFACE_CAVEAT
+                    out.append(record(pack, "best_attack", est, len(detected), model, wm, best.name, params=params))
     return out
 
 

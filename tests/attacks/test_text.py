@@ -47,3 +47,14 @@ def test_bad_values_name_the_option(spec: str, message: str) -> None:
     with pytest.raises(SpecError, match="--attack") as info:
         parse_attack(spec)
     assert message in str(info.value)
+
+
+def test_attacks_that_edit_characters_say_so() -> None:
+    """What a report's surface caveat rests on: which registered attacks edit characters."""
+    from evalrun.attacks.base import edits_characters
+
+    assert {a for a in ("lowercase", "typo:p=0.05", "misspelling:p=0.25", "random_letters:p=0.1")
+            if edits_characters(a)} == {"lowercase", "typo:p=0.05", "misspelling:p=0.25", "random_letters:p=0.1"}
+    for word_level in ("swap:p=0.1", "synonym:p=0.5", "contraction", "expansion", "neighbour_swap:p=0.1",
+                       "paraphrase:openai:gpt", "none", "no_such_attack"):
+        assert not edits_characters(word_level), word_level

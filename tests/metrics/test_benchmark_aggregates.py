@@ -297,6 +297,20 @@ def test_tamper_resistance_says_when_no_attack_lowered_detection() -> None:
     assert rec.value < 1.0 and rec.params["saturated"] is False
 
 
+def test_character_attacks_under_a_surface_sensitive_source_carry_a_caveat() -> None:
+    def caveats(judge) -> dict[tuple[str, str], bool]:
+        rows = [marked(0.001, judgements=(judge(0.8),)) for _ in range(4)]
+        rows += _attack_rows("typo:p=0.05", 0.2, 9, judge=judge) + _attack_rows("swap:p=0.1", 0.72, 3, judge=judge)
+        return {(r.metric, r.attack): "caveat" in r.params for r in compute(rows)
+                if r.metric in ("quality_retention", "tamper_resistance", "best_attack")}
+
+    # the proxy reads surface form: typo's retention and R (which rests on it) say so, swap's not
+    assert caveats(proxy) == {("quality_retention", "typo:p=0.05"): True, ("quality_retention", "swap:p=0.1"): False,
+                              ("tamper_resistance", ALL_ATTACKS): True, ("best_attack", "swap:p=0.1"): False}
+    # MarkMyWords' rating judge reads content: no caveat anywhere
+    assert not any(caveats(rating).values())
+
+
 def test_tamper_resistance_leaves_paraphrase_out_and_names_the_best_attack() -> None:
     records = compute(tamper_rows())
     rec = find(records, "tamper_resistance", attack=ALL_ATTACKS, quality="rating")
