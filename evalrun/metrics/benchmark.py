@@ -55,9 +55,10 @@ The quality records below carry params ``{"quality": <source>}``:
   rate), paraphrase attacks (names starting ``paraphrase``, any case) left out, translations
   kept; bootstrap 95% via :func:`~evalrun.metrics.tamper_resistance_ci`. A point pairs each
   text's quality with its detection, so it uses the graded texts that have a quality answer
-  (with MAUVE every text of a group carries the group's score, as in MarkMyWords, so the
-  interval resamples detections only; a ratio of two MAUVE scores takes its interval from
-  the spread of their bootstrap replicates' ratios). Params ``{"quality": source,
+  (with MAUVE every text of a group carries the group's score, as in MarkMyWords, so each
+  resample pairs resampled detections with the next bootstrap replicate of every group's
+  MAUVE, and the interval is R ± 1.96 sd of those, as MAUVE's own; a ratio of two MAUVE
+  scores takes its interval from the spread of their bootstrap replicates' ratios). Params ``{"quality": source,
   "saturated": true|false}``: saturated when every attack's detection rate is at least its
   quality retention, so the hull is the diagonal and R = 1 says only that the attacks
   removed too little (:meth:`TamperInputs.saturated`);
@@ -105,7 +106,13 @@ from evalrun.metrics.aggregates import (
     row_metadata,
 )
 from evalrun.metrics.detection import detection_rate, false_positive_rate
-from evalrun.metrics.intervals import auroc_ci, tamper_resistance_ci, tpr_at_fpr_ci, watermark_size_ci
+from evalrun.metrics.intervals import (
+    GroupReplicates,
+    auroc_ci,
+    tamper_resistance_ci,
+    tpr_at_fpr_ci,
+    watermark_size_ci,
+)
 from evalrun.metrics.quality import quality_degradation
 from evalrun.metrics.tamper import best_attack, quality_retention
 from evalrun.watermark.verdict import DEFAULT_SIZE_RULE, DETECTED, FIRST_CROSSING, NOT_DETECTED, is_detected
@@ -611,6 +618,9 @@ class TamperInputs:
     #: paraphrase attacks, shown on the plot but left out of R (MarkMyWords IV-C)
     excluded: dict[str, tuple[list[float], list[bool]]] = field(default_factory=dict)
     threshold: float | None = None
+    #: a group-level source's bootstrap replicates (the baseline's score's, each attack's), so R's
+    #: interval varies quality with detections; None for per-text sources
+    replicates: GroupReplicates | None = None
 
     @staticmethod
     def point(baseline: Sequence[float], sample: tuple[list[float], list[bool]]) -> tuple[float, float]:
@@ -655,7 +665,13 @@ def tamper_inputs(groups: Mapping[Key, Sequence[Row]], model: str, watermark: st
             continue  # an attack without quality answers cannot be placed
         sample = ([q for q, _ in pairs], [d for _, d in pairs])
         (out.excluded if excluded_from_tamper(key[2]) else out.attacks)[key[2]] = sample
-    return out if out.attacks else None
+    if not out.attacks:
+        return None
+    scores = {k[2]: _group_answers(groups[k], source) for k in [base, *keys] if k[2] in out.attacks or k == base}
+    if all(len(a) == 1 and a[0].get("replicates") for a in scores.values()):
+        out.replicates = (_replicates(scores[base[2]][0]).tolist(),
+                          {name: _replicates(a[0]).tolist() for name, a in scores.items() if name != base[2]})
+    return out
 
 
 @SELECTION_AGGREGATES.register("tamper_resistance")
@@ -670,10 +686,12 @@ def _tamper_resistance(rows: Sequence[Row]) -> list[MetricRecord]:
                 if inputs is None:
                     continue
                 salt = f"tamper_resistance:{source}"  # the seed salt of earlier releases: same bits
-                est = tamper_resistance_ci(inputs.baseline, inputs.attacks,
+                est = tamper_resistance_ci(inputs.baseline, inputs.attacks, replicates=inputs.replicates,
                                            seed=_seed(pack, model, wm, ALL_ATTACKS, salt))
                 n = len(inputs.baseline) + sum(len(q) for q, _ in inputs.attacks.values())
                 params: dict[str, str | float] = {"quality": source, "saturated": inputs.saturated()}
+                if inputs.replicates is not None:
+                    params["interval"] = GROUP_INTERVAL
                 if surface_sensitive(source, inputs.attacks):
                     params["caveat"] = SURFACE_CAVEAT
                 out.append(record(pack, "tamper_resistance", est, n, model, wm, ALL_ATTACKS, params=params))

@@ -8,7 +8,9 @@ point estimate on every resample, so the estimate and its interval cannot drift 
 * AUROC, TPR at FPR -- positives and negatives, each within itself (group sizes stay fixed;
   TPR at FPR re-picks its threshold on every resample, so threshold noise is in the interval);
 * calibration R^2 -- the (x, y) points, as pairs;
-* tamper resistance -- the baseline texts and each attack's texts, each within itself.
+* tamper resistance -- the baseline texts and each attack's texts, each within itself; with a
+  group-level quality source (MAUVE: one score per group), each resample also takes the next
+  bootstrap replicate of every group's score, so detections and quality vary together.
 
 Every helper needs an explicit ``seed``; the same inputs and seed give the same bits. Intervals
 are NaN where the aggregate is undefined (an empty sample) or undefined on more than 5% of the
@@ -23,6 +25,7 @@ from typing import Mapping, Sequence, Tuple
 import numpy as np
 
 from evalrun._util.checks import check_fpr, pairs_array, score_array
+from evalrun.judges.mauve_score import normal_interval
 from evalrun.metrics import stats
 from evalrun.metrics.calibration import fit_rows
 from evalrun.metrics.detection import auroc_rows, tpr_at_fpr_rows
@@ -34,6 +37,8 @@ __all__ = ["auroc_ci", "calibration_r2_ci", "tamper_resistance_ci", "tpr_at_fpr_
 
 #: one attack's texts: per-text quality ratings and whether each was still detected
 AttackSample = Tuple[Sequence[float], Sequence[bool]]
+#: bootstrap replicates of group-level scores: the baseline's, then each attack's by name
+GroupReplicates = Tuple[Sequence[float], Mapping[str, Sequence[float]]]
 
 
 def watermark_size_ci(sizes: Sequence[int | float | None], *, seed: int,
@@ -81,7 +86,8 @@ def calibration_r2_ci(x: Sequence[float], y: Sequence[float], *, seed: int,
 def tamper_resistance_ci(baseline_quality: Sequence[float],
                          attacks: Mapping[str, AttackSample], *, seed: int,
                          n_resamples: int = stats.DEFAULT_RESAMPLES,
-                         level: float = stats.DEFAULT_LEVEL) -> stats.Estimate:
+                         level: float = stats.DEFAULT_LEVEL,
+                         replicates: GroupReplicates | None = None) -> stats.Estimate:
     """:func:`~evalrun.metrics.tamper_resistance` from per-text data, with a bootstrap CI.
 
     ``baseline_quality`` holds the ratings of the unattacked texts; ``attacks`` maps each
@@ -89,7 +95,12 @@ def tamper_resistance_ci(baseline_quality: Sequence[float],
     attack's point is ``(quality_retention(mean rating, mean baseline rating), share
     detected)``. The baseline and every attack are resampled within themselves, as independent
     samples: texts shared between attacks are not tied together.
+
+    With ``replicates`` (a group-level source: every text of a group carries its score) see
+    :func:`_tamper_replicates_ci`; ``level`` is then 0.95.
     """
+    if replicates is not None:
+        return _tamper_replicates_ci(baseline_quality, attacks, replicates, seed)
     base = score_array(baseline_quality, "baseline_quality")
     names = list(attacks)
     groups: list[np.ndarray] = [base]
@@ -115,3 +126,33 @@ def tamper_resistance_ci(baseline_quality: Sequence[float],
         return tamper_resistance(points)
 
     return stats.bootstrap_groups_ci(groups, statistic, seed, n_resamples, level)
+
+
+def _tamper_replicates_ci(baseline_quality: Sequence[float], attacks: Mapping[str, AttackSample],
+                          replicates: GroupReplicates, seed: int) -> stats.Estimate:
+    """R with quality from group-level scores: resample ``r`` draws each attack's detections
+    within itself and takes replicate ``r`` of the baseline's and every attack's score (the
+    replicates are independent draws, cycled to the longest list); the interval is R ± 1.96 sd
+    of those values, clipped to [0, 1] -- made as each score's own interval is
+    (:func:`evalrun.judges.mauve_score.normal_interval`), so it contains R."""
+    base_reps, attack_reps = replicates
+    names = list(attacks)
+    missing = [n for n in names if not len(attack_reps.get(n, ()))]
+    if missing or not len(base_reps):
+        raise ValueError(f"replicates: none for {'the baseline' if not len(base_reps) else missing[0]!r}")
+    flags = {n: np.asarray(attacks[n][1], dtype=float) for n in names}
+    point = tamper_resistance({n: (quality_retention(float(np.mean(attacks[n][0])), float(np.mean(baseline_quality))),
+                                   float(flags[n].mean())) for n in names})
+    size = max(len(base_reps), *(len(attack_reps[n]) for n in names))
+    base = np.resize(np.asarray(base_reps, dtype=float), size)
+    reps = {n: np.resize(np.asarray(attack_reps[n], dtype=float), size) for n in names}
+    rng = np.random.default_rng(seed)
+    values = []
+    for r in range(size):
+        if not base[r] > 0.0:
+            continue
+        drawn = {n: float(flags[n][rng.integers(0, flags[n].size, flags[n].size)].mean()) for n in names}
+        values.append(tamper_resistance({n: (quality_retention(float(reps[n][r]), float(base[r])), drawn[n])
+                                         for n in names}))
+    low, high = normal_interval(point, values, 0.0, 1.0)
+    return stats.Estimate(point, low, high)

@@ -525,4 +525,10 @@ def test_mauve_is_a_group_score_with_its_stored_interval_and_not_a_proxy() -> No
     assert 0.0 <= retention.ci_low < 0.5 < retention.ci_high <= 1.0
     tamper = find(records, "tamper_resistance", attack=ALL_ATTACKS, quality="mauve")
     assert tamper.n == 6 and 0.0 < tamper.value < 1.0
+    # quality varies with detections: R's interval comes from MAUVE's replicates too, so it is
+    # wider than resampling the detections alone gives
+    assert tamper.params["interval"] == GROUP_INTERVAL and tamper.ci_low <= tamper.value <= tamper.ci_high
+    alone = metrics.tamper_resistance_ci([0.9] * 3, {"swap:p=0.1": ([0.45] * 3, [True, False, False])},
+                                         seed=1)
+    assert tamper.ci_high - tamper.ci_low > alone.high - alone.low
     assert not any(r.params.get("quality") == "mauve-proxy" for r in records)
