@@ -32,8 +32,9 @@ SETUPS: dict[str, tuple[str, str, int, int]] = {
     "ewd": ("ewd", "15485863", 1000, 30),
     "unbiased": ("unbiased", "42", 64, 16),
 }
-#: where MarkMyWords' rule is far above the level (measured: 7-25% of random texts)
-OVER_LEVEL = ("kgw", "exp", "binary", "pf", "waterfall")
+#: MarkMyWords' rule is far above the level for every scheme (measured: 6-18.5% of random
+#: texts) but Unbiased, whose conservative bound (Theorem 9) flags none
+UNDER_LEVEL_ANYWAY = ("unbiased",)
 
 
 class RandomLogits:
@@ -69,5 +70,5 @@ def test_alpha_spending_flags_at_most_alpha_of_unwatermarked_texts(name: str) ->
     flagged = {rule: sum(s[rule] is not None for s in sizes) for rule in sizes[0]}
     upper = stats.binom.ppf(0.975, TEXTS, ALPHA)  # the binomial interval of alpha, or below
     assert flagged["alpha_spending"] <= upper, (name, flagged)
-    if name in OVER_LEVEL:  # why the default is not MarkMyWords' rule
+    if name not in UNDER_LEVEL_ANYWAY:  # why the default is not MarkMyWords' rule
         assert flagged["first_crossing"] > upper, (name, flagged)

@@ -51,9 +51,12 @@ Seeds of distinct contexts collide with probability about ``n**2 / 2**33`` (comp
 MarkLLM's score (``extra["markllm_score"]`` in compat mode, the number its
 ``detect_watermark`` returns): ``z = (G - (1 - gamma) n_m) / sqrt(n_m)`` in float32, where n_m
 is the text length less the dropped repeats (the unscorable first token is counted, with
-``q = 0``). Its denominator lacks ``sqrt(gamma (1 - gamma))`` (at gamma 0.5 it is half the
-binomial z) and it uses ``1 - gamma`` where the green probability is ``p``; evalrun reports it
-but does not use it. ``markllm_is_watermarked`` is ``markllm_score > z_threshold``.
+``q = 0``). That is the DiPmark paper's own score (Wu et al., its detection section:
+``Phi = (|green| - (1 - gamma) n) / sqrt(n)``, tested there with the Hoeffding bound
+``P(Phi >= t) <= exp(-2 t**2)``), not a MarkLLM invention; MarkLLM's only deviation is counting
+the unscorable first token. evalrun reports it but tests with the exact binomial above, which
+the Hoeffding bound only approximates from above. ``markllm_is_watermarked`` is
+``markllm_score > z_threshold``.
 """
 
 from __future__ import annotations
