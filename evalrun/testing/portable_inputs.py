@@ -8,7 +8,9 @@ module draws them with ``torch.randint`` and scales them by a power of two, whic
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
+
+import numpy as np
 
 #: 2**22 steps of 2**-20: values in [-4, 4), each exactly representable in float32
 _HALF_RANGE = 2 ** 22
@@ -22,3 +24,23 @@ def uniform_scores(shape: tuple[int, ...], generator: Any) -> Any:
 
     ints = torch.randint(-_HALF_RANGE, _HALF_RANGE, shape, generator=generator, dtype=torch.int64)
     return ints.to(torch.float32) * _STEP
+
+
+class TextLogits:
+    """A stand-in model for the detectors that read one (``TokenLogits``): each text's logits
+    are integer draws in [-8, 8] scaled by 1/4, from a generator seeded by the text's ids, so
+    they are fixed by the text (as a model's are, whatever the batch) and have the same bits
+    on any machine."""
+
+    name = "text-seeded-logits"
+
+    def __init__(self, vocab_size: int) -> None:
+        self.vocab_size = vocab_size
+
+    def __call__(self, texts: Sequence[np.ndarray]) -> list[np.ndarray]:
+        out = []
+        for ids in texts:
+            rng = np.random.default_rng([len(ids), *(int(i) for i in ids)])
+            draws = rng.integers(-8, 9, size=(max(len(ids) - 1, 0), self.vocab_size))
+            out.append((draws / 4).astype(np.float32))
+        return out

@@ -8,12 +8,13 @@ more. Random ids are unwatermarked for every key: 1,000 texts per scheme.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pytest
 from scipy import stats
 
+from evalrun.testing.portable_inputs import TextLogits
 from evalrun.watermark.registry import SCHEMES, parse_watermark
 from evalrun.watermark.verdict import sizes_by_rule
 
@@ -37,28 +38,11 @@ SETUPS: dict[str, tuple[str, str, int, int]] = {
 UNDER_LEVEL_ANYWAY = ("unbiased",)
 
 
-class RandomLogits:
-    """Model logits for the detectors that read one: integer draws scaled by 1/4 (portable
-    inputs), fixed by each text, so a text's score does not depend on its batch."""
-
-    name = "random"
-
-    def __init__(self, vocab_size: int) -> None:
-        self.vocab_size = vocab_size
-
-    def __call__(self, texts: Sequence[np.ndarray]) -> list[np.ndarray]:
-        out = []
-        for ids in texts:
-            rng = np.random.default_rng([len(ids), *map(int, ids)])
-            out.append((rng.integers(-8, 9, size=(max(len(ids) - 1, 0), self.vocab_size)) / 4).astype(np.float32))
-        return out
-
-
 def _null_sizes(name: str) -> list[dict[str, int | None]]:
     spec, key, vocab, length = SETUPS.get(name, (name, "size-rule-null", 1000, 60))
     scheme = parse_watermark(spec)
     assert scheme is not None
-    kwargs: dict[str, Any] = {"logits": RandomLogits(vocab)} if scheme.needs_model else {}
+    kwargs: dict[str, Any] = {"logits": TextLogits(vocab)} if scheme.needs_model else {}
     rng = np.random.default_rng(sum(map(ord, name)))
     texts = [rng.integers(0, vocab, length).tolist() for _ in range(TEXTS)]
     return [sizes_by_rule(p, ALPHA) for p in scheme.prefix_p_values_many(texts, key, vocab, **kwargs)]

@@ -19,6 +19,7 @@ import pytest
 import scipy.stats
 
 from evalrun._util.errors import SpecError
+from evalrun.testing.portable_inputs import TextLogits
 from evalrun.watermark.base import ModelRequired
 from evalrun.watermark.registry import parse_watermark
 from evalrun.watermark.schemes import unbiased as unbiased_module
@@ -173,30 +174,13 @@ def test_null_p_values_are_not_anti_conservative(model_logits: dict[int, Referen
     assert (p <= 0.3).sum() == 0 and np.median(p) == 1.0
 
 
-class _RandomLogits:
-    """A stand-in model for the permutation null: logits drawn from each text's own ids (so
-    they are fixed by the text, as a model's are), over a small vocabulary."""
-
-    name = "random-logits"
-
-    def __init__(self, vocab_size: int) -> None:
-        self.vocab_size = vocab_size
-
-    def __call__(self, texts: list[np.ndarray]) -> list[np.ndarray]:
-        out = []
-        for ids in texts:
-            rng = np.random.default_rng([int(i) for i in ids])
-            out.append((2 * rng.standard_normal((len(ids) - 1, self.vocab_size))).astype(np.float32))
-        return out
-
-
 def test_permutation_null_fpr_inside_binomial_interval() -> None:
     """``permutations=N``: the score under N spec-fixed null keys; the real key's score is
     exchangeable with them on unwatermarked text, so p <= 0.02 (= 1/(N+1) with N = 49) happens
     with probability 0.02, less the texts whose best sum ties the null's at 0."""
     scheme = _scheme("unbiased:permutations=49,prefix_length=1")
     vocab, texts = 64, 300
-    model = _RandomLogits(vocab)
+    model = TextLogits(vocab)
     rng = np.random.default_rng(20261126)
     p = np.array([scheme.detect(rng.integers(0, vocab, 16), KEY, vocab, logits=model).p_value
                   for _ in range(texts)])
