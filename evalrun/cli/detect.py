@@ -30,6 +30,7 @@ from typing import Any, Iterable, Iterator, NoReturn, Sequence, TextIO
 import numpy as np
 
 from evalrun._util.errors import EvalrunError
+from evalrun._util.jsonl import not_utf8, read_text
 from evalrun._util.token_lines import decode_lines
 from evalrun.model.providers import model_argument
 from evalrun.model.tokenization import model_vocab_size
@@ -88,10 +89,11 @@ def load_tokenizer(path: str) -> tuple[Any, int]:
 
 
 def _read_text(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
+    """The ``--text`` file (``-``: stdin) as UTF-8; anything else is one line naming the byte."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return sys.stdin.buffer.read().decode("utf-8") if path == "-" else read_text(Path(path))
+    except UnicodeDecodeError as exc:
+        raise EvalrunError(f"{'stdin' if path == '-' else path}: cannot read: {not_utf8(exc)}") from None
     except OSError as exc:
         raise EvalrunError(f"{path}: cannot read: {exc.strerror or exc}") from None
 

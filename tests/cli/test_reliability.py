@@ -397,3 +397,18 @@ def test_an_internal_error_is_a_failed_run_with_its_reason(tmp_path: Path, make_
     status, reason = conn.execute("SELECT status, reason FROM runs").fetchone()
     conn.close()
     assert status == "failed" and reason.startswith("RuntimeError: boom in a hook; ")
+
+
+def test_detect_text_that_is_not_utf8_is_one_line_naming_the_byte(tmp_path: Path) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel(vocab={"[UNK]": 0, "cafe": 1}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    text = tmp_path / "latin1.txt"
+    text.write_bytes("un café noir".encode("latin-1"))
+    proc = evalrun("detect", "--watermark", "kgw", "--key", "k", "--text", str(text), "--tokenizer",
+                   str(tmp_path / "tokenizer.json"), cwd=tmp_path)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]   # was a UnicodeDecodeError traceback
+    assert "latin1.txt: cannot read: not UTF-8" in lines[0] and "byte 6" in lines[0], lines[0]
