@@ -3,13 +3,16 @@
 Every file evalrun writes besides the store (reports, charts, metrics.json, exports, ``--json``
 outputs) is written to a temporary file in the same folder and renamed into place: a full disk,
 a size limit or a crash midway leaves the old file as it was, and readers never see a partial
-one. A destination that cannot be written is one :class:`EvalrunError` naming the option.
+one. A destination that cannot be written is one :class:`EvalrunError` naming the option, and
+so is one that exists and is not a regular file (a symbolic link, a FIFO, a device such as
+``/dev/null``): renaming over it would replace the link or the node itself.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import IO, Iterator
@@ -19,6 +22,20 @@ from evalrun._util.errors import EvalrunError
 
 def _problem(exc: OSError) -> str:
     return exc.strerror or str(exc)
+
+
+def _not_regular(path: Path) -> str | None:
+    """What ``path`` is when it exists and is not a regular file (a symbolic link, even to one;
+    a FIFO, a device, a socket, a folder), else None."""
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        return None
+    for test, kind in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"),
+                       (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return kind
+    return None
 
 
 def _mode(path: Path) -> int:
@@ -37,6 +54,10 @@ def atomic_open(path: str | Path, *, what: str, binary: bool = False, newline: s
     replaces ``path``, on an exception it is removed and ``path`` is untouched. ``what`` names
     the option in the one-line errors (``--out``)."""
     path = Path(path)
+    kind = _not_regular(path)
+    if kind is not None:
+        raise EvalrunError(f"{what} {path}: is {kind}, not a regular file; evalrun writes a new file and renames it "
+                           "into place, which would replace it: give the path of a regular file")
     blocker = next((a for a in path.parents if a.exists() and not a.is_dir()), None)
     if blocker is not None:
         raise EvalrunError(f"{what} {path}: cannot write there ({blocker} is a file, not a folder)")

@@ -412,3 +412,20 @@ def test_detect_text_that_is_not_utf8_is_one_line_naming_the_byte(tmp_path: Path
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]   # was a UnicodeDecodeError traceback
     assert "latin1.txt: cannot read: not UTF-8" in lines[0] and "byte 6" in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_export_refuses_a_target_that_is_not_a_regular_file(stored: Path, tmp_path: Path, kind: str) -> None:
+    target = tmp_path / "out.csv"
+    real = tmp_path / "real.csv"
+    if kind == "fifo":
+        os.mkfifo(target)
+    else:
+        real.write_text("kept\n")
+        target.symlink_to(real)
+    proc = evalrun("export", "--db", str(stored), "--format", "csv", "--out", str(target), cwd=tmp_path)
+    one_line(proc, "--out", "out.csv", "a FIFO" if kind == "fifo" else "a symbolic link", "not a regular file")
+    if kind == "fifo":   # was replaced by a regular file, exit 0
+        assert target.is_fifo()
+    else:
+        assert target.is_symlink() and real.read_text() == "kept\n"
