@@ -14,6 +14,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from _pytest.mark.expression import Expression
+
 from evalrun._util.errors import EvalrunError
 from evalrun._util.specs import is_none, parse_spec
 from evalrun.attacks import canonical_attack
@@ -101,6 +103,17 @@ def _fail_under(v: Any) -> str | None:
     return None if v is None or (math.isfinite(v) and 0.0 <= v <= 1.0) else "must be a score in [0, 1]"
 
 
+def _select(v: Any) -> str | None:
+    """A ``-k`` expression pytest would refuse after generating every item, refused first."""
+    if v is None:
+        return None
+    try:
+        Expression.compile(v)
+    except Exception as exc:  # noqa: BLE001 - SyntaxError in pytest 9, ParseError before
+        return f"is not a pytest -k expression ({getattr(exc, 'msg', None) or getattr(exc, 'message', None) or exc})"
+    return None
+
+
 def _executor(v: Any) -> str | None:
     return None if v is None or v in EXECUTORS.names() else (
         f"unknown executor {v!r}; expected one of {', '.join(EXECUTORS.names())}")
@@ -145,7 +158,8 @@ OPTIONS: tuple[Option, ...] = (
            flag="--packs-dir", toml_aliases=("packs_dir",)),
     Option("no_progress", bool, "no progress bar", default=False, toml=None),
     # evalrun run only: they become pytest's own options
-    Option("select", str, "pytest -k expression selecting items", metavar="EXPR", pytest=False, toml=None),
+    Option("select", str, "pytest -k expression selecting items", metavar="EXPR", pytest=False, toml=None,
+           check=_select),
     Option("workers", int, "parallel workers: pytest-xdist processes that grade (--executor local), or "
            "the executor's own workers, e.g. Ray actors each holding the model once (--executor ray; "
            f"default 2; at most {MAX_WORKERS:,})", default=0, pytest=False, toml=None,

@@ -429,3 +429,11 @@ def test_export_refuses_a_target_that_is_not_a_regular_file(stored: Path, tmp_pa
         assert target.is_fifo()
     else:
         assert target.is_symlink() and real.read_text() == "kept\n"
+
+
+def test_a_malformed_select_is_refused_before_anything_is_generated(tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    proc = evalrun("run", "--pack", "watermark_robustness", "--model", "reference", "--select", "((((",
+                   "--out", str(db), "--no-progress", cwd=tmp_path)
+    one_line(proc, "--select", "is not a pytest -k expression")   # was: all items generated, then exit 3
+    assert not db.exists()
