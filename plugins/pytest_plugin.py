@@ -256,6 +256,11 @@ class PackFile(pytest.File):
                 yield node
         except CaseError as exc:  # e.g. a prompt template naming a field a case lacks: this pack only
             yield BrokenPackItem.from_parent(self, name="pack-error", problem=str(exc))
+        except EvalrunError as exc:  # e.g. a bad cache secret: the whole run stops, and says why
+            sink = summary_sink(self.config)
+            if sink is not None and sink.usage_error is None:
+                sink.usage_error = str(exc)
+            raise
 
 
 class CaseFailure(Exception):

@@ -5,7 +5,8 @@ share outputs. Derived from the key alone, any value stored with the results let
 with the store test a guessed key offline (a fixed-salt PBKDF2 did, in 0.2 s per guess). So
 the key is fingerprinted with a secret that lives outside every store: 32 random bytes in
 ``$XDG_CACHE_HOME/evalrun/cache-secret`` (``~/.cache/evalrun/cache-secret``, created private on
-first use), or ``EVALRUN_CACHE_SECRET`` (64 hex digits, for CI and clusters). The fingerprint
+first use), or ``EVALRUN_CACHE_SECRET`` (64 hex digits, for CI and clusters); a shorter,
+malformed or unreadable one is refused, never used. The fingerprint
 is scrypt (16 MiB, about 40 ms) of the key salted with the secret: without the secret a store
 reveals nothing about the key; with the secret too (someone on the same account) each guess
 still costs a memory-hard 40 ms.
@@ -28,6 +29,8 @@ from pathlib import Path
 from evalrun._util.errors import EvalrunError
 
 ENV = "EVALRUN_CACHE_SECRET"
+#: the fewest bytes a cache secret may have: what evalrun writes (32 random bytes, 64 hex digits)
+MIN_BYTES = 32
 #: scrypt's cost: 2**14 x 128 x 8 bytes = 16 MiB and about 40 ms per fingerprint
 SCRYPT_N = 2 ** 14
 
@@ -39,34 +42,57 @@ def secret_path() -> Path:
 
 @functools.lru_cache(maxsize=1)
 def cache_secret() -> bytes:
-    """This machine's cache secret (see the module docstring), created on first use."""
+    """This machine's cache secret (see the module docstring), created on first use. A secret
+    that is shorter than :data:`MIN_BYTES`, not hex, or unreadable is refused in one line: an
+    empty file would make every machine's cache keys the same."""
     given = os.environ.get(ENV)
     if given:
-        try:
-            value = bytes.fromhex(given.strip())
-        except ValueError:
-            value = b""
-        if len(value) < 16:
-            raise EvalrunError(f"{ENV} must be at least 32 hex digits (e.g. `python -c "
-                               f"\"import secrets; print(secrets.token_hex(32))\"`)")
-        return value
+        return _decoded(given, ENV, f"set {ENV} to {2 * MIN_BYTES} hex digits, e.g. the output of `python -c "
+                                    f"\"import secrets; print(secrets.token_hex({MIN_BYTES}))\"`")
     path = secret_path()
+    redo = (f"delete {path} and evalrun writes a new one (watermarked generations cached under the old one "
+            "are then generated again)")
     try:
-        return bytes.fromhex(path.read_text(encoding="ascii").strip())
-    except (OSError, ValueError):
+        return _decoded(_read(path), str(path), redo)
+    except FileNotFoundError:
         pass
-    value = secrets.token_bytes(32)
+    value = secrets.token_bytes(MIN_BYTES)
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w", encoding="ascii") as fh:
             fh.write(value.hex() + "\n")
     except FileExistsError:  # another process made it first: use theirs
-        return bytes.fromhex(path.read_text(encoding="ascii").strip())
+        return _decoded(_read(path), str(path), redo)
     except OSError as exc:
         print(f"evalrun: warning: cannot keep a cache secret in {path} ({exc.strerror or exc}): watermarked "
               f"generations of this process will not be reused by later runs; set {ENV} to keep them",
               file=sys.stderr)
+    return value
+
+
+def _read(path: Path) -> str:
+    """The secret file's text; FileNotFoundError passes (the file is then made), any other
+    failure is one line naming the file."""
+    try:
+        return path.read_bytes().decode("ascii")
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError) as exc:
+        problem = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not ASCII text"
+        raise EvalrunError(f"cache secret {path}: cannot read it ({problem}); check its permissions, or delete it "
+                           "and evalrun writes a new one") from None
+
+
+def _decoded(text: str, where: str, fix: str) -> bytes:
+    """The secret of ``text`` (hex digits, as evalrun writes it), at least :data:`MIN_BYTES`."""
+    try:
+        value = bytes.fromhex(text.strip())
+    except ValueError:
+        raise EvalrunError(f"cache secret {where}: not hex digits, as evalrun writes it; {fix}") from None
+    if len(value) < MIN_BYTES:
+        raise EvalrunError(f"cache secret {where}: {len(value)} bytes, fewer than the {MIN_BYTES} a secret needs "
+                           f"(a short one is shared by other machines); {fix}")
     return value
 
 

@@ -131,6 +131,9 @@ def run_packs(args: argparse.Namespace, user_argv: list[str], models: list[str] 
         print(line)
     for line in sink.error_lines:
         print(line, file=sys.stderr)
+    if code == pytest.ExitCode.INTERRUPTED and sink.usage_error:  # collection stopped on one of evalrun's errors
+        print(f"evalrun: error: {sink.usage_error}", file=sys.stderr)
+        return EXIT_USAGE
     ending = sink.ending or run_ending(values["db"], run_id)
     if ending is not None and ending[0] != "finished":
         status, reason = ending

@@ -437,3 +437,30 @@ def test_a_malformed_select_is_refused_before_anything_is_generated(tmp_path: Pa
                    "--out", str(db), "--no-progress", cwd=tmp_path)
     one_line(proc, "--select", "is not a pytest -k expression")   # was: all items generated, then exit 3
     assert not db.exists()
+
+
+@pytest.mark.parametrize("content,env,needles", [
+    (b"", None, ("cache-secret: 0 bytes", "delete")),              # an empty file was used as the secret
+    (b"ab\n", None, ("cache-secret: 1 bytes", "delete")),
+    (b"not a secret\n", None, ("cache-secret: not hex digits", "delete")),
+    (None, "abcd", ("EVALRUN_CACHE_SECRET: 2 bytes", "64 hex digits")),   # was swallowed in collection
+])
+def test_a_short_or_malformed_cache_secret_is_refused_in_one_line(tmp_path: Path, content: bytes | None,
+                                                                 env: str | None, needles: tuple[str, ...]) -> None:
+    secret = tmp_path / "xdg" / "evalrun" / "cache-secret"
+    if content is not None:
+        secret.parent.mkdir(parents=True)
+        secret.write_bytes(content)
+    environ = {k: v for k, v in os.environ.items() if k not in ("EVALRUN_WATERMARK_KEY", "EVALRUN_CACHE_SECRET")}
+    environ["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
+    if env is not None:
+        environ["EVALRUN_CACHE_SECRET"] = env
+    db = tmp_path / "r.sqlite"
+    proc = subprocess.run([sys.executable, "-m", "evalrun.cli", "run", "--pack", "mmw_book_reports", "--select",
+                           "book-00", "--watermark", "kgw", "--max-tokens", "10", "--key", "a-long-enough-test-key",
+                           "--out", str(db), "--no-progress"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600, env=environ)
+    one_line(proc, *needles)
+    assert not db.exists()
+    if content is not None:
+        assert secret.read_bytes() == content   # left as it was
