@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Callable, NamedTuple, Sequence
 
@@ -62,22 +65,40 @@ def build_report(db: str | Path, out_dir: str | Path, run_id: str | None = None,
         raise EvalrunError(f"--out {out}: exists and is not a directory")
     try:
         out.mkdir(parents=True, exist_ok=True)
-        for stale in (*CHART_NAMES, *benchmark.CHART_NAMES):  # a chart must not outlive its data
-            (out / stale).unlink(missing_ok=True)
-        for name in CHART_NAMES:  # nor one of a pack that shares a view (prefixed with its name)
-            for stale_file in out.glob(f"*-{name}"):
-                stale_file.unlink(missing_ok=True)
+        previous = Path(tempfile.mkdtemp(prefix=".previous-report-", dir=out))
     except OSError as exc:
         blocker = next((a for a in out.parents if a.exists() and not a.is_dir()), None)
         why = f"{blocker} is a file, not a folder" if blocker is not None else (exc.strerror or str(exc))
         raise EvalrunError(f"--out {out}: cannot write there ({why})") from None
-    records = compute(r.row for r in data.results)
-    doc = compose(data, out, records)
-    doc.sections[:0] = list(sections)
-    write_metrics_json([*metrics, *records, *data.quality], out / "metrics.json", what="--out")
-    md_path = write_text(out / "report.md", render_markdown(doc), what="--out")
-    write_text(out / "report.html", render_html(doc, out), what="--out")
+    # the previous report's files are set aside (renames: nothing to run out of space for) and
+    # come back if this one fails midway, so a failed report never leaves a broken one behind
+    kept = [f for f in _owned(out) if f.parent == out]
+    for f in kept:
+        os.replace(f, previous / f.name)
+    try:
+        records = compute(r.row for r in data.results)
+        doc = compose(data, out, records)
+        doc.sections[:0] = list(sections)
+        write_metrics_json([*metrics, *records, *data.quality], out / "metrics.json", what="--out")
+        md_path = write_text(out / "report.md", render_markdown(doc), what="--out")
+        write_text(out / "report.html", render_html(doc, out), what="--out")
+    except BaseException:
+        for f in _owned(out):
+            f.unlink(missing_ok=True)
+        for f in kept:
+            os.replace(previous / f.name, f)
+        raise
+    finally:
+        shutil.rmtree(previous, ignore_errors=True)
     return md_path
+
+
+def _owned(out: Path) -> list[Path]:
+    """The files of a report in ``out``: what this function writes, and the charts of packs
+    that share a view (prefixed with the pack's name): a chart must not outlive its data."""
+    names = ("metrics.json", "report.md", "report.html", *CHART_NAMES, *benchmark.CHART_NAMES)
+    shared = [f for name in CHART_NAMES for f in out.glob(f"*-{name}")]
+    return [*(out / n for n in names if (out / n).exists()), *shared]
 
 
 def compose(data: ReportData, out: Path, records: Sequence[MetricRecord] | None = None) -> Document:

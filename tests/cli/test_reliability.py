@@ -464,3 +464,24 @@ def test_a_short_or_malformed_cache_secret_is_refused_in_one_line(tmp_path: Path
     assert not db.exists()
     if content is not None:
         assert secret.read_bytes() == content   # left as it was
+
+
+def test_a_failed_report_leaves_the_previous_report_whole(tmp_path: Path) -> None:
+    import resource
+
+    db, rep = tmp_path / "k.sqlite", tmp_path / "rep"
+    proc = evalrun("run", "--pack", "mmw_book_reports", "--select", "book-00", "--watermark", "none", "--watermark",
+                   "kgw", "--attack", "none", "--attack", "typo:p=0.05", "--max-tokens", "20", "--key",
+                   "a-long-enough-test-key", "--out", str(db), "--report", str(rep), "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    before = {f.name: f.read_bytes() for f in rep.iterdir()}
+    assert {"report.md", "report.html", "metrics.json", "attacks.png", "watermark_size.png"} <= set(before)
+
+    def small_files() -> None:  # `ulimit -f 8`: the first chart cannot be written
+        resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
+
+    failed = subprocess.run([sys.executable, "-m", "evalrun.cli", "report", "--db", str(db), "--out", str(rep)],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=600, preexec_fn=small_files)
+    one_line(failed, "--out", "File too large")
+    # was: the previous charts deleted, report.md/html linking to missing files
+    assert {f.name: f.read_bytes() for f in rep.iterdir()} == before
