@@ -32,6 +32,8 @@ EXACT = ("pack", "model", "watermark", "attack", "label")
 NO_LABEL = "(none)"
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
+#: the longest text search (``q``) taken: longer is a client's mistake, not a search
+MAX_QUERY = 1_000
 #: result pairs a comparison lists at most (its summary counts all of them)
 MAX_COMPARED = 2000
 
@@ -86,7 +88,10 @@ class ResultQuery:
         order = params.get("order") or "asc"
         if order not in ("asc", "desc"):
             raise QueryError(f"order={order!r}: expected asc or desc")
-        return cls(**{name: params.get(name) or None for name in (*EXACT, "run", "q")},
+        q = params.get("q") or None
+        if q is not None and len(q) > MAX_QUERY:
+            raise QueryError(f"q: {len(q):,} characters; a search takes at most {MAX_QUERY:,}")
+        return cls(**{name: params.get(name) or None for name in (*EXACT, "run")}, q=q,
                    score_min=_float(params, "score_min"), score_max=_float(params, "score_max"),
                    sort=sort, order=order, offset=_int(params, "offset", 0, 0, 10**12),
                    limit=_int(params, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT))
@@ -120,10 +125,11 @@ class ResultQuery:
             clauses.append("score <= ?")
             args.append(self.score_max)
         if self.q:
-            like = "%" + self.q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            clauses.append("(" + " OR ".join(f"{c} LIKE ? ESCAPE '\\'" for c in (
+            # a substring test, case-insensitive for ASCII as LIKE is, but with no pattern to
+            # parse (LIKE refuses long ones) and NUL a character like any other (LIKE stops at it)
+            clauses.append("(" + " OR ".join(f"instr(lower({c}), lower(?)) > 0" for c in (
                 "case_id", "raw_output", "attacked_output", "reason", "error")) + ")")
-            args += [like] * 5
+            args += [self.q] * 5
         return (" WHERE " + " AND ".join(clauses)) if clauses else "", args
 
 

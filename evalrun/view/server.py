@@ -242,14 +242,31 @@ def make_handler(viewer: Viewer, allowed_hosts: frozenset[str] | None) -> type[B
     return Handler
 
 
-class _IPv6Server(ThreadingHTTPServer):
+class _Server(ThreadingHTTPServer):
+    """One thread per connection, with room for a burst of clients and quiet about the ones
+    that leave early."""
+
+    #: connections the kernel queues while threads start (socketserver's default, 5, left
+    #: clients of a 200-connection burst waiting for their timeouts)
+    request_queue_size = 1024
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up mid-answer (a closed tab, a reset) is no error of the
+        viewer's: nothing is printed. Anything else is one line, never a traceback."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError):
+            return
+        print(f"evalrun view: a request failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+class _IPv6Server(_Server):
     address_family = socket.AF_INET6
 
 
 def make_server(viewer: Viewer, host: str, port: int) -> ThreadingHTTPServer:
     """The server, bound (``port`` 0: a free one); raises OSError when the port is taken."""
     loopback = is_loopback(host)
-    server_class = _IPv6Server if ":" in host else ThreadingHTTPServer
+    server_class = _IPv6Server if ":" in host else _Server
     server = server_class((host, port), make_handler(viewer, None))
     server.daemon_threads = True
     bound = server.server_address[1]

@@ -104,3 +104,45 @@ def test_a_store_of_the_first_release_is_viewed_as_it_is(tmp_path: Path) -> None
     assert [viewer.handle(path, {})[0] for path in paths] == [200] * len(paths)
     viewer.store.close()
     assert db.read_bytes() == before
+
+
+def test_hostile_clients_get_json_errors_and_leave_no_traceback(view_db: Path) -> None:
+    """Clients that reset the connection mid-answer, a search too long for SQLite's LIKE, a
+    NUL search, and a burst of 200 parallel requests (the listen backlog was 5)."""
+    import struct
+    import urllib.error
+    from concurrent.futures import ThreadPoolExecutor
+
+    proc = subprocess.Popen([sys.executable, "-m", "evalrun.cli", "view", "--db", str(view_db), "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().split(" at ", 1)[1].split()[0]  # type: ignore[union-attr]
+        host, port = url.split("//", 1)[1].rstrip("/").split(":")
+        for _ in range(20):  # ask for a large page, then reset the connection (RST, not FIN)
+            s = socket.create_connection((host, int(port)))
+            s.sendall(f"GET /api/results?limit=500 HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.close()
+        for query, status, needle in (("q=" + "x" * 60_000, 400, "at most 1,000"), ("q=%00", 200, None)):
+            try:
+                with urllib.request.urlopen(f"{url}api/results?{query}", timeout=60) as response:
+                    got, body = response.status, json.load(response)
+            except urllib.error.HTTPError as exc:
+                got, body = exc.code, json.load(exc)
+            assert got == status, (query[:20], got, body)
+            if needle:   # was: HTML 500 "LIKE or GLOB pattern too complex"
+                assert needle in body["error"]
+            else:        # was: every result (LIKE stops at NUL); no stored text holds one
+                assert body["total"] == 0
+
+        def fetch(i: int) -> int:
+            with urllib.request.urlopen(f"{url}{'api/results' if i % 2 else ''}", timeout=60) as response:
+                response.read()
+                return int(response.status)
+
+        with ThreadPoolExecutor(200) as pool:   # every one answered (was: 10-40% left to time out)
+            assert list(pool.map(fetch, range(200))) == [200] * 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err and "BrokenPipe" not in err and "ConnectionReset" not in err, err[-3000:]
