@@ -34,6 +34,11 @@ SCHEMA_VERSION = 5
 IN_CHUNK = 500
 #: first 16 bytes of every SQLite database file
 SQLITE_MAGIC = b"SQLite format 3\x00"
+#: SQLite's application id of an evalrun store ("evrn"; header bytes 68-71), set when a store is
+#: created or upgraded: with its tables, how evalrun knows its own files before writing a byte
+APPLICATION_ID = 0x6576726E
+#: the tables every evalrun store has had since its first schema version
+CORE_TABLES = ("results", "runs")
 READ_ONLY = "read-only: report and export open it read-only, run and regrade need write access"
 
 _SCHEMA = """
@@ -356,6 +361,9 @@ def _file_problem(path: Path) -> str | None:
         return "not an SQLite file"
     schema_cookie = int.from_bytes(head[40:44], "big")
     user_version = int.from_bytes(head[60:64], "big")
+    application = int.from_bytes(head[68:72], "big")
+    if application not in (0, APPLICATION_ID):
+        return f"not an evalrun results database (another application's SQLite file, id {application:#010x})"
     if user_version > SCHEMA_VERSION:
         return _newer(user_version)
     if user_version == 0 and schema_cookie:
@@ -441,6 +449,10 @@ class Store:
             if self.version == 0 and self._tables():
                 raise EvalrunError(f"{what} {self.path}: not an evalrun results database (it holds tables"
                                    f" {', '.join(self._tables())} and no evalrun schema version)")
+            missing = [t for t in CORE_TABLES if t not in self._tables()] if self.version else []
+            if missing:  # checked before anything writes (the journal mode is a write)
+                raise EvalrunError(f"{what} {self.path}: not an evalrun results database (schema version "
+                                   f"{self.version} but no {' or '.join(missing)} table); it was left untouched")
             if readonly:
                 if self.version == 0:
                     raise EvalrunError(f"{what} {self.path}: empty database (no evalrun results)")
@@ -505,7 +517,8 @@ class Store:
             # executescript commits first, so the transaction is spelled out in the script;
             # IF NOT EXISTS makes a concurrent creator harmless.
             self.conn.executescript(
-                f"BEGIN IMMEDIATE;{_SCHEMA}{_STAGE_TABLES}{_ANALYSIS_TABLES}PRAGMA user_version = {SCHEMA_VERSION};COMMIT;"
+                f"BEGIN IMMEDIATE;{_SCHEMA}{_STAGE_TABLES}{_ANALYSIS_TABLES}PRAGMA user_version = {SCHEMA_VERSION};"
+                f"PRAGMA application_id = {APPLICATION_ID};COMMIT;"
             )
         elif self.version < SCHEMA_VERSION:
             self._migrate()
@@ -519,6 +532,7 @@ class Store:
                 MIGRATIONS[version](self.conn)
                 version += 1
             self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            self.conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
     def transaction(self) -> "_Transaction":
         return _Transaction(self.conn, None if self._checkpointer is None else self._checkpointer.poke)

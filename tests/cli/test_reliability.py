@@ -485,3 +485,36 @@ def test_a_failed_report_leaves_the_previous_report_whole(tmp_path: Path) -> Non
     one_line(failed, "--out", "File too large")
     # was: the previous charts deleted, report.md/html linking to missing files
     assert {f.name: f.read_bytes() for f in rep.iterdir()} == before
+
+
+@pytest.mark.parametrize("command", [
+    ["run", "--pack", "watermark_robustness", "--model", "reference", "--out", "{db}", "--no-progress"],
+    ["regrade", "--db", "{db}"],
+    ["report", "--db", "{db}", "--out", "{tmp}/report"],
+    ["export", "--db", "{db}", "--format", "csv", "--out", "{tmp}/out.csv"],
+])
+def test_a_foreign_sqlite_file_with_a_schema_version_is_refused_and_left_untouched(tmp_path: Path,
+                                                                                  command: list[str]) -> None:
+    db = tmp_path / "f.sqlite"
+    with sqlite3.connect(db) as conn:   # another program's database that happens to set user_version
+        conn.execute("CREATE TABLE foo(x)")
+        conn.execute("PRAGMA user_version = 5")
+    conn.close()
+    before = db.read_bytes()
+    proc = evalrun(*(a.format(db=db, tmp=tmp_path) for a in command), cwd=tmp_path)
+    # was: 42 INTERNALERROR lines and the file switched to WAL (header bytes 18-19 from 1 1 to 2 2)
+    one_line(proc, "f.sqlite", "not an evalrun results database", "no results or runs table")
+    assert db.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["f.sqlite"]
+
+
+def test_another_applications_sqlite_file_is_refused_by_its_header(tmp_path: Path) -> None:
+    db = tmp_path / "app.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA application_id = 1234")
+        conn.execute("CREATE TABLE results(x)")
+        conn.execute("CREATE TABLE runs(x)")
+        conn.execute("PRAGMA user_version = 5")
+    conn.close()
+    before = db.read_bytes()
+    one_line(evalrun("regrade", "--db", str(db), cwd=tmp_path), "another application's SQLite file")
+    assert db.read_bytes() == before
