@@ -336,6 +336,18 @@ def load_pack_module(path: Path, pack_name: str, role: str) -> ModuleType:
     return module
 
 
+def _lone_surrogate(obj: Any) -> bool:
+    """Whether a string anywhere in ``obj`` holds a lone surrogate (valid JSON, but no UTF-8
+    text: storing it would fail)."""
+    try:
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    except RecursionError:  # nested past the encoder: the schema check or the prompt says so
+        return False
+    return False
+
+
 def _json_path(error: jsonschema.ValidationError) -> str:
     path = "$"
     for part in error.absolute_path:
@@ -395,6 +407,10 @@ def load_cases(cases_dir: Path, schema: Mapping[str, Any],
                 return
         if "id" not in obj or not isinstance(obj["id"], str) or not obj["id"]:
             errors.append(CaseError(source, line, "$.id", "every case needs a non-empty string id"))
+            return
+        if _lone_surrogate(obj):
+            errors.append(CaseError(source, line, "$", f"case {obj['id']!r} holds a lone surrogate (a \\ud800-style "
+                                    "escape without its pair): not text, so it cannot be stored"))
             return
         cid = obj["id"]
         if cid in seen:

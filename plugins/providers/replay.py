@@ -91,6 +91,11 @@ def _read_replay(path: Path, mtime_ns: int, size: int) -> dict[ReplayKey, dict[s
         if rep is not None and not isinstance(rep, int):
             raise EvalrunError(f"{path}:{lineno}: field 'repetition' must be an integer")
         where = f"{path}:{lineno}"
+        unstorable = _lone_surrogate(obj, where)
+        if unstorable is not None:  # this line only: its case gets the reason, the others are stored
+            obj = {"case_id": obj["case_id"], "pack": pack, "repetition": rep, UNSTORABLE: unstorable}
+            table.setdefault((pack if isinstance(pack, str) else None, obj["case_id"], rep, None), obj)
+            continue
         _token_fields(obj, where)
         watermark = _watermark(obj.get("watermark"), where)
         key = (pack, obj["case_id"], rep, watermark)
@@ -100,6 +105,24 @@ def _read_replay(path: Path, mtime_ns: int, size: int) -> dict[ReplayKey, dict[s
                                + (f" under watermark {watermark}" if watermark else ""))
         table[key] = obj
     return table
+
+
+#: the key of a left-out line's reason (no JSON field of a replay line starts with a space)
+UNSTORABLE = " unstorable"
+
+
+def _lone_surrogate(obj: dict[str, Any], where: str) -> str | None:
+    """Why a line cannot be stored, when a string of it holds a lone surrogate (JSON's
+    ``\\ud800`` without its pair: valid JSON, but no UTF-8 text), else None."""
+    for name, value in obj.items():
+        if not isinstance(value, str):
+            continue
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return (f"{where}: field {name!r} is not text: a lone surrogate ({value[exc.start]!r}) at character "
+                    f"{exc.start}; the line is left out")
+    return None
 
 
 class ReplayProvider:
@@ -122,6 +145,9 @@ class ReplayProvider:
     def generate(self, requests: Sequence[GenerationRequest], sink: ResultSink) -> None:
         for request in requests:
             line = self._lookup(request)
+            if line is not None and UNSTORABLE in line:
+                sink(request, Generation(text=None, error=line[UNSTORABLE]))
+                continue
             if line is None:
                 # the row names its case: one message for every missing case, said once with a count
                 sink(request, Generation(text=None, error=f"{self.path}: no output for this case of pack {request.pack}"

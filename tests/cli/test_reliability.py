@@ -518,3 +518,36 @@ def test_another_applications_sqlite_file_is_refused_by_its_header(tmp_path: Pat
     before = db.read_bytes()
     one_line(evalrun("regrade", "--db", str(db), cwd=tmp_path), "another application's SQLite file")
     assert db.read_bytes() == before
+
+
+def test_a_lone_surrogate_in_a_replay_line_loses_that_line_only(tmp_path: Path, make_pack) -> None:
+    pack = make_pack("echo", cases=[{"id": f"c{i}", "word": f"w{i}", "kind": "a"} for i in range(5)])
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text("".join('{"case_id": "c%d", "output": "%s"}\n' % (i, "lone \\ud800 surrogate" if i == 0 else f"w{i}")
+                              for i in range(5)))
+    db = tmp_path / "r.sqlite"
+    proc = evalrun("run", "--pack", str(pack), "--model", f"replay:{replay}", "--out", str(db), "--no-progress",
+                   cwd=tmp_path)
+    # was: an INTERNALERROR traceback, exit 3, none of the 5 stored
+    assert "Traceback" not in proc.stdout + proc.stderr and "INTERNALERROR" not in proc.stdout, proc.stdout[-2000:]
+    with sqlite3.connect(db) as conn:
+        rows = dict(conn.execute("SELECT case_id, COALESCE(error, raw_output) FROM results").fetchall())
+    conn.close()
+    assert {k: rows[k] for k in ("c1", "c2", "c3", "c4")} == {f"c{i}": f"w{i}" for i in range(1, 5)}
+    assert f"{replay}:1: field 'output' is not text: a lone surrogate" in rows["c0"]
+    assert f"{replay}:1: field 'output' is not text" in proc.stderr
+
+
+def test_a_lone_surrogate_in_a_case_file_is_that_cases_error(tmp_path: Path, make_pack) -> None:
+    pack = make_pack("echo")
+    (pack / "cases" / "bad.jsonl").write_text('{"id": "s1", "word": "lone \\ud800", "kind": "a"}\n'
+                                              '{"id": "s2", "word": "fine", "kind": "a"}\n')
+    proc = evalrun("validate", "--packs-dir", str(pack.parent), cwd=tmp_path)
+    assert "bad.jsonl:1: $: case 's1' holds a lone surrogate" in proc.stdout, proc.stdout[-2000:]
+    db = tmp_path / "r.sqlite"
+    run = evalrun("run", "--pack", str(pack), "--model", "reference", "--out", str(db), "--no-progress", cwd=tmp_path)
+    assert "Traceback" not in run.stdout + run.stderr and "INTERNALERROR" not in run.stdout, run.stdout[-2000:]
+    with sqlite3.connect(db) as conn:   # was: the whole pack dropped with no reason
+        stored = {r[0] for r in conn.execute("SELECT case_id FROM results")}
+    conn.close()
+    assert stored == {"c1", "c2", "c3", "c4", "s2"}
