@@ -15,9 +15,11 @@ import hashlib
 import json
 import os
 import re
+import signal
 import sqlite3
 import sys
 import tempfile
+import threading
 import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -61,6 +63,8 @@ else:  # pragma: no cover
 #: name as `evalrun run`'s default (there relative to the working directory, here to the rootdir)
 DEFAULT_DB = "results.sqlite"
 STATE_KEY = pytest.StashKey["EvalrunState"]()
+#: the signal that stopped the session, by name (``SIGTERM``); absent for Ctrl-C
+STOP_SIGNAL_KEY = pytest.StashKey[str]()
 #: stored rows read in one query ahead of grading (EvalrunState.stored_row)
 ROWS_AHEAD = 256
 
@@ -191,8 +195,28 @@ def pytest_configure(config: pytest.Config) -> None:
             config.args.append(str(path.resolve()))
     config.pluginmanager.register(_Tally(state), "evalrun-tally")
     config.pluginmanager.register(_FailureHook(config), "evalrun-failure")
+    _stop_on_sigterm(config)
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(config), "evalrun-xdist")
+
+
+def _stop_on_sigterm(config: pytest.Config) -> None:
+    """SIGTERM (a scheduler's stop, ``kill``) ends the session as Ctrl-C does, through pytest's
+    KeyboardInterrupt path, so the run is recorded ``interrupted`` and names the signal; the
+    previous handler comes back at the end. The controller's main thread only."""
+    if hasattr(config, "workerinput") or threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def stop(signum: int, frame: Any) -> None:
+        config.stash[STOP_SIGNAL_KEY] = signal.Signals(signum).name
+        raise KeyboardInterrupt
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    signal.signal(signal.SIGTERM, stop)
+    config.add_cleanup(restore)
 
 
 class _XdistHooks:
@@ -557,7 +581,8 @@ def _ending(session: pytest.Session, state: EvalrunState, store: Store, exitstat
     if exitstatus == pytest.ExitCode.INTERRUPTED:
         if failure:  # pytest stops a session after collection errors as if interrupted
             return "failed", f"{failure}; {progress}"
-        return "interrupted", f"stopped (Ctrl-C or a signal): {progress}"
+        stopped_by = session.config.stash.get(STOP_SIGNAL_KEY, None)
+        return "interrupted", f"stopped ({'by ' + stopped_by if stopped_by else 'Ctrl-C or a signal'}): {progress}"
     if failure or exitstatus in (pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
         return "failed", f"{failure or 'pytest ended with exit status ' + str(int(exitstatus))}; {progress}"
     if missing:
@@ -589,6 +614,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             sink = summary_sink(session.config)
             if sink is not None:  # `evalrun run` says it after pytest's output
                 sink.ending = (status, reason)
+                sink.stop_signal = session.config.stash.get(STOP_SIGNAL_KEY, None)
             elif status != "finished":
                 print(f"evalrun: run {state.run_id} {status}: {reason}", file=sys.stderr)
 
@@ -631,6 +657,8 @@ class SummarySink:
         self.ending: tuple[str, str | None] | None = None
         #: why the session stopped before its items ran (said by ``evalrun run``)
         self.usage_error: str | None = None
+        #: the signal that stopped the session (``SIGTERM``), None otherwise
+        self.stop_signal: str | None = None
 
 
 #: distinct error messages shown on stderr at the end of a run (the report has them all)

@@ -99,6 +99,8 @@ def _run_values(args: argparse.Namespace, models: list[str] | None) -> dict:
 #: grading) and of one stopped by Ctrl-C or a signal (128 + SIGINT, as shells report it)
 EXIT_FAILED = 3
 EXIT_INTERRUPTED = 130
+#: 128 + SIGTERM: a run stopped by SIGTERM (a scheduler, ``kill``), recorded interrupted
+EXIT_TERMINATED = 143
 
 
 def run_ending(db: str | Path, run_id: str) -> tuple[str, str | None] | None:
@@ -138,7 +140,9 @@ def run_packs(args: argparse.Namespace, user_argv: list[str], models: list[str] 
     if ending is not None and ending[0] != "finished":
         status, reason = ending
         print(f"evalrun: {'error: ' if status == 'failed' else ''}run {run_id} {status}: {reason}", file=sys.stderr)
-        return EXIT_FAILED if status == "failed" else EXIT_INTERRUPTED
+        if status == "failed":
+            return EXIT_FAILED
+        return EXIT_TERMINATED if sink.stop_signal == "SIGTERM" else EXIT_INTERRUPTED
     if values["report"] and code in (0, 1):
         # evalrun.report loads matplotlib (~1 s): only for a run that asks for a report
         from evalrun.report import build_report

@@ -68,7 +68,10 @@ def test_fail_under_outside_zero_one_is_refused(tmp_path: Path, mixed_pack: Path
     assert not (tmp_path / "r.sqlite").exists()
 
 
-def test_a_run_stopped_with_ctrl_c_is_marked_interrupted(tmp_path: Path, make_pack) -> None:
+@pytest.mark.parametrize("sent,code,reason", [(signal.SIGINT, 130, "stopped (Ctrl-C or a signal): "),
+                                              (signal.SIGTERM, 143, "stopped (by SIGTERM): ")])
+def test_a_run_stopped_with_ctrl_c_or_sigterm_is_marked_interrupted(tmp_path: Path, make_pack, sent: int, code: int,
+                                                                    reason: str) -> None:
     cases = [{"id": f"c{i:02d}", "word": f"w{i}", "kind": "a"} for i in range(30)]
     pack = make_pack(cases=cases, reference=None)
     db = tmp_path / "r.sqlite"
@@ -84,15 +87,16 @@ def test_a_run_stopped_with_ctrl_c_is_marked_interrupted(tmp_path: Path, make_pa
                 if sqlite3.connect(db).execute("SELECT COUNT(*) FROM results").fetchone()[0] >= 3:
                     break
             time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sent)
         _, err = proc.communicate(timeout=120)
-    status, finished, reason = sqlite3.connect(db).execute("SELECT status, finished_at, reason FROM runs").fetchone()
-    assert status == "interrupted" and finished is not None and reason.startswith("stopped (Ctrl-C or a signal): ")
-    # the exit status says so too (128 + SIGINT), with the reason on stderr
-    assert proc.returncode == 130 and f"interrupted: {reason}" in err
+    status, finished, stored = sqlite3.connect(db).execute("SELECT status, finished_at, reason FROM runs").fetchone()
+    # SIGTERM was: the run left `running` with no reason
+    assert status == "interrupted" and finished is not None and stored.startswith(reason), stored
+    # the exit status says so too (128 + the signal), with the reason on stderr
+    assert proc.returncode == code and f"interrupted: {stored}" in err, (proc.returncode, err[-2000:])
     proc = evalrun("report", "--db", str(db), "--out", str(tmp_path / "rep"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "| interrupted: stopped (Ctrl-C or a signal): " in (tmp_path / "rep" / "report.md").read_text()
+    assert f"| interrupted: {reason}" in (tmp_path / "rep" / "report.md").read_text()
 
 
 def test_evalrun_run_and_plain_pytest_share_the_default_store(tmp_path: Path, make_pack) -> None:
