@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import errno
 import gc
 import importlib
 import os
@@ -114,7 +115,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EvalrunError as exc:
         print(f"evalrun: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except (OSError, RuntimeError) as exc:
+        problem = unusable_path(exc)
+        if problem is None:
+            raise
+        print(f"evalrun: error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     return code
+
+
+def unusable_path(exc: BaseException) -> str | None:
+    """One line for a path no command can use, wherever it was met: a name too long for the
+    file system, or a loop of symbolic links (pathlib's ``resolve`` raises RuntimeError for
+    it); None for any other error."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENAMETOOLONG, errno.ELOOP):
+        return f"{_short(str(exc.filename))}: {exc.strerror}"
+    if isinstance(exc, RuntimeError) and str(exc).startswith("Symlink loop from "):
+        return f"{_short(str(exc).removeprefix('Symlink loop from ').strip(chr(39)))}: a loop of symbolic links"
+    return None
+
+
+def _short(path: str) -> str:
+    return path if len(path) <= 80 else f"{path[:60]}… ({len(path):,} characters)"
 
 
 #: native modules that print to stderr while the interpreter shuts down, after the last line

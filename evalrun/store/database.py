@@ -346,6 +346,8 @@ def _file_problem(path: Path) -> str | None:
     are not seen; :class:`Store` checks again once it has opened the database."""
     if path.is_dir():
         return "is a directory"
+    if path.is_symlink() and not path.exists():
+        return "a symbolic link that leads nowhere (a loop of links, or a missing target)"
     if not path.exists():
         return None
     if not path.is_file():

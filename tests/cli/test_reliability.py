@@ -551,3 +551,24 @@ def test_a_lone_surrogate_in_a_case_file_is_that_cases_error(tmp_path: Path, mak
         stored = {r[0] for r in conn.execute("SELECT case_id FROM results")}
     conn.close()
     assert stored == {"c1", "c2", "c3", "c4", "s2"}
+
+
+LONG = "x" * 300
+
+
+@pytest.mark.parametrize("command", [
+    ["run", "--pack", "watermark_robustness", "--model", "reference", "--out", f"{LONG}.sqlite", "--no-progress"],
+    ["run", "--pack", LONG, "--model", "reference", "--out", "z.sqlite", "--no-progress"],
+    ["report", "--db", f"{LONG}.sqlite", "--out", "rep"],
+    ["report", "--db", "{db}", "--out", LONG],
+    ["export", "--db", "{db}", "--format", "csv", "--out", f"{LONG}.csv"],
+    ["regrade", "--db", f"{LONG}.sqlite"],
+    ["view", "--db", f"{LONG}.sqlite", "--port", "0"],
+    ["run", "--pack", "watermark_robustness", "--model", "reference", "--out", "loop.sqlite", "--no-progress"],
+    ["report", "--db", "loop.sqlite", "--out", "rep"],
+])
+def test_long_names_and_symlink_loops_are_one_line(stored: Path, tmp_path: Path, command: list[str]) -> None:
+    (tmp_path / "loop.sqlite").symlink_to("loop.sqlite")
+    proc = evalrun(*(a.format(db=stored) for a in command), cwd=tmp_path)   # was: OSError/RuntimeError tracebacks
+    line = one_line(proc)
+    assert ("File name too long" in line and "characters)" in line) or "--out" in line or "loop" in line, line
