@@ -34,8 +34,15 @@ FORMATS = ("csv", "jsonl")
 def open_store(db: str | Path, *, check: bool = True) -> Store:
     """Open a results database read-only (SQLite ``mode=ro``): works on read-only media and
     beside a running writer; the usual mistakes are one-line errors naming ``--db``. ``check``:
-    its ``quick_check`` (leave it to the first of several connections: it reads the whole file)."""
-    return Store(db, readonly=True, what="--db", check=check)
+    its ``quick_check`` and :meth:`~evalrun.store.database.Store.damaged_row` (leave them to the first of
+    several connections: they read the whole file)."""
+    store = Store(db, readonly=True, what="--db", check=check)
+    damaged = store.damaged_row() if check else None
+    if damaged is not None:
+        store.close()
+        raise EvalrunError(f"--db {db}: {damaged}; its pages are sound but that row is not: restore the store from a "
+                           "copy, or fix or delete the row with sqlite3, and report again")
+    return store
 
 
 def select_rows(store: Store, run_id: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

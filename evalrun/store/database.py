@@ -39,6 +39,10 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 APPLICATION_ID = 0x6576726E
 #: the tables every evalrun store has had since its first schema version
 CORE_TABLES = ("results", "runs")
+#: the results' columns that hold JSON, and those that hold numbers (:meth:`Store.damaged_row`)
+RESULT_JSON_COLUMNS = ("params_json", "prompt_json", "output_tokens_json", "case_json", "extra_json",
+                       "metadata_json")
+RESULT_NUMBER_COLUMNS = ("score", "latency_ms")
 READ_ONLY = "read-only: report and export open it read-only, run and regrade need write access"
 
 _SCHEMA = """
@@ -506,6 +510,27 @@ class Store:
     def _tables(self) -> list[str]:
         return [r[0] for r in self.conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+
+    def damaged_row(self) -> str | None:
+        """The first result whose page is sound but whose row is not (a JSON column that is not
+        JSON, a score that is not a number), as ``result N: column C ...``; None when none is.
+        SQLite's ``json_valid`` finds candidates in one pass; Python's reader, which also takes
+        the NaN and Infinity evalrun's JSON may hold, has the last word."""
+        for column in RESULT_JSON_COLUMNS:
+            if not self.has_column("results", column):
+                continue
+            for result_id, text in self.conn.execute(
+                    f"SELECT result_id, {column} FROM results WHERE {column} IS NOT NULL AND json_valid({column}) = 0"):
+                try:
+                    json.loads(text)
+                except (TypeError, ValueError):
+                    return f"result {result_id}: column {column} is not JSON"
+        for column in RESULT_NUMBER_COLUMNS:
+            found = self.conn.execute(f"SELECT result_id, typeof({column}) FROM results WHERE typeof({column}) "
+                                      "NOT IN ('integer', 'real', 'null') LIMIT 1").fetchone()
+            if found is not None:
+                return f"result {found[0]}: column {column} holds {found[1]}, not a number"
+        return None
 
     def has_column(self, table: str, column: str) -> bool:
         """Readers of an older store ask before they read a column a later release added."""

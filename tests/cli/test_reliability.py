@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -572,3 +573,20 @@ def test_long_names_and_symlink_loops_are_one_line(stored: Path, tmp_path: Path,
     proc = evalrun(*(a.format(db=stored) for a in command), cwd=tmp_path)   # was: OSError/RuntimeError tracebacks
     line = one_line(proc)
     assert ("File name too long" in line and "characters)" in line) or "--out" in line or "loop" in line, line
+
+
+@pytest.mark.parametrize("damage_sql,needle", [
+    ("UPDATE results SET metadata_json = '{not json' WHERE result_id = 3", "result 3: column metadata_json is not JSON"),
+    ("UPDATE results SET score = 'abc' WHERE result_id = 4", "result 4: column score holds text, not a number"),
+])
+@pytest.mark.parametrize("command", [["report", "--db", "{db}", "--out", "{tmp}/rep"],
+                                     ["export", "--db", "{db}", "--format", "jsonl", "--out", "{tmp}/out.jsonl"]])
+def test_a_damaged_row_in_a_sound_store_is_named_in_one_line(stored: Path, tmp_path: Path, damage_sql: str,
+                                                             needle: str, command: list[str]) -> None:
+    db = tmp_path / "d.sqlite"
+    shutil.copy(stored, db)
+    with sqlite3.connect(db) as conn:
+        conn.execute(damage_sql)
+    conn.close()
+    proc = evalrun(*(a.format(db=db, tmp=tmp_path) for a in command), cwd=tmp_path)
+    one_line(proc, "--db", needle, "restore the store from a copy")   # was: a JSONDecodeError/TypeError traceback
