@@ -3,11 +3,39 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from evalrun._util.errors import EvalrunError
+
+#: the most new tokens a generation may ask for (--max-tokens, a pack's [defaults] max_tokens):
+#: beyond it a value is a typo, not a plan
+MAX_NEW_TOKENS = 1_000_000
+#: the sampling temperatures taken (--temperature, a pack's [defaults] temperature)
+TEMPERATURE_RANGE = (0.0, 5.0)
+
+
+def _shown(bound: float) -> str:
+    """A bound as a reader writes it: 16,777,216, not 1.67772e+07."""
+    return f"{int(bound):,}" if float(bound).is_integer() and abs(bound) >= 1e4 else f"{bound:g}"
+
+
+def between(lo: float, hi: float) -> Callable[[Any], str | None]:
+    """A check of a number in [lo, hi]: None when it is (or is None), else the problem, worded
+    for the option or the pack.toml key it follows. One rule for the command line, pyproject's
+    [tool.evalrun] and pack.toml."""
+    def check(v: Any) -> str | None:
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return f"must be a number in [{_shown(lo)}, {_shown(hi)}]"
+        if isinstance(v, int):  # exact: 2**63 is not a float's neighbour of it
+            return None if lo <= v <= hi else f"must be in [{_shown(lo)}, {_shown(hi)}]"
+        if not math.isfinite(v):  # NaN passes no comparison, infinity fails one: say which it is
+            return f"must be a finite number in [{_shown(lo)}, {_shown(hi)}]"
+        return None if lo <= v <= hi else f"must be in [{_shown(lo)}, {_shown(hi)}]"
+    return check
 
 
 def finite_number(text: str, where: str, *, integer: bool = False,

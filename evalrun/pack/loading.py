@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import json
+import math
 import os
 import string
 import sys
@@ -22,6 +23,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import jsonschema
 
+from evalrun._util.checks import MAX_NEW_TOKENS, TEMPERATURE_RANGE, between
 from evalrun._util.errors import CaseError, PackError
 from evalrun._util.hashing import sha256_hex
 from evalrun._util.jsonl import MAX_RECORD_BYTES, not_utf8, parse_json, read_lines, read_text
@@ -336,6 +338,36 @@ def load_pack_module(path: Path, pack_name: str, role: str) -> ModuleType:
     return module
 
 
+#: pack.toml's numbers and their rules, the command line's where an option sets the same thing
+#: (``--temperature``, ``--max-tokens``): (table or None, key, check, integer only)
+_NUMBERS: tuple[tuple[str | None, str, Callable[[Any], str | None], bool], ...] = (
+    (None, "pass_score", between(0.0, 1.0), False),
+    (None, "detection_threshold", lambda v: between(0.0, 1.0)(v) or ("must be in (0, 1]" if v == 0 else None), False),
+    (None, "z_threshold", lambda v: None if isinstance(v, (int, float)) and not isinstance(v, bool)
+     and math.isfinite(v) else "must be a finite number (WaterBench uses 4)", False),
+    ("defaults", "temperature", between(*TEMPERATURE_RANGE), False),
+    ("defaults", "max_tokens", between(1, MAX_NEW_TOKENS), True),
+)
+
+
+def _check_numbers(meta: Mapping[str, Any], meta_path: Path) -> None:
+    """pack.toml's numeric settings, checked as the options are: NaN, text, or a value out of
+    range is a PackError naming the file and the key."""
+    defaults = meta.get("defaults", {})
+    if not isinstance(defaults, Mapping):
+        raise PackError(f"{meta_path}: [defaults] must be a table")
+    for table, key, check, integer in _NUMBERS:
+        values = defaults if table else meta
+        if key not in values:
+            continue
+        value = values[key]
+        shown = f"[{table}] {key}" if table else key
+        problem = ("must be an integer" if integer and (isinstance(value, bool) or not isinstance(value, int))
+                   else check(value))
+        if problem:
+            raise PackError(f"{meta_path}: {shown} = {value!r}: {problem}")
+
+
 def _lone_surrogate(obj: Any) -> bool:
     """Whether a string anywhere in ``obj`` holds a lone surrogate (valid JSON, but no UTF-8
     text: storing it would fail)."""
@@ -504,6 +536,7 @@ def load_pack(path: str | Path) -> Pack:
     view = meta.get("report_view")
     if view is not None and not (isinstance(view, str) and view):
         raise PackError(f"{meta_path}: report_view must be the name of a report view, got {view!r}")
+    _check_numbers(meta, meta_path)
     cases, errors = load_cases(path / "cases", schema, max_bytes)
     pack = Pack(name=name, path=path, meta=meta, cases=cases, case_errors=errors,
                 grader_module=grader, reference_module=reference, schema=schema)

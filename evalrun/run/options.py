@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from _pytest.mark.expression import Expression
 
+from evalrun._util.checks import MAX_NEW_TOKENS, TEMPERATURE_RANGE, between
 from evalrun._util.errors import EvalrunError
 from evalrun._util.specs import is_none, parse_spec
 from evalrun.attacks import canonical_attack
@@ -75,28 +76,10 @@ class Option:
 MAX_VOCAB_SIZE = 1 << 24
 #: upper bounds of the count options: beyond them a value is a typo, not a plan
 MAX_REPETITIONS = 10_000
-MAX_NEW_TOKENS = 1_000_000
 MAX_WORKERS = 1_024
 MAX_CONCURRENCY = 4_096
 #: --seed is stored in an SQLite INTEGER: a signed 64-bit number
 SEED_RANGE = (-(1 << 63), (1 << 63) - 1)
-
-
-def _shown(bound: float) -> str:
-    """A bound as a reader writes it: 16,777,216, not 1.67772e+07."""
-    return f"{int(bound):,}" if float(bound).is_integer() and abs(bound) >= 1e4 else f"{bound:g}"
-
-
-def _between(lo: float, hi: float) -> Callable[[Any], str | None]:
-    def check(v: Any) -> str | None:
-        if v is None:
-            return None
-        if isinstance(v, int) and not isinstance(v, bool):  # exact: 2**63 is not a float's neighbour of it
-            return None if lo <= v <= hi else f"must be in [{_shown(lo)}, {_shown(hi)}]"
-        if not math.isfinite(v):  # NaN passes no comparison, infinity fails one: say which it is
-            return f"must be a finite number in [{_shown(lo)}, {_shown(hi)}]"
-        return None if lo <= v <= hi else f"must be in [{_shown(lo)}, {_shown(hi)}]"
-    return check
 
 
 def _fail_under(v: Any) -> str | None:
@@ -138,12 +121,12 @@ OPTIONS: tuple[Option, ...] = (
            "quality proxy)", many=True, metavar="METHOD:MODEL", flag="--judge", toml_aliases=("judge",)),
     Option("key", str, f"secret watermark key (default: ${KEY_ENV}); never stored", toml=None),
     Option("n", int, f"repetitions per case (default 1, at most {MAX_REPETITIONS:,})", default=1,
-           check=_between(1, MAX_REPETITIONS)),
-    Option("temperature", float, "sampling temperature (default: the pack's)", check=_between(0.0, 5.0)),
+           check=between(1, MAX_REPETITIONS)),
+    Option("temperature", float, "sampling temperature (default: the pack's)", check=between(*TEMPERATURE_RANGE)),
     Option("max_tokens", int, f"max new tokens (default: the pack's; at most {MAX_NEW_TOKENS:,})",
-           check=_between(1, MAX_NEW_TOKENS)),
+           check=between(1, MAX_NEW_TOKENS)),
     Option("seed", int, "base seed (default 0; a signed 64-bit integer, as the store keeps it)", default=0,
-           check=_between(*SEED_RANGE)),
+           check=between(*SEED_RANGE)),
     Option("db", str, "results database (default results.sqlite)", default="results.sqlite", flag="--out",
            metavar="PATH", pytest_name="--evalrun-db"),
     Option("base_url", str, "OpenAI-compatible server (default: $OPENAI_BASE_URL)"),
@@ -151,9 +134,9 @@ OPTIONS: tuple[Option, ...] = (
            "texts get token ids (detection needs them)", metavar="PATH"),
     Option("vocab_size", int, "vocabulary size that outputs produced outside evalrun were watermarked over (the "
            "model's logit width; default: the --tokenizer directory's config.json vocab_size, else its "
-           "tokenizer's size)", metavar="N", check=_between(1, MAX_VOCAB_SIZE)),
+           "tokenizer's size)", metavar="N", check=between(1, MAX_VOCAB_SIZE)),
     Option("concurrency", int, f"concurrent API requests per model (default 32, at most {MAX_CONCURRENCY:,}; "
-           "lowered automatically on HTTP 429)", default=32, check=_between(1, MAX_CONCURRENCY)),
+           "lowered automatically on HTTP 429)", default=32, check=between(1, MAX_CONCURRENCY)),
     Option("packs_dirs", str, "extra pack directory, repeatable", many=True, metavar="DIR",
            flag="--packs-dir", toml_aliases=("packs_dir",)),
     Option("no_progress", bool, "no progress bar", default=False, toml=None),
@@ -163,7 +146,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("workers", int, "parallel workers: pytest-xdist processes that grade (--executor local), or "
            "the executor's own workers, e.g. Ray actors each holding the model once (--executor ray; "
            f"default 2; at most {MAX_WORKERS:,})", default=0, pytest=False, toml=None,
-           check=_between(0, MAX_WORKERS)),
+           check=between(0, MAX_WORKERS)),
     Option("executor", str, "where a run's unique model calls run (generations, attacks, judges): "
            "local (this process) or ray (Ray actors; pip install \"evalrun[ray]\")", default="local",
            check=_executor),
@@ -171,15 +154,15 @@ OPTIONS: tuple[Option, ...] = (
            metavar="ADDR"),
     Option("executor_workers", int, "workers per model of an executor that runs its own (Ray actors "
            "with --executor ray, default 2); evalrun run sets it with --workers", default=2,
-           check=_between(1, MAX_WORKERS), cli=False, toml_aliases=("ray_actors",)),
+           check=between(1, MAX_WORKERS), cli=False, toml_aliases=("ray_actors",)),
     Option("grader_timeout", float, f"seconds a grader may take on one item before the item is a GRADER_ERROR "
            f"(\"timed out after N s\") and the run goes on (default {DEFAULT_GRADER_TIMEOUT:g}; 0: no limit)",
-           default=DEFAULT_GRADER_TIMEOUT, metavar="SECONDS", check=_between(0.0, 86_400.0)),
+           default=DEFAULT_GRADER_TIMEOUT, metavar="SECONDS", check=between(0.0, 86_400.0)),
     Option("commit_ms", float, "group the writes of fast results (a reference solver's) and of grades "
            "into one transaction per MS milliseconds of their work: a kill -9 then loses at "
            "most that much work, which the next run redoes; model calls are still stored one by one "
            "(default 0: one transaction per stored result)", default=0.0, metavar="MS",
-           check=_between(0.0, 60_000.0)),
+           check=between(0.0, 60_000.0)),
     Option("report", str, "also write the run's report (Markdown, HTML, charts, metrics.json) into DIR",
            metavar="DIR", pytest=False, toml=None),
     Option("fail_under", float, "exit 1 when the run's mean score is below SCORE (default: exit 0 "

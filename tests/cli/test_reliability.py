@@ -590,3 +590,24 @@ def test_a_damaged_row_in_a_sound_store_is_named_in_one_line(stored: Path, tmp_p
     conn.close()
     proc = evalrun(*(a.format(db=db, tmp=tmp_path) for a in command), cwd=tmp_path)
     one_line(proc, "--db", needle, "restore the store from a copy")   # was: a JSONDecodeError/TypeError traceback
+
+
+@pytest.mark.parametrize("line,replacement,needle", [
+    ("pass_score = 1.0", "pass_score = nan", "pass_score = nan: must be a finite number in [0, 1]"),
+    ("pass_score = 1.0", 'pass_score = "high"', "pass_score = 'high': must be a number in [0, 1]"),
+    ("pass_score = 1.0", "pass_score = 1.0\ndetection_threshold = nan",
+     "detection_threshold = nan: must be a finite number in [0, 1]"),
+    ("max_tokens = 8", "max_tokens = 1000000000000", "[defaults] max_tokens = 1000000000000: must be in [1, 1,000,000]"),
+    ("temperature = 0.0", "temperature = nan", "[defaults] temperature = nan: must be a finite number in [0, 5]"),
+])
+def test_pack_toml_numbers_follow_the_options_rules(tmp_path: Path, make_pack, line: str, replacement: str,
+                                                    needle: str) -> None:
+    pack = make_pack("echo")
+    toml = pack / "pack.toml"
+    assert line in toml.read_text()
+    toml.write_text(toml.read_text().replace(line, replacement))
+    # was: accepted (a NaN pass score passes nothing; 10^12 tokens asked of the model)
+    one_line(evalrun("run", "--pack", str(pack), "--model", "reference", "--out", str(tmp_path / "r.sqlite"),
+                     "--no-progress", cwd=tmp_path), "pack.toml", needle)
+    checked = evalrun("validate", "--packs-dir", str(pack.parent), cwd=tmp_path)
+    assert checked.returncode == 1 and needle in checked.stdout, checked.stdout[-2000:]
