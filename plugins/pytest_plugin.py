@@ -445,6 +445,7 @@ class NoReferenceItem(pytest.Item):
         self.pack = pack
 
     def runtest(self) -> None:
+        self.user_properties.extend([(KIND, "no_reference"), ("pack", self.pack.name)])
         pytest.skip(f"pack {self.pack.name} has no reference.py solver: name a model with --evalrun-model")
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
@@ -598,6 +599,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         state.flush()
     except Exception as exc:  # e.g. a full disk: the run failed, and says why below
         session.config.stash[FAILURE_KEY] = f"storing grades failed: {type(exc).__name__}: {exc}"
+    sink = summary_sink(session.config)
+    if sink is not None and not state.is_worker and not state.order:  # nothing of the run was stored
+        sink.problems = unrunnable(state)
     if not state.is_worker and (state._store is not None or state.db.exists()):
         try:
             store = state.store()
@@ -643,6 +647,19 @@ class _Tally:
             self.state.outcomes.append((str(kind), str(props.get("pack", "")), report.nodeid, text))
 
 
+#: outcomes that leave a pack with nothing to run, and what ``evalrun run`` says of each
+_UNRUNNABLE = {"pack_error": "{text}", "case_error": "{text}",
+               "no_reference": "pack {pack} has no reference.py solver, so --model reference has nothing to run: "
+                               "name another model with --model"}
+
+
+def unrunnable(state: EvalrunState) -> list[str]:
+    """One line per reason a selected pack produced nothing (a pack that cannot be loaded, a
+    case that failed its checks, a reference run of a pack without a solver)."""
+    return [_UNRUNNABLE[kind].format(text=" ".join(text.split()), pack=pack)
+            for kind, pack, _, text in state.outcomes if kind in _UNRUNNABLE]
+
+
 class SummarySink:
     """Registered by ``evalrun run``: takes the run's closing line, which the command prints
     after pytest has finished so that it is the last thing a user sees."""
@@ -659,6 +676,8 @@ class SummarySink:
         self.usage_error: str | None = None
         #: the signal that stopped the session (``SIGTERM``), None otherwise
         self.stop_signal: str | None = None
+        #: why the packs produced nothing to run (said by ``evalrun run``, which then fails)
+        self.problems: list[str] = []
 
 
 #: distinct error messages shown on stderr at the end of a run (the report has them all)

@@ -136,6 +136,10 @@ def run_packs(args: argparse.Namespace, user_argv: list[str], models: list[str] 
     if code == pytest.ExitCode.INTERRUPTED and sink.usage_error:  # collection stopped on one of evalrun's errors
         print(f"evalrun: error: {sink.usage_error}", file=sys.stderr)
         return EXIT_USAGE
+    if sink.problems:  # the selected packs produced nothing to run: say why, never exit 0
+        for problem in sink.problems:
+            print(f"evalrun: error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     ending = sink.ending or run_ending(values["db"], run_id)
     if ending is not None and ending[0] != "finished":
         status, reason = ending

@@ -611,3 +611,25 @@ def test_pack_toml_numbers_follow_the_options_rules(tmp_path: Path, make_pack, l
                      "--no-progress", cwd=tmp_path), "pack.toml", needle)
     checked = evalrun("validate", "--packs-dir", str(pack.parent), cwd=tmp_path)
     assert checked.returncode == 1 and needle in checked.stdout, checked.stdout[-2000:]
+
+
+@pytest.mark.parametrize("kind,needle", [
+    ("ids", "all.jsonl:2: $.id: 5 is not of type 'string'"),
+    ("template", "c1.json: $.nosuchfield: field required by prompt_template is missing"),
+    ("reference", "pack echo has no reference.py solver, so --model reference has nothing to run"),
+])
+def test_a_pack_that_produces_no_items_says_why_and_fails(tmp_path: Path, make_pack, kind: str, needle: str) -> None:
+    pack = make_pack("echo", reference=None if kind == "reference" else "def solve(case):\n    return case['word']\n")
+    if kind == "ids":
+        for case in (pack / "cases").iterdir():
+            case.unlink()
+        (pack / "cases" / "all.jsonl").write_text('{"word": "w1", "kind": "a"}\n{"id": 5, "word": "w2", "kind": "a"}\n')
+    elif kind == "template":
+        toml = pack / "pack.toml"
+        toml.write_text(toml.read_text().replace("Say {word}", "Say {nosuchfield}"))
+    db = tmp_path / "r.sqlite"
+    proc = evalrun("run", "--pack", str(pack), "--model", "reference", "--out", str(db), "--no-progress", cwd=tmp_path)
+    # was: exit 0 with only pytest's "FF" or "s", no store and no reason
+    assert proc.returncode == 2 and needle in proc.stderr, (proc.returncode, proc.stderr[-2000:])
+    assert all(line.startswith("evalrun: error: ") for line in proc.stderr.strip().splitlines())
+    assert not db.exists()
