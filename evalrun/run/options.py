@@ -219,7 +219,17 @@ class RunOptions:
         }
 
     def resolved_key(self) -> str | None:
-        return self.key if self.key is not None else os.environ.get(KEY_ENV)
+        """``--key``, else the environment's; a key that is not text (a non-UTF-8 environment
+        variable arrives with lone surrogates) is one line naming where it came from."""
+        key, where = (self.key, "--key") if self.key is not None else (os.environ.get(KEY_ENV), KEY_ENV)
+        if key is not None:
+            try:
+                key.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise EvalrunError(f"{where}: not UTF-8 text (byte {exc.start} of the key); a watermark key must be "
+                                   "text, e.g. the output of `python -c \"import secrets; "
+                                   "print(secrets.token_hex(32))\"`") from None
+        return key
 
 
 def _convert(option: Option, value: Any, where: str, toml: bool) -> Any:

@@ -633,3 +633,13 @@ def test_a_pack_that_produces_no_items_says_why_and_fails(tmp_path: Path, make_p
     assert proc.returncode == 2 and needle in proc.stderr, (proc.returncode, proc.stderr[-2000:])
     assert all(line.startswith("evalrun: error: ") for line in proc.stderr.strip().splitlines())
     assert not db.exists()
+
+
+def test_a_watermark_key_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    environ = {**os.environ, "EVALRUN_WATERMARK_KEY": os.fsdecode(b"key\xff\xfe-long-enough")}
+    proc = subprocess.run([sys.executable, "-m", "evalrun.cli", "run", "--pack", "mmw_book_reports", "--select",
+                           "book-00", "--watermark", "kgw", "--max-tokens", "5", "--out", str(tmp_path / "u.sqlite"),
+                           "--no-progress"], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=environ)
+    # was: only pytest's "Interrupted: 1 error during collection"
+    one_line(proc, "EVALRUN_WATERMARK_KEY: not UTF-8 text (byte 3 of the key)")
+    assert not (tmp_path / "u.sqlite").exists()
