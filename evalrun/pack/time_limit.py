@@ -25,18 +25,50 @@ class TimeLimitExceeded(BaseException):
     ``except Exception`` cannot swallow it."""
 
 
+class RaisedInterrupt(Exception):
+    """A pack's code raised KeyboardInterrupt itself, with no Ctrl-C or SIGTERM behind it: an
+    error of that item, as ``sys.exit`` is, not the end of the run."""
+
+
 def call_with_limit(fn: Callable[..., T], seconds: float | None, *args: Any) -> T:
-    """``fn(*args)``, stopped after ``seconds`` (None or 0: no limit)."""
-    if not seconds or threading.current_thread() is not threading.main_thread():
+    """``fn(*args)``, stopped after ``seconds`` (None or 0: no limit). A KeyboardInterrupt
+    that no signal caused (the code raised it) comes out as :class:`RaisedInterrupt`; Ctrl-C
+    and SIGTERM still stop the run. Both need the main thread; elsewhere the call runs as it
+    is."""
+    if threading.current_thread() is not threading.main_thread():
         return fn(*args)
+    signalled: list[int] = []
+    restore = [(sig, signal.signal(sig, _noting(signal.getsignal(sig), signalled))) for sig in _STOPS]
+    if seconds:
+        def stop(signum: int, frame: Any) -> None:
+            raise TimeLimitExceeded(f"timed out after {seconds:g} s")
 
-    def stop(signum: int, frame: Any) -> None:
-        raise TimeLimitExceeded(f"timed out after {seconds:g} s")
-
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+        restore.append((signal.SIGALRM, signal.signal(signal.SIGALRM, stop)))
+        signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         return fn(*args)
+    except KeyboardInterrupt:
+        if signalled:
+            raise
+        raise RaisedInterrupt("raised KeyboardInterrupt (no Ctrl-C or SIGTERM was sent)") from None
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        if seconds:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        for sig, handler in reversed(restore):
+            signal.signal(sig, handler)
+
+
+#: the signals that stop a run (evalrun's run turns SIGTERM into KeyboardInterrupt as Ctrl-C is)
+_STOPS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _noting(handler: Any, signalled: list[int]) -> Any:
+    """``handler`` that first notes its signal arrived; SIG_DFL/SIG_IGN stay as they are."""
+    if not callable(handler):
+        return handler
+
+    def noted(signum: int, frame: Any) -> None:
+        signalled.append(signum)
+        handler(signum, frame)
+
+    return noted

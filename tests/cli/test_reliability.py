@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -643,3 +644,32 @@ def test_a_watermark_key_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     # was: only pytest's "Interrupted: 1 error during collection"
     one_line(proc, "EVALRUN_WATERMARK_KEY: not UTF-8 text (byte 3 of the key)")
     assert not (tmp_path / "u.sqlite").exists()
+
+
+def test_exit_statuses_of_evalrun_run_are_the_documented_ones(tmp_path: Path) -> None:
+    """Every status `evalrun run` ends with is in docs/pipeline.md's table: here 5, no items."""
+    table = (REPO / "docs" / "pipeline.md").read_text(encoding="utf-8")
+    documented = {int(m) for m in re.findall(r"^\| (\d+) \| ", table, flags=re.M)}
+    assert {0, 1, 2, 3, 5, 130, 143} <= documented, documented
+    proc = evalrun("run", "--pack", "watermark_robustness", "--model", "reference", "--select", "no_such_case",
+                   "--out", str(tmp_path / "r.sqlite"), "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 5 and "no items selected" in proc.stderr and proc.returncode in documented
+
+
+def test_a_grader_raising_keyboardinterrupt_is_that_items_error(tmp_path: Path, make_pack) -> None:
+    grader = ("from evalrun.pack.grade import Grade\n\n"
+              "def grade(case, output):\n"
+              "    if case['id'] == 'c2':\n"
+              "        raise KeyboardInterrupt\n"
+              "    return Grade(1.0, 'OK', 'fine')\n")
+    pack = make_pack("echo", grader=grader)
+    db = tmp_path / "r.sqlite"
+    proc = evalrun("run", "--pack", str(pack), "--model", "reference", "--out", str(db), "--no-progress", cwd=tmp_path)
+    # was: the whole run stopped, as if Ctrl-C had been pressed
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    with sqlite3.connect(db) as conn:
+        rows = dict(conn.execute("SELECT case_id, COALESCE(label, '') || ' ' || COALESCE(error, '') FROM results"))
+        status = conn.execute("SELECT status FROM runs").fetchone()[0]
+    conn.close()
+    assert status == "finished" and all(rows[c].startswith("OK") for c in ("c1", "c3", "c4"))
+    assert rows["c2"].startswith("GRADER_ERROR") and "KeyboardInterrupt" in rows["c2"], rows["c2"]
