@@ -30,6 +30,7 @@ import pytest
 
 from evalrun._util.errors import CaseError, EvalrunError, PackError
 from evalrun._util.provenance import collect as collect_provenance
+from evalrun._util.scrub import scrub
 from evalrun.metrics.aggregates import case_means, compute, graded, metrics_path_beside, write_metrics_json
 from evalrun.metrics.judgements import with_judgements
 from evalrun.model.generation import Provider
@@ -348,8 +349,7 @@ class CaseItem(pytest.Item):
         # anything else is a bug of evalrun's: short traceback without argument values, and
         # the watermark key blanked in case a message repeats it
         text = str(excinfo.getrepr(style="short", funcargs=False, showlocals=False))
-        key = get_state(self.config).options.resolved_key()
-        return text.replace(key, "***") if key else text
+        return scrub(text, get_state(self.config).options.resolved_key())
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         # line 0, as pytest's own non-Python items: a skip marker reports the item's location

@@ -32,6 +32,7 @@ from typing import Any, Mapping
 from urllib.parse import parse_qsl, urlsplit
 
 from evalrun._util.errors import EvalrunError
+from evalrun._util.scrub import scrub
 from evalrun._util.specs import is_none
 from evalrun.view import pages
 from evalrun.view.charts import ChartData
@@ -85,7 +86,7 @@ class Viewer:
 
     def scrub(self, text: str) -> str:
         """``text`` with the key blanked: for messages that leave the process."""
-        return text.replace(self._key, "***") if self._key else text
+        return scrub(text, self._key)
 
     # -- data, shared by the HTML pages and the API --------------------------------------
     def result(self, result_id: int, watermark: str | None) -> tuple[dict[str, Any], list[str], str | None]:

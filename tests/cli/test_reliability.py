@@ -673,3 +673,26 @@ def test_a_grader_raising_keyboardinterrupt_is_that_items_error(tmp_path: Path, 
     conn.close()
     assert status == "finished" and all(rows[c].startswith("OK") for c in ("c1", "c3", "c4"))
     assert rows["c2"].startswith("GRADER_ERROR") and "KeyboardInterrupt" in rows["c2"], rows["c2"]
+
+
+def test_a_grader_error_holding_the_keys_hex_or_base64_is_scrubbed(tmp_path: Path, make_pack) -> None:
+    import base64
+
+    key = "a-long-enough-test-key"
+    grader = ("import base64\nfrom evalrun.pack.grade import Grade\n\n"
+              "def grade(case, output, context):\n"
+              "    raw = context.key.encode()\n"
+              "    raise ValueError('hex ' + raw.hex() + ' b64 ' + base64.b64encode(raw).decode())\n")
+    pack = make_pack("echo", grader=grader)
+    db = tmp_path / "r.sqlite"
+    proc = evalrun("run", "--pack", str(pack), "--model", "reference", "--key", key, "--out", str(db),
+                   "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    raw = key.encode()
+    stored = db.read_bytes() + b"".join(p.read_bytes() for p in tmp_path.glob("r.sqlite*"))
+    for form in (raw.hex(), base64.b64encode(raw).decode()):   # was: stored verbatim in results.error
+        assert form.encode() not in stored and form not in proc.stdout + proc.stderr
+    with sqlite3.connect(db) as conn:
+        errors = [r[0] for r in conn.execute("SELECT error FROM results")]
+    conn.close()
+    assert errors and all("hex *** b64 ***" in e for e in errors), errors[:1]

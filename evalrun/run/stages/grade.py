@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from evalrun._util.scrub import scrub
 from evalrun._util.specs import is_none
 from evalrun.metrics.judgements import read_judgements
 from evalrun.pack.grade import REFERENCE_TRANSFORM, Grade, GradeContext, stored_reference_tokens, stored_tokens
@@ -47,7 +48,7 @@ def grader_error(exc: BaseException, case_id: str, key: str | None) -> str:
     message = " ".join(str(exc).split()) or "(no message)"
     text = (f"grader {message} (case {case_id})" if isinstance(exc, TimeLimitExceeded)
             else f"grader raised {type(exc).__name__}: {message} (case {case_id})")
-    return text.replace(key, "***") if key else text
+    return scrub(text, key)
 
 
 def _repeats(key: str, value: Any) -> bool:
