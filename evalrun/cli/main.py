@@ -58,6 +58,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                     "classify watermarked vs unwatermarked outputs from their embeddings (Singh & Zou)"),
     "tune": ("evalrun.cli.tune",
              "search a scheme's strength grid for a target true-positive rate (WaterBench, Tu et al.)"),
+    "key": ("evalrun.cli.key", "print a new random watermark key (`evalrun key new`)"),
     "sweep": ("evalrun.cli.sweep",
               "MarkMyWords' aggregate metric: smallest watermark size within quality and tamper "
               "bounds, re-measured with other keys (MarkMyWords, section IV-D)"),

@@ -696,3 +696,12 @@ def test_a_grader_error_holding_the_keys_hex_or_base64_is_scrubbed(tmp_path: Pat
         errors = [r[0] for r in conn.execute("SELECT error FROM results")]
     conn.close()
     assert errors and all("hex *** b64 ***" in e for e in errors), errors[:1]
+
+
+def test_evalrun_key_new_prints_a_fresh_256_bit_key(tmp_path: Path) -> None:
+    keys = [evalrun("key", "new", cwd=tmp_path) for _ in range(2)]
+    assert all(k.returncode == 0 and re.fullmatch(r"[0-9a-f]{64}\n", k.stdout) for k in keys), keys[0].stderr
+    assert keys[0].stdout != keys[1].stdout
+    # the docs no longer claim that a store alone lets no guess be tested
+    doc = (REPO / "docs" / "pipeline.md").read_text(encoding="utf-8")
+    assert "none can be tested" not in doc and "Any watermarked text tests a guess" in doc
