@@ -28,6 +28,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import pytest
 
+from evalrun._util.display import show_controls
 from evalrun._util.errors import CaseError, EvalrunError, PackError
 from evalrun._util.provenance import collect as collect_provenance
 from evalrun._util.scrub import scrub
@@ -342,14 +343,14 @@ class CaseItem(pytest.Item):
         exc = excinfo.value
         if isinstance(exc, CaseFailure):
             out = exc.output if len(exc.output) <= 600 else exc.output[:600] + "…"
-            return (f"{exc.grade.label} (score {exc.grade.score:g} < pass score {exc.pass_score:g}): "
-                    f"{exc.grade.reason}\n--- output ---\n{out}")
+            return show_controls(f"{exc.grade.label} (score {exc.grade.score:g} < pass score {exc.pass_score:g}): "
+                                 f"{exc.grade.reason}\n--- output ---\n{out}")
         if isinstance(exc, (GenerationFailure, GraderFailure, EvalrunError)):
-            return str(exc)
+            return show_controls(str(exc))
         # anything else is a bug of evalrun's: short traceback without argument values, and
         # the watermark key blanked in case a message repeats it
         text = str(excinfo.getrepr(style="short", funcargs=False, showlocals=False))
-        return scrub(text, get_state(self.config).options.resolved_key())
+        return show_controls(scrub(text, get_state(self.config).options.resolved_key()))
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         # line 0, as pytest's own non-Python items: a skip marker reports the item's location
@@ -391,7 +392,7 @@ class CaseErrorItem(pytest.Item):
         raise self.error
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        return f"invalid case: {self.error}"
+        return show_controls(f"invalid case: {self.error}")
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return Path(self.error.path), self.error.line, self.name
@@ -411,7 +412,7 @@ class BrokenPackItem(pytest.Item):
         raise PackError(self.problem)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        return self.problem
+        return show_controls(self.problem)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, None, f"{self.path.parent.name}::pack-error"
@@ -431,7 +432,7 @@ class GoldenItem(pytest.Item):
             raise AssertionError("\n".join(problems))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        return f"golden examples of pack {self.pack.name} disagree with grader.py:\n{excinfo.value}"
+        return show_controls(f"golden examples of pack {self.pack.name} disagree with grader.py:\n{excinfo.value}")
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.pack.path / "golden.jsonl", None, f"{self.pack.name}::golden"

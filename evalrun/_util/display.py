@@ -1,8 +1,10 @@
 """Stored text shown to a person: control characters and bidirectional overrides made visible.
 
-A model's output, a case file or a judge's answer may hold NUL, ANSI escape sequences, a bell
-or a right-to-left override. Raw in a report, a terminal or a web page they hide or reorder
-text (or drive the terminal); shown as ``\\x1b`` or ``\\u202e`` they are evidence. Newlines,
+A model's output, a case file, a grader's message or a command-line argument may hold NUL, ANSI
+escape sequences, a bell, a right-to-left override or a zero-width character. Raw in a report,
+a terminal or a web page they hide or reorder text (or drive the terminal); shown as ``\\x1b``,
+``\\u202e`` or ``\\u200b`` they are evidence. Reports, the viewer and every line evalrun
+prints go through :func:`show_controls`. Newlines,
 tabs and carriage returns stay: reports and pages lay text out with them.
 """
 
@@ -10,9 +12,10 @@ from __future__ import annotations
 
 import re
 
-#: C0 and C1 controls (but tab, newline, carriage return), DEL, and the bidirectional
-#: marks, embeddings, overrides and isolates
-HOSTILE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+#: C0 and C1 controls (but tab, newline, carriage return), DEL, the bidirectional marks,
+#: embeddings, overrides and isolates, and the zero-width characters that hide text inside a
+#: word (space, non-joiner, joiner, word joiner, byte-order mark)
+HOSTILE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]")
 
 
 def show_controls(text: str) -> str:

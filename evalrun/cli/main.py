@@ -29,6 +29,7 @@ import sys
 from types import ModuleType
 from typing import Any, Sequence
 
+from evalrun._util.display import show_controls
 from evalrun._util.errors import EvalrunError
 from evalrun._util.version import __version__
 from evalrun.model.allocator import tune_allocator
@@ -114,13 +115,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = command_module(args.command).run(args, ["evalrun", *argv])
     except EvalrunError as exc:
-        print(f"evalrun: error: {exc}", file=sys.stderr)
+        print(f"evalrun: error: {show_controls(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except (OSError, RuntimeError) as exc:
         problem = unusable_path(exc)
         if problem is None:
             raise
-        print(f"evalrun: error: {problem}", file=sys.stderr)
+        print(f"evalrun: error: {show_controls(problem)}", file=sys.stderr)
         return EXIT_USAGE
     return code
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from evalrun._util.display import show_controls
 from evalrun._util.errors import EvalrunError
 from evalrun.cli.common import add_run_options, project_config
 from evalrun.cli.main import EXIT_USAGE
@@ -130,20 +131,21 @@ def run_packs(args: argparse.Namespace, user_argv: list[str], models: list[str] 
     sink = SummarySink()
     code = int(pytest.main(_pytest_args(args, values, run_id, user_argv), plugins=[sink]))
     for line in sink.lines:  # after everything pytest printed
-        print(line)
+        print(show_controls(line))
     for line in sink.error_lines:
-        print(line, file=sys.stderr)
+        print(show_controls(line), file=sys.stderr)
     if code == pytest.ExitCode.INTERRUPTED and sink.usage_error:  # collection stopped on one of evalrun's errors
-        print(f"evalrun: error: {sink.usage_error}", file=sys.stderr)
+        print(f"evalrun: error: {show_controls(sink.usage_error)}", file=sys.stderr)
         return EXIT_USAGE
     if sink.problems:  # the selected packs produced nothing to run: say why, never exit 0
         for problem in sink.problems:
-            print(f"evalrun: error: {problem}", file=sys.stderr)
+            print(f"evalrun: error: {show_controls(problem)}", file=sys.stderr)
         return EXIT_USAGE
     ending = sink.ending or run_ending(values["db"], run_id)
     if ending is not None and ending[0] != "finished":
         status, reason = ending
-        print(f"evalrun: {'error: ' if status == 'failed' else ''}run {run_id} {status}: {reason}", file=sys.stderr)
+        print(f"evalrun: {'error: ' if status == 'failed' else ''}run {run_id} {status}: {show_controls(str(reason))}",
+              file=sys.stderr)
         if status == "failed":
             return EXIT_FAILED
         return EXIT_TERMINATED if sink.stop_signal == "SIGTERM" else EXIT_INTERRUPTED
@@ -160,7 +162,7 @@ def run_packs(args: argparse.Namespace, user_argv: list[str], models: list[str] 
     if code not in (0, 1):
         if code == 4:  # a usage error: one line, said here (or by pytest when it found it itself)
             if sink.usage_error:
-                print(f"evalrun: error: {sink.usage_error}", file=sys.stderr)
+                print(f"evalrun: error: {show_controls(sink.usage_error)}", file=sys.stderr)
             return EXIT_USAGE
         if code == 5:
             print("evalrun: error: no items selected (check --pack and --select)", file=sys.stderr)

@@ -143,7 +143,7 @@ HOSTILE = {
     "acrostic_002": "+1+1",
     "acrostic_003": "-2+3",
     "acrostic_004": "@SUM(A1:A2)",
-    "acrostic_005": "red \x1b[31mALERT\x1b[0m bell\x07 nul\x00 rlo\u202eevil",
+    "acrostic_005": "red \x1b[31mALERT\x1b[0m bell\x07 nul\x00 rlo\u202eevil zw\u200bsp zwj\u200djoin",
 }
 
 
@@ -180,9 +180,10 @@ def test_reports_show_control_characters_instead_of_passing_them_through(hostile
     assert evalrun("report", "--db", str(hostile_store), "--out", str(reports), cwd=tmp_path).returncode == 0
     for name in ("report.md", "report.html"):
         text = (reports / name).read_text(encoding="utf-8")
-        assert not any(c in text for c in ("\x1b", "\x07", "\x00", "\u202e")), name
+        assert not any(c in text for c in ("\x1b", "\x07", "\x00", "\u202e", "\u200b", "\u200d")), name
         shown = text.replace("\\[", "[").replace("\\\\", "\\")  # report.md escapes [ and \\
         assert "\\x1b[31mALERT" in shown and "\\u202eevil" in shown, name
+        assert "zw\\u200bsp" in shown and "zwj\\u200djoin" in shown, name   # zero-width: shown too
 
 
 def test_a_run_that_fills_the_disk_is_failed_not_finished(tmp_path: Path) -> None:
@@ -705,3 +706,21 @@ def test_evalrun_key_new_prints_a_fresh_256_bit_key(tmp_path: Path) -> None:
     # the docs no longer claim that a store alone lets no guess be tested
     doc = (REPO / "docs" / "pipeline.md").read_text(encoding="utf-8")
     assert "none can be tested" not in doc and "Any watermarked text tests a guess" in doc
+
+
+def test_escape_sequences_from_a_grader_or_an_argument_never_reach_the_terminal(tmp_path: Path, make_pack) -> None:
+    hostile = "\\x1b]0;PWNED-TITLE\\x07\\x1b[31mred\\u202eevil\\u200bhidden"
+    grader = ("from evalrun.pack.grade import Grade\n\n"
+              "def grade(case, output):\n"
+              f"    raise ValueError('{hostile}')\n")
+    pack = make_pack("echo", grader=grader)
+    proc = evalrun("run", "--pack", str(pack), "--model", "reference", "--out", str(tmp_path / "r.sqlite"),
+                   "--no-progress", "--", "-rf", cwd=tmp_path)
+    printed = proc.stdout + proc.stderr
+    # was: the title, the colour and the override written raw to the user's terminal
+    assert not any(c in printed for c in ("\x1b", "\x07", "\u202e", "\u200b")), repr(printed[-1500:])
+    assert "grader error" in printed and "\\x1b]0;PWNED-TITLE\\x07" in printed and "\\u202e" in printed
+    assert "\\u200b" in printed
+    refused = evalrun("run", "--pack", "bad\x1b[31m", "--model", "reference", "--out", str(tmp_path / "z.sqlite"),
+                      cwd=tmp_path)
+    assert "\x1b" not in refused.stderr and "--pack bad\\x1b[31m" in one_line(refused)
