@@ -81,6 +81,8 @@ class EvalrunState:
     argv: list[str]
     packs_dirs: list[str]
     progress: bool = True
+    #: how the user named the store: ``--out`` under ``evalrun run``, else ``--evalrun-db``
+    db_option: str = "--evalrun-db"
     is_worker: bool = False
     #: the process that ends the run (the xdist controller): a live one means still running
     controller_pid: int = field(default_factory=os.getpid)
@@ -116,7 +118,7 @@ class EvalrunState:
 
     def store(self) -> Store:
         if self._store is None:
-            self._store = Store(self.db, what="--evalrun-db", background_checkpoints=True)
+            self._store = Store(self.db, what=self.db_option, background_checkpoints=True)
         return self._store
 
     def grades(self) -> CommitBatch[GradeRecord]:
@@ -181,6 +183,7 @@ def _state_from(config: pytest.Config, values: dict[str, Any]) -> EvalrunState:
     return EvalrunState(
         options=options, db=db, run_id=run_id, argv=[str(a) for a in argv],
         packs_dirs=list(values["packs_dirs"] or []), progress=not values["no_progress"],
+        db_option="--out" if values["argv"] else "--evalrun-db",  # the option the user typed
         is_worker=workerinput is not None,
         controller_pid=(workerinput or {}).get("evalrun_pid") or os.getpid(),
     )

@@ -28,3 +28,10 @@ class CaseError(EvalrunError):
         self.message = message
         where = f"{path}:{line}" if line is not None else path
         super().__init__(f"{where}: {json_path}: {message}")
+
+
+def first_line(exc: BaseException) -> str:
+    """A library's exception as one line: its message's first non-blank line (transformers'
+    and jsonschema's run to a dozen), or its type's name when it has none."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__

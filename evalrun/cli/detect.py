@@ -29,7 +29,7 @@ from typing import Any, Iterable, Iterator, NoReturn, Sequence, TextIO
 
 import numpy as np
 
-from evalrun._util.errors import EvalrunError
+from evalrun._util.errors import EvalrunError, first_line
 from evalrun._util.jsonl import not_utf8, read_text
 from evalrun._util.token_lines import decode_lines
 from evalrun.model.providers import model_argument
@@ -83,7 +83,7 @@ def load_tokenizer(path: str) -> tuple[Any, int]:
 
         hf = AutoTokenizer.from_pretrained(str(p), local_files_only=True)
     except Exception as exc:  # tokenizers/transformers raise many kinds; one line names the path
-        raise EvalrunError(f"--tokenizer {path}: cannot load ({type(exc).__name__}: {exc})") from None
+        raise EvalrunError(f"--tokenizer {path}: cannot load ({type(exc).__name__}: {first_line(exc)})") from None
     vocab_size = model_vocab_size(p, len(hf))
     return (lambda text: hf.encode(text, add_special_tokens=False)), vocab_size
 

@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from evalrun._util.errors import EvalrunError
+from evalrun._util.errors import EvalrunError, first_line
 from evalrun._util.hashing import canonical_json
 from evalrun.model.generation import Prompt
 
@@ -91,8 +91,7 @@ def load_tokenizer(source: str) -> TextTokenizer:
     try:
         tok = AutoTokenizer.from_pretrained(source, local_files_only=True)
     except Exception as exc:  # OSError, ValueError, ... from transformers
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise EvalrunError(f"--tokenizer {source}: cannot load a tokenizer from local files ({first})") from None
+        raise EvalrunError(f"--tokenizer {source}: cannot load a tokenizer from local files ({first_line(exc)})") from None
 
     def encode(text: str) -> list[int]:
         return list(tok.encode(text, add_special_tokens=False))

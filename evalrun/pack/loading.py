@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import jsonschema
 
 from evalrun._util.checks import MAX_NEW_TOKENS, TEMPERATURE_RANGE, between
-from evalrun._util.errors import CaseError, PackError
+from evalrun._util.errors import CaseError, PackError, first_line
 from evalrun._util.hashing import sha256_hex
 from evalrun._util.jsonl import MAX_RECORD_BYTES, not_utf8, parse_json, read_lines, read_text
 from evalrun.model.generation import Prompt
@@ -518,8 +518,10 @@ def load_pack(path: str | Path) -> Pack:
         try:
             schema = parse_json(read_text(schema_path))
             jsonschema.validators.validator_for(schema).check_schema(schema)
-        except (json.JSONDecodeError, jsonschema.SchemaError) as exc:
-            raise PackError(f"{schema_path}: invalid schema: {exc}") from None
+        except jsonschema.SchemaError as exc:  # its message runs to a dozen lines: the path and the reason
+            raise PackError(f"{schema_path}: invalid schema at {exc.json_path}: {first_line(exc)}") from None
+        except json.JSONDecodeError as exc:
+            raise PackError(f"{schema_path}: invalid schema: {first_line(exc)}") from None
         except UnicodeDecodeError as exc:
             raise PackError(f"{schema_path}: {not_utf8(exc)}") from None
     grader_path = path / "grader.py"

@@ -138,7 +138,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("concurrency", int, f"concurrent API requests per model (default 32, at most {MAX_CONCURRENCY:,}; "
            "lowered automatically on HTTP 429)", default=32, check=between(1, MAX_CONCURRENCY)),
     Option("packs_dirs", str, "extra pack directory, repeatable", many=True, metavar="DIR",
-           flag="--packs-dir", toml_aliases=("packs_dir",)),
+           flag="--packs-dir", toml_aliases=("packs_dir",),
+           check=lambda v: None if v is None or os.path.isdir(v) else "no such directory"),
     Option("no_progress", bool, "no progress bar", default=False, toml=None),
     # evalrun run only: they become pytest's own options
     Option("select", str, "pytest -k expression selecting items", metavar="EXPR", pytest=False, toml=None,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence, cast
 
-from evalrun._util.errors import EvalrunError, SpecError
+from evalrun._util.errors import EvalrunError, SpecError, first_line
 from evalrun._util.specs import is_none
 from evalrun.model.allocator import tune_allocator
 from evalrun.model.embedded import EMBEDDED_NAME, embedded_model_path
@@ -144,7 +144,7 @@ class HFEncoder:
             self.model = AutoModel.from_pretrained(source, local_files_only=True, dtype=torch_dtype)
         except Exception as exc:  # OSError, ValueError, ... from transformers
             raise EvalrunError(f"--embedder {spec}: cannot load {model_path!r} from local files "
-                               f"(evalrun never downloads): {exc}") from exc
+                               f"(evalrun never downloads): {first_line(exc)}") from exc
         self.model.to(device)
         self.model.eval()
 
@@ -193,7 +193,7 @@ class HFProvider:
         except Exception as exc:  # OSError, ValueError, ... from transformers
             raise EvalrunError(
                 f"--model {spec}: cannot load {model_path!r} from local files "
-                f"(evalrun never downloads): {exc}"
+                f"(evalrun never downloads): {first_line(exc)}"
             ) from exc
         # transformers wraps PreTrainedModel.to with functools.wraps; mypy types the result as
         # functools._Wrapped, whose __call__ does not bind self, so it takes device for self

@@ -724,3 +724,19 @@ def test_escape_sequences_from_a_grader_or_an_argument_never_reach_the_terminal(
     refused = evalrun("run", "--pack", "bad\x1b[31m", "--model", "reference", "--out", str(tmp_path / "z.sqlite"),
                       cwd=tmp_path)
     assert "\x1b" not in refused.stderr and "--pack bad\\x1b[31m" in one_line(refused)
+
+
+def test_library_errors_and_option_names_are_the_users_in_one_line(tmp_path: Path, make_pack) -> None:
+    pack = make_pack("badschema")
+    (pack / "case.schema.json").write_text('{"type": "nonsense-type"}')
+    # was: 11 lines of jsonschema's message
+    one_line(evalrun("run", "--pack", str(pack), "--model", "reference", "--out", str(tmp_path / "a.sqlite"),
+                     "--no-progress", cwd=tmp_path), "case.schema.json: invalid schema at $.type")
+    # was: transformers' 5-line message
+    proc = evalrun("detect", "--watermark", "kgw", "--key", "k", "--text", "/etc/hostname", "--tokenizer", "/etc",
+                   cwd=tmp_path)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    # was: "ERROR: --evalrun-packs-dir /nonexistent: no such directory", an option evalrun run has not
+    one_line(evalrun("run", "--pack", "watermark_robustness", "--model", "reference", "--packs-dir",
+                     str(tmp_path / "nonexistent"), "--out", str(tmp_path / "b.sqlite"), cwd=tmp_path),
+             "--packs-dir", "no such directory")
