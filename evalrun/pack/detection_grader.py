@@ -60,6 +60,7 @@ from evalrun.watermark.verdict import (
     DEFAULT_THRESHOLD,
     DETECTED,
     NOT_DETECTED,
+    SIZE_RULES,
     is_detected,
     sizes_by_rule,
     z_tail,
@@ -89,9 +90,14 @@ def _model_kwargs(scheme: Any, model: str) -> dict[str, Any]:
     return {"logits": model_logits(stored_model(model))}
 
 
+def _never_sized() -> dict[str, int | None]:
+    """No prefix detected, under every size rule (a text without tokens)."""
+    return dict.fromkeys(SIZE_RULES.names())
+
+
 def _sizes(prefix_p_values: Any, threshold: float) -> dict[str, int | None]:
-    """The text's size under every size rule (no tokens: no size)."""
-    return sizes_by_rule(prefix_p_values, threshold) if len(prefix_p_values) else {}
+    """The text's size under every size rule (no tokens: never detected, under every rule)."""
+    return sizes_by_rule(prefix_p_values, threshold) if len(prefix_p_values) else _never_sized()
 
 
 def _detect(spec: str, token_ids: tuple[int, ...], key: str, vocab_size: int, threshold: float,
@@ -106,7 +112,7 @@ def _detect(spec: str, token_ids: tuple[int, ...], key: str, vocab_size: int, th
         assert scheme is not None
         kwargs = _model_kwargs(scheme, model)
         detection = scheme.detect(token_ids, key, vocab_size, **kwargs)
-        sizes = _sizes(scheme.prefix_p_values(token_ids, key, vocab_size, **kwargs), threshold) if token_ids else {}
+        sizes = _sizes(scheme.prefix_p_values(token_ids, key, vocab_size, **kwargs), threshold) if token_ids else _never_sized()
     detected = is_detected(detection.z_score, detection.p_value, threshold=threshold, z_threshold=z_threshold)
     z = detection.z_score
     return {"p_value": float(detection.p_value), "z_score": None if z is None or not math.isfinite(z) else float(z),

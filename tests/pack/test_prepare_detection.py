@@ -104,3 +104,11 @@ def test_prepared_results_are_per_key(monkeypatch: pytest.MonkeyPatch) -> None:
                          extra=context.extra, settings=context.settings)
     assert grade_detection(case, text, other).metadata["p_value"] != \
         grade_detection(case, text, context).metadata["p_value"]
+
+
+def test_a_text_without_tokens_is_never_sized_under_every_rule() -> None:
+    """An empty output still counts in the watermark size (as +inf) under each rule, so a
+    group's size record is not lost to one text that has no rule's entry."""
+    from evalrun.pack import detection_grader
+
+    assert detection_grader._sizes(np.zeros(0), 0.02) == {"alpha_spending": None, "first_crossing": None}
