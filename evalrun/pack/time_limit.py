@@ -37,38 +37,48 @@ def call_with_limit(fn: Callable[..., T], seconds: float | None, *args: Any) -> 
     is."""
     if threading.current_thread() is not threading.main_thread():
         return fn(*args)
-    signalled: list[int] = []
-    restore = [(sig, signal.signal(sig, _noting(signal.getsignal(sig), signalled))) for sig in _STOPS]
+    _count_stops()
+    seen = _STOPS_SEEN[0]
+    previous = None
     if seconds:
         def stop(signum: int, frame: Any) -> None:
             raise TimeLimitExceeded(f"timed out after {seconds:g} s")
 
-        restore.append((signal.SIGALRM, signal.signal(signal.SIGALRM, stop)))
+        previous = signal.signal(signal.SIGALRM, stop)
         signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         return fn(*args)
     except KeyboardInterrupt:
-        if signalled:
+        if _STOPS_SEEN[0] != seen:
             raise
         raise RaisedInterrupt("raised KeyboardInterrupt (no Ctrl-C or SIGTERM was sent)") from None
     finally:
         if seconds:
             signal.setitimer(signal.ITIMER_REAL, 0)
-        for sig, handler in reversed(restore):
-            signal.signal(sig, handler)
+            signal.signal(signal.SIGALRM, previous)
 
 
 #: the signals that stop a run (evalrun's run turns SIGTERM into KeyboardInterrupt as Ctrl-C is)
 _STOPS = (signal.SIGINT, signal.SIGTERM)
+#: how many of them this process has received since :func:`_count_stops` first wrapped their
+#: handlers: a KeyboardInterrupt with no new one behind it was raised by the code itself
+_STOPS_SEEN = [0]
 
 
-def _noting(handler: Any, signalled: list[int]) -> Any:
-    """``handler`` that first notes its signal arrived; SIG_DFL/SIG_IGN stay as they are."""
-    if not callable(handler):
-        return handler
+def _count_stops() -> None:
+    """Wrap the handlers of :data:`_STOPS` (once; again after someone replaces them) so that
+    each arrival is counted before the handler runs. The wrapper calls the handler it wraps, so
+    what a signal does is unchanged; SIG_DFL and SIG_IGN are left as they are."""
+    for sig in _STOPS:
+        handler = signal.getsignal(sig)
+        if callable(handler) and not getattr(handler, "counts_stops", False):
+            signal.signal(sig, _counting(handler))
 
-    def noted(signum: int, frame: Any) -> None:
-        signalled.append(signum)
+
+def _counting(handler: Callable[[int, Any], Any]) -> Callable[[int, Any], Any]:
+    def counted(signum: int, frame: Any) -> None:
+        _STOPS_SEEN[0] += 1
         handler(signum, frame)
 
-    return noted
+    counted.counts_stops = True  # type: ignore[attr-defined]
+    return counted
