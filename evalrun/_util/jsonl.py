@@ -32,6 +32,27 @@ def not_utf8(exc: UnicodeDecodeError) -> str:
     return f"not UTF-8 text (byte {exc.start}: {exc.object[exc.start:exc.start + 4]!r})"
 
 
+def lone_surrogate(value: Any) -> tuple[str, int] | None:
+    """Where a string of a parsed JSON value holds a lone surrogate (``"\\ud800"`` without its
+    pair: valid JSON, but no UTF-8 text, so it cannot be stored): its JSON path and character,
+    ``("$.output", 5)``; None when every string is text. Walked without recursion (parsed JSON
+    may nest deeply)."""
+    todo: list[tuple[str, Any]] = [("$", value)]
+    while todo:
+        path, item = todo.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                return path, exc.start
+        elif isinstance(item, dict):
+            todo += [(f"{path}.{k}", v) for k, v in reversed(list(item.items()))]
+            todo += [(f"{path} (a key)", k) for k in item]
+        elif isinstance(item, list):
+            todo += [(f"{path}[{i}]", v) for i, v in reversed(list(enumerate(item)))]
+    return None
+
+
 def parse_json(text: str) -> Any:
     """``json.loads``, with nesting too deep for the parser (a RecursionError deep in it)
     reported as the :class:`json.JSONDecodeError` every caller already handles."""

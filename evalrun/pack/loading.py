@@ -26,7 +26,7 @@ import jsonschema
 from evalrun._util.checks import MAX_NEW_TOKENS, TEMPERATURE_RANGE, between
 from evalrun._util.errors import CaseError, PackError, first_line
 from evalrun._util.hashing import sha256_hex
-from evalrun._util.jsonl import MAX_RECORD_BYTES, not_utf8, parse_json, read_lines, read_text
+from evalrun._util.jsonl import MAX_RECORD_BYTES, lone_surrogate, not_utf8, parse_json, read_lines, read_text
 from evalrun.model.generation import Prompt
 from evalrun.pack.grade import Grade, GradeContext
 
@@ -368,18 +368,6 @@ def _check_numbers(meta: Mapping[str, Any], meta_path: Path) -> None:
             raise PackError(f"{meta_path}: {shown} = {value!r}: {problem}")
 
 
-def _lone_surrogate(obj: Any) -> bool:
-    """Whether a string anywhere in ``obj`` holds a lone surrogate (valid JSON, but no UTF-8
-    text: storing it would fail)."""
-    try:
-        json.dumps(obj, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    except RecursionError:  # nested past the encoder: the schema check or the prompt says so
-        return False
-    return False
-
-
 def _json_path(error: jsonschema.ValidationError) -> str:
     path = "$"
     for part in error.absolute_path:
@@ -440,9 +428,11 @@ def load_cases(cases_dir: Path, schema: Mapping[str, Any],
         if "id" not in obj or not isinstance(obj["id"], str) or not obj["id"]:
             errors.append(CaseError(source, line, "$.id", "every case needs a non-empty string id"))
             return
-        if _lone_surrogate(obj):
+        unstorable = lone_surrogate(obj)
+        if unstorable is not None:
             errors.append(CaseError(source, line, "$", f"case {obj['id']!r} holds a lone surrogate (a \\ud800-style "
-                                    "escape without its pair): not text, so it cannot be stored"))
+                                    f"escape without its pair) at {unstorable[0]}, character {unstorable[1]}: not "
+                                    "text, so it cannot be stored"))
             return
         cid = obj["id"]
         if cid in seen:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from evalrun._util.errors import EvalrunError
-from evalrun._util.jsonl import MAX_RECORD_BYTES, parse_json, read_lines
+from evalrun._util.jsonl import MAX_RECORD_BYTES, lone_surrogate, parse_json, read_lines
 from evalrun._util.specs import SpecError, is_none
 from evalrun.model.generation import WATERMARKED_ELSEWHERE, Generation, GenerationRequest, ResultSink
 from evalrun.model.providers import ModelSpec, PackFiles, ProviderKind, RunSettings, file_digest
@@ -91,8 +91,11 @@ def _read_replay(path: Path, mtime_ns: int, size: int) -> dict[ReplayKey, dict[s
         if rep is not None and not isinstance(rep, int):
             raise EvalrunError(f"{path}:{lineno}: field 'repetition' must be an integer")
         where = f"{path}:{lineno}"
-        unstorable = _lone_surrogate(obj, where)
-        if unstorable is not None:  # this line only: its case gets the reason, the others are stored
+        found = lone_surrogate(obj)
+        if found is not None:  # this line only: its case gets the reason, the others are stored
+            field_path, at = found
+            unstorable = (f"{where}: field {field_path.removeprefix('$.')!r} is not text: a lone surrogate at "
+                          f"character {at}; the line is left out")
             obj = {"case_id": obj["case_id"], "pack": pack, "repetition": rep, UNSTORABLE: unstorable}
             table.setdefault((pack if isinstance(pack, str) else None, obj["case_id"], rep, None), obj)
             continue
@@ -109,20 +112,6 @@ def _read_replay(path: Path, mtime_ns: int, size: int) -> dict[ReplayKey, dict[s
 
 #: the key of a left-out line's reason (no JSON field of a replay line starts with a space)
 UNSTORABLE = " unstorable"
-
-
-def _lone_surrogate(obj: dict[str, Any], where: str) -> str | None:
-    """Why a line cannot be stored, when a string of it holds a lone surrogate (JSON's
-    ``\\ud800`` without its pair: valid JSON, but no UTF-8 text), else None."""
-    for name, value in obj.items():
-        if not isinstance(value, str):
-            continue
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            return (f"{where}: field {name!r} is not text: a lone surrogate ({value[exc.start]!r}) at character "
-                    f"{exc.start}; the line is left out")
-    return None
 
 
 class ReplayProvider:
