@@ -345,9 +345,11 @@ def _sizes(evidence: Mapping[str, Any]) -> dict[str, Any]:
     return dict(sizes) if isinstance(sizes, Mapping) else {FIRST_CROSSING: evidence.get("size")}
 
 
-def _rules(evidence: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The size rules every text of ``evidence`` has a size under, the default first."""
-    common = set.intersection(*(set(_sizes(e)) for e in evidence)) if evidence else set()
+def _rules(sizes: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The size rules every text has a size under (``sizes``: each text's :func:`_sizes`), the
+    default first."""
+    found = [set(s) for s in sizes]
+    common = set.intersection(*found) if found else set()
     return sorted(common, key=lambda r: (r != DEFAULT_SIZE_RULE, r))
 
 
@@ -355,23 +357,22 @@ def _rules(evidence: Iterable[Mapping[str, Any]]) -> list[str]:
 def _watermark_size(rows: Sequence[Row], seed: int) -> list[Estimated]:
     """MarkMyWords IV-B's size E over the group, and per sampling temperature (Fig. 1), under
     each size rule (params ``size_rule``)."""
-    ev = _marked(rows)
-    if not ev:
+    if not _marked(rows):
         return []
+    # each row's sizes and temperature, read once for every rule
+    texts = [(_sizes(e), temperature(r)) for r in rows if (e := _evidence(r)) is not None]
     out: list[Estimated] = []
-    for rule in _rules(ev):
+    for rule in _rules(sizes for sizes, _ in texts):
         rule_seed = seed if rule == DEFAULT_SIZE_RULE else _seed(seed, f"watermark_size:{rule}")
-        out.append(("watermark_size", watermark_size_ci([_sizes(e)[rule] for e in ev], seed=rule_seed), len(ev),
-                    None, {"size_rule": rule}))
+        out.append(("watermark_size", watermark_size_ci([sizes[rule] for sizes, _ in texts], seed=rule_seed),
+                    len(texts), None, {"size_rule": rule}))
         by_t: dict[str, list[Any]] = defaultdict(list)
-        for r in rows:
-            e = _evidence(r)
-            t = temperature(r)
-            if e is not None and t is not None:
-                by_t[t].append(_sizes(e)[rule])
-        for t, sizes in sorted(by_t.items(), key=lambda kv: float(kv[0])):
+        for sizes, t in texts:
+            if t is not None:
+                by_t[t].append(sizes[rule])
+        for t, chosen in sorted(by_t.items(), key=lambda kv: float(kv[0])):
             salt = f"watermark_size:temperature={t}"  # the seed salt of earlier releases: same bits
-            out.append(("watermark_size", watermark_size_ci(sizes, seed=_seed(rule_seed, salt)), len(sizes), None,
+            out.append(("watermark_size", watermark_size_ci(chosen, seed=_seed(rule_seed, salt)), len(chosen), None,
                         {"size_rule": rule, "temperature": float(t)}))
     return out
 
@@ -493,16 +494,22 @@ def _unattacked_key(groups: Mapping[Key, Sequence[Row]], model: str, watermark: 
     return next((k for k in sorted(groups) if k[0] == model and k[1] == watermark and is_none(k[2])), None)
 
 
-def _detector_samples(groups: Mapping[Key, list[Row]]) -> Iterable[tuple[Key, list[float], list[float]]]:
-    """(key, positives, negatives) per watermarked group with unwatermarked texts of the same
-    model and attack that were detected under its watermark."""
+def _unmarked_evidence(groups: Mapping[Key, list[Row]]) -> Iterable[tuple[Key, list[dict[str, Any]]]]:
+    """(key, evidence) per watermarked group that has unwatermarked texts of the same model and
+    attack: their detections under its watermark (the false-positive side of its detector)."""
     for key in sorted(groups):
         model, wm, attack = key
         unmarked = _unmarked_key(groups, model, attack)
-        if is_none(wm) or unmarked is None:
-            continue
+        if not is_none(wm) and unmarked is not None:
+            yield key, [e for e in (_evidence(r, wm) for r in groups[unmarked]) if e is not None]
+
+
+def _detector_samples(groups: Mapping[Key, list[Row]]) -> Iterable[tuple[Key, list[float], list[float]]]:
+    """(key, positives, negatives) per watermarked group with unwatermarked texts of the same
+    model and attack that were detected under its watermark."""
+    for key, negatives in _unmarked_evidence(groups):
         pos = [_neg_log10(e["p_value"]) for e in map(_evidence, groups[key]) if e is not None]
-        neg = [_neg_log10(e["p_value"]) for e in (_evidence(r, wm) for r in groups[unmarked]) if e is not None]
+        neg = [_neg_log10(e["p_value"]) for e in negatives]
         if pos and neg:
             yield key, pos, neg
 
@@ -538,16 +545,12 @@ def _size_false_positive_rate(rows: Sequence[Row]) -> list[MetricRecord]:
     and size rule (Wilson 95%): the false-positive rate of the size E beside it."""
     out = []
     for pack, groups in _detection_packs(rows).items():
-        for key in sorted(groups):
-            model, wm, attack = key
-            unmarked = _unmarked_key(groups, model, attack)
-            if is_none(wm) or unmarked is None:
-                continue
-            ev = [e for e in (_evidence(r, wm) for r in groups[unmarked]) if e is not None]
-            for rule in _rules(ev):
-                sized = sum(_sizes(e)[rule] is not None for e in ev)
+        for key, ev in _unmarked_evidence(groups):
+            sizes = [_sizes(e) for e in ev]
+            for rule in _rules(sizes):
+                sized = sum(s[rule] is not None for s in sizes)
                 out.append(record(pack, "size_false_positive_rate", stats.wilson_interval(sized, len(ev)), len(ev),
-                                  model, wm, attack, params={"size_rule": rule}))
+                                  *key, params={"size_rule": rule}))
     return out
 
 
