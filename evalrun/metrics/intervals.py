@@ -121,9 +121,7 @@ def tamper_resistance_ci(baseline_quality: Sequence[float],
         base_mean = float(b.mean())
         if not base_mean > 0.0:
             return math.nan
-        points = [(quality_retention(float(s[:, 0].mean()), base_mean), float(s[:, 1].mean()))
-                  for s in samples]
-        return tamper_resistance(points)
+        return _resistance(base_mean, [(float(x[:, 0].mean()), float(x[:, 1].mean())) for x in samples])
 
     return stats.bootstrap_groups_ci(groups, statistic, seed, n_resamples, level)
 
@@ -141,8 +139,8 @@ def _tamper_replicates_ci(baseline_quality: Sequence[float], attacks: Mapping[st
     if missing or not len(base_reps):
         raise ValueError(f"replicates: none for {'the baseline' if not len(base_reps) else missing[0]!r}")
     flags = {n: np.asarray(attacks[n][1], dtype=float) for n in names}
-    point = tamper_resistance({n: (quality_retention(float(np.mean(attacks[n][0])), float(np.mean(baseline_quality))),
-                                   float(flags[n].mean())) for n in names})
+    point = _resistance(float(np.mean(baseline_quality)),
+                        [(float(np.mean(attacks[n][0])), float(flags[n].mean())) for n in names])
     size = max(len(base_reps), *(len(attack_reps[n]) for n in names))
     base = np.resize(np.asarray(base_reps, dtype=float), size)
     reps = {n: np.resize(np.asarray(attack_reps[n], dtype=float), size) for n in names}
@@ -151,8 +149,12 @@ def _tamper_replicates_ci(baseline_quality: Sequence[float], attacks: Mapping[st
     for r in range(size):
         if not base[r] > 0.0:
             continue
-        drawn = {n: float(flags[n][rng.integers(0, flags[n].size, flags[n].size)].mean()) for n in names}
-        values.append(tamper_resistance({n: (quality_retention(float(reps[n][r]), float(base[r])), drawn[n])
-                                         for n in names}))
+        values.append(_resistance(float(base[r]), [
+            (float(reps[n][r]), float(flags[n][rng.integers(0, flags[n].size, flags[n].size)].mean())) for n in names]))
     low, high = normal_interval(point, values, 0.0, 1.0)
     return stats.Estimate(point, low, high)
+
+
+def _resistance(base_mean: float, attacks: Sequence[tuple[float, float]]) -> float:
+    """R from the baseline's mean quality and each attack's (mean quality, share detected)."""
+    return tamper_resistance([(quality_retention(q, base_mean), d) for q, d in attacks])
