@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from evalrun._util.specs import is_none
+from evalrun.judges.mauve import SOURCE as MAUVE_SOURCE
 from evalrun.metrics import best_attack, lower_hull, stats
 from evalrun.metrics.aggregates import MetricRecord, params_key
 from evalrun.metrics.benchmark import (
@@ -241,6 +242,8 @@ def summary_table(packs: Sequence[PackData], recs: Records) -> Table:
         "under this watermark's detector, ROC AUC of -log10 p. Rates: Wilson 95%; the rest: bootstrap 95%."))
 
 
+#: the params of MAUVE's quality records
+MAUVE: Params = {"quality": MAUVE_SOURCE}
 #: MarkMyWords' bar for near-optimal quality: MAUVE within 2.5% of the baseline (section V-A)
 NEAR_OPTIMAL = 0.025
 
@@ -252,12 +255,12 @@ def noise_floor_blocks(packs: Sequence[PackData], recs: Records) -> list[Block]:
     out: list[Block] = []
     for p in packs:
         for model in sorted({m for m, _ in p.systems}):
-            floor = recs.get(p.name, "quality_noise_floor", model, "none", "none", {"quality": "mauve"})
+            floor = recs.get(p.name, "quality_noise_floor", model, "none", "none", MAUVE)
             if floor is None or floor.value is None:
                 continue
             verdicts = []
             for m, wm in p.systems:
-                d = recs.get(p.name, "quality_degradation", m, wm, "none", {"quality": "mauve"})
+                d = recs.get(p.name, "quality_degradation", m, wm, "none", MAUVE)
                 if m != model or is_none(wm) or d is None or d.ci_low is None or d.ci_high is None:
                     continue
                 verdict = ("within 2.5% (near-optimal)" if d.ci_high <= NEAR_OPTIMAL else
@@ -427,8 +430,9 @@ def surface_notes(packs: Sequence[PackData], recs: Records) -> list[Block]:
             out.append(Paragraph(
                 f"{p.name}: {', '.join(flagged)} edit characters inside words, and {source_name(p.source, p.judges)} "
                 "reads surface form: it scores such text far below what a reader would (on the main job, 5% typos "
-                "keep 1-2% of the embedded model's MAUVE and 16-18% of its 1 / perplexity), so their quality retention, and R and the best attack where they "
-                "rest on them, measure the edit rather than lost content (a caveat in their metrics.json params). "
+                "keep 1-2% of the embedded model's MAUVE and 16-18% of its 1 / perplexity), so their quality "
+                "retention, and R and the best attack where they rest on them, measure the edit rather than lost "
+                "content (a caveat in their metrics.json params). "
                 "MarkMyWords judges attacked text with its rating judge (--judge rating:<model>)."))
     return out
 

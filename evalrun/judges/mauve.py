@@ -8,13 +8,13 @@ with ``embed``), scored by :func:`evalrun.judges.mauve_score.mauve_with_interval
 group carries that score as its quality; the unwatermarked, unattacked group is the reference and
 scores 1, as MarkMyWords gives its baseline. The answer is computed, not asked, and stored as JSON
 with its pair count, bucket count, bootstrap interval and replicates, so a report re-reads it and
-never recomputes.
+never recomputes. MarkMyWords embeds with GPT-2 large (last token); the default here is the
+embedded model's mean-pooled hidden states, named in every answer.
 
 The reference's answer also holds the *noise floor*: MAUVE between two disjoint halves of the
 unwatermarked outputs (a split of the prompts drawn from the texts), with its interval. It is
 what two samples of one distribution score at this size, the bar a watermark's MAUVE is read
-against: MAUVE grows with the sample, so at half the texts the floor is, if anything, low. MarkMyWords embeds with GPT-2 large (last token); the default here is the
-embedded model's mean-pooled hidden states, named in every answer.
+against: MAUVE grows with the sample, so at half the texts the floor is, if anything, low.
 """
 
 from __future__ import annotations

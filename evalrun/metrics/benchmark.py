@@ -58,8 +58,8 @@ The quality records below carry params ``{"quality": <source>}``:
   (with MAUVE every text of a group carries the group's score, as in MarkMyWords, so each
   resample pairs resampled detections with the next bootstrap replicate of every group's
   MAUVE, and the interval is R ± 1.96 sd of those, as MAUVE's own; a ratio of two MAUVE
-  scores takes its interval from the spread of their bootstrap replicates' ratios). Params ``{"quality": source,
-  "saturated": true|false}``: saturated when every attack's detection rate is at least its
+  scores takes its interval from the spread of their bootstrap replicates' ratios). Params
+  ``{"quality": source, "saturated": true|false}``: saturated when every attack's detection rate is at least its
   quality retention, so the hull is the diagonal and R = 1 says only that the attacks
   removed too little (:meth:`TamperInputs.saturated`);
 * a ``caveat`` note (:data:`SURFACE_CAVEAT`) on the quality retention of an attack that edits
