@@ -35,6 +35,7 @@ from evalrun._util.token_lines import decode_lines
 from evalrun.model.providers import model_argument
 from evalrun.model.tokenization import model_vocab_size
 from evalrun.watermark.base import WatermarkScheme
+from evalrun.watermark.key_strength import warn_if_weak
 from evalrun.watermark.registry import KEY_ENV, parse_watermark
 
 
@@ -260,6 +261,7 @@ def _run(argv: list[str], out: TextIO, err: TextIO) -> int:
             out.write("\n".join(lines) + "\n")
             out.flush()
     out.flush()
+    warn_if_weak(key, from_option=args.key is not None, stream=err)  # after a detection, not a refusal
     for _, message in sorted(errors):
         print(message, file=err)
     return 2 if errors else 0

@@ -7,6 +7,7 @@ import os
 import sys
 
 from evalrun.run.regrade import regrade
+from evalrun.watermark.key_strength import warn_if_weak
 from evalrun.watermark.registry import KEY_ENV
 
 
@@ -18,6 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, user_argv: list[str]) -> int:
+    warn_if_weak(args.key or os.environ.get(KEY_ENV), from_option=bool(args.key))
     summary = regrade(args.db, run_id=args.run, packs_dirs=args.packs_dir,
                       key=args.key or os.environ.get(KEY_ENV))
     for name, why in summary.missing_packs.items():

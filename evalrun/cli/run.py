@@ -23,6 +23,7 @@ from evalrun.plugins.pytest_plugin import SummarySink
 from evalrun.run.executors import EXECUTORS
 from evalrun.run.options import BY_NAME, pytest_args_for, resolve, run_options
 from evalrun.store.database import Store, check_store_path, run_status
+from evalrun.watermark.key_strength import warn_if_weak
 from evalrun.watermark.registry import KEY_ENV
 
 #: `evalrun run` only runs pack items, which neither assert nor print nor log: pytest's
@@ -128,6 +129,7 @@ def run_packs(args: argparse.Namespace, user_argv: list[str], models: list[str] 
     run_id = uuid.uuid4().hex
     if values["key"]:  # handed over in-process, never on a command line that `ps` could show
         os.environ[KEY_ENV] = values["key"]
+    warn_if_weak(os.environ.get(KEY_ENV), from_option=bool(values["key"]))
     sink = SummarySink()
     code = int(pytest.main(_pytest_args(args, values, run_id, user_argv), plugins=[sink]))
     for line in sink.lines:  # after everything pytest printed

@@ -14,6 +14,7 @@ from evalrun.model.providers import check_model, check_watermark_support
 from evalrun.pack.loading import load_pack, resolve_pack
 from evalrun.run.options import BY_NAME, resolve, run_options
 from evalrun.store.database import Store, check_store_path
+from evalrun.watermark.key_strength import warn_if_weak
 
 #: the run options `evalrun sweep` shares with `evalrun run`: tune's, and the attacks and judges
 SWEEP_RUN_OPTIONS = (*TUNE_RUN_OPTIONS, "attacks", "attack_suite", "judges")
@@ -46,6 +47,7 @@ def run(args: argparse.Namespace, user_argv: list[str]) -> int:
     grid_points(args.scheme, args.grid)
     if not options.resolved_key():
         raise EvalrunError("sweep needs the watermark key: --key or $EVALRUN_WATERMARK_KEY")
+    warn_if_weak(options.resolved_key(), from_option=options.key is not None)
     for name, value in (("--max-degradation", args.max_degradation), ("--min-tamper", args.min_tamper)):
         if not math.isfinite(value):
             raise EvalrunError(f"{name} {value}: must be a finite number")

@@ -13,6 +13,7 @@ from evalrun.model.providers import check_model, check_watermark_support
 from evalrun.pack.loading import load_pack, resolve_pack
 from evalrun.run.options import BY_NAME, resolve, run_options
 from evalrun.store.database import Store, check_store_path
+from evalrun.watermark.key_strength import warn_if_weak
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +49,7 @@ def run(args: argparse.Namespace, user_argv: list[str]) -> int:
     check_watermark_support(model, [args.scheme])
     if not options.resolved_key():
         raise EvalrunError("tune needs the watermark key: --key or $EVALRUN_WATERMARK_KEY")
+    warn_if_weak(options.resolved_key(), from_option=options.key is not None)
     pack = load_pack(resolve_pack(args.pack, values["packs_dirs"] or []))
     z = args.z if args.z is not None else float(pack.meta.get("z_threshold", 4.0))
     plan_search(args.scheme, args.grid, target=args.target_tpr, z_threshold=z, steps=args.steps,

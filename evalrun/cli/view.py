@@ -10,6 +10,7 @@ import time
 
 from evalrun._util.errors import EvalrunError
 from evalrun.view.server import Viewer, is_loopback, make_server
+from evalrun.watermark.key_strength import warn_if_weak
 from evalrun.watermark.registry import KEY_ENV
 
 DEFAULT_PORT = 8765
@@ -29,7 +30,9 @@ def run(args: argparse.Namespace, user_argv: list[str]) -> int:
     started = time.perf_counter()
     if not 0 <= args.port <= 65535:
         raise EvalrunError(f"--port {args.port}: must be in [0, 65535]")
-    viewer = Viewer(args.db, key=args.key if args.key is not None else os.environ.get(KEY_ENV))
+    key = args.key if args.key is not None else os.environ.get(KEY_ENV)
+    warn_if_weak(key, from_option=args.key is not None)
+    viewer = Viewer(args.db, key=key)
     try:
         server = make_server(viewer, args.host, args.port)
     except OSError as exc:

@@ -14,13 +14,16 @@ from evalrun._util.errors import EvalrunError
 from evalrun.model.providers import model_argument
 from evalrun.unlearning.data import load_owners, watermark_data
 from evalrun.unlearning.demo import run_demo
+from evalrun.watermark.key_strength import warn_if_weak
 from evalrun.watermark.registry import KEY_ENV
 
 COMMANDS = ("watermark-data", "unlearning")
 
 
 def _secret(args: argparse.Namespace) -> str | None:
-    return args.key or os.environ.get(KEY_ENV) or None
+    secret = args.key or os.environ.get(KEY_ENV) or None
+    warn_if_weak(secret, from_option=bool(args.key))
+    return secret
 
 
 def watermark_data_parser() -> argparse.ArgumentParser:

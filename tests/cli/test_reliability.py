@@ -708,6 +708,17 @@ def test_evalrun_key_new_prints_a_fresh_256_bit_key(tmp_path: Path) -> None:
     assert "none can be tested" not in doc and "Any watermarked text tests a guess" in doc
 
 
+def test_a_run_with_a_weak_key_warns_once_and_goes_on(tmp_path: Path) -> None:
+    strong = evalrun("key", "new", cwd=tmp_path).stdout.strip()
+    for key, why in (("my-secret-key", ["(--key) is easy to guess: shorter than 16 characters"]), (strong, [])):
+        proc = evalrun("run", "--pack", "watermark_robustness", "--model", "reference", "--key", key,
+                       "--out", str(tmp_path / f"{len(why)}.sqlite"), "--no-progress", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        warnings = [line for line in proc.stderr.splitlines() if "warning: the watermark key" in line]
+        assert len(warnings) == len(why) and all(w in line for w, line in zip(why, warnings)), warnings
+        assert key not in proc.stdout + proc.stderr
+
+
 def test_escape_sequences_from_a_grader_or_an_argument_never_reach_the_terminal(tmp_path: Path, make_pack) -> None:
     hostile = "\\x1b]0;PWNED-TITLE\\x07\\x1b[31mred\\u202eevil\\u200bhidden"
     grader = ("from evalrun.pack.grade import Grade\n\n"

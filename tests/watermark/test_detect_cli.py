@@ -14,7 +14,7 @@ from evalrun.cli.detect import detect_main
 from evalrun.watermark.registry import parse_watermark
 
 VOCAB = 500
-KEY = "cli-secret"
+KEY = "cli-secret-0123456789"
 SPEC = "kgw:gamma=0.25,delta=4"
 
 
@@ -153,3 +153,21 @@ def test_detect_reports_bad_ids_backend_and_tokenizer_as_one_line_errors(tmp_pat
         assert main(["detect", "--watermark", "kgw:seeding=lefthash", "--key", "not-a-number",
                      "--tokens", str(tokens), "--vocab-size", "100"]) == 2
     assert "not-a-number" not in err.getvalue()
+
+
+def test_a_weak_key_is_warned_about_once_without_blocking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"token_ids": _watermarked(40)}) + "\n")
+    args = ["--watermark", SPEC, "--tokens", str(path), "--vocab-size", str(VOCAB)]
+    rc, rows, err = _run([*args, "--key", "my-secret-key"])
+    assert rc == 0 and len(rows) == 1
+    (line,) = err.splitlines()
+    assert line.startswith("evalrun: warning: the watermark key (--key) is easy to guess: shorter than 16")
+    assert "evalrun key new" in line and "my-secret-key" not in line
+    monkeypatch.setenv("EVALRUN_WATERMARK_KEY", "public-example-key")
+    rc, rows, err = _run(args)
+    assert rc == 0 and len(rows) == 1 and "($EVALRUN_WATERMARK_KEY)" in err and "public-example-key" not in err
+    # a refused command stays one line: no warning before its error
+    rc, rows, err = _run(["--watermark", SPEC, "--key", "k", "--tokens", str(tmp_path / "absent.jsonl"),
+                          "--vocab-size", str(VOCAB)])
+    assert rc == 2 and len(err.splitlines()) == 1 and "warning" not in err
