@@ -5,7 +5,7 @@ Regrades two copies of one store (``evalrun regrade``'s code path, in this proce
 thread): once with the packs' ``prepare`` hidden, once as shipped. Prints both times, their
 ratio, and checks that both copies hold the same grades, row for row.
 
-    python benchmarks/bench_grading.py --db results.sqlite --key my-secret-key
+    python benchmarks/bench_grading.py --db results.sqlite --key public-example-key
 
 (``results.sqlite``: e.g. the store of the README's main command.)
 """

@@ -11,7 +11,7 @@ come along), then starts ``evalrun view`` as a user does and times, over HTTP:
 The baseline, measured in the same run, is SQLite answering the listing's own COUNT query on
 the same file; each page's ratio to it is printed.
 
-    python benchmarks/bench_view.py [--from results.sqlite] [--sizes 10000 100000] [--key my-secret-key]
+    python benchmarks/bench_view.py [--from results.sqlite] [--sizes 10000 100000] [--key public-example-key]
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--from", dest="source", type=Path, default=Path("results.sqlite"))
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
-    parser.add_argument("--key", default="my-secret-key")
+    parser.add_argument("--key", default="public-example-key")
     args = parser.parse_args()
     if not args.source.is_file():
         print(f"bench_view: --from {args.source}: no such store (run the README's main command first)", file=sys.stderr)

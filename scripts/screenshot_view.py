@@ -2,7 +2,7 @@
 """Take the screenshots of docs/view.md: a viewer on a store, one result's token evidence and
 the results listing, in headless Chromium.
 
-    python scripts/screenshot_view.py --db results.sqlite --key my-secret-key [--out docs/images]
+    python scripts/screenshot_view.py --db results.sqlite --key public-example-key [--out docs/images]
 """
 
 from __future__ import annotations
