@@ -16,7 +16,7 @@ from typing import Any
 
 from evalrun._util.errors import EvalrunError
 from evalrun._util.files import atomic_open
-from evalrun.metrics.aggregates import compute, metrics_path_beside, write_metrics_json
+from evalrun.metrics.aggregates import MetricRecord, compute, metrics_path_beside, write_metrics_json
 from evalrun.metrics.judgements import with_judgements
 from evalrun.metrics.quality_records import quality_records
 from evalrun.pack.loading import declared_group_field, discover_packs
@@ -89,21 +89,11 @@ def guard_formula(value: object) -> object:
     return value
 
 
-def export_results(db: str | Path, fmt: str, out: str | Path, run_id: str | None = None, *,
-                   formulas_guarded: bool = True) -> int:
-    """Write one row per result to ``out`` as ``csv`` or ``jsonl``, whole or not at all;
-    returns the rows written. CSV cells that start like a spreadsheet formula are
-    :func:`guard_formula`-ed unless ``formulas_guarded`` is off (for programs, not people)."""
-    if fmt not in FORMATS:
-        raise EvalrunError(f"--format {fmt!r}: must be one of {', '.join(FORMATS)}")
-    store = open_store(db)
-    try:
-        rows, runs = select_rows(store, run_id)
-        run_by_id = {r["run_id"]: dict(r) for r in store.runs()}
-        judged = with_judgements(store, rows)
-        extra_metrics = quality_records(store, rows)
-    finally:
-        store.close()
+def result_records(rows: list[dict[str, Any]], runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The export's rows: each result's columns with its run's provenance (:data:`RUN_COLUMNS`),
+    its pack's ``group_field`` and its grade's ``metadata`` parsed (what ``evalrun export``
+    writes and ``evalrun.open(db).results()`` returns)."""
+    run_by_id = {r["run_id"]: dict(r) for r in runs}
     packs = discover_packs()
     group_fields = {name: declared_group_field(packs[name]) if name in packs else None
                     for name in {row["pack"] for row in rows}}
@@ -117,6 +107,29 @@ def export_results(db: str | Path, fmt: str, out: str | Path, run_id: str | None
         rec["group_field"] = group_fields[row["pack"]]
         rec["metadata"] = json.loads(metadata) if metadata else None
         records.append(rec)
+    return records
+
+
+def metric_records(store: Store, rows: list[dict[str, Any]]) -> list[MetricRecord]:
+    """The metrics.json records of ``rows`` (judge answers and quality records included)."""
+    return [*compute(with_judgements(store, rows)), *quality_records(store, rows)]
+
+
+def export_results(db: str | Path, fmt: str, out: str | Path, run_id: str | None = None, *,
+                   formulas_guarded: bool = True) -> int:
+    """Write one row per result to ``out`` as ``csv`` or ``jsonl``, whole or not at all;
+    returns the rows written. CSV cells that start like a spreadsheet formula are
+    :func:`guard_formula`-ed unless ``formulas_guarded`` is off (for programs, not people)."""
+    if fmt not in FORMATS:
+        raise EvalrunError(f"--format {fmt!r}: must be one of {', '.join(FORMATS)}")
+    store = open_store(db)
+    try:
+        rows, _ = select_rows(store, run_id)
+        runs = [dict(r) for r in store.runs()]
+        metrics = metric_records(store, rows)
+    finally:
+        store.close()
+    records = result_records(rows, runs)
     if fmt == "csv":
         records = flatten_metadata(records)
     out_path = Path(out)
@@ -131,5 +144,5 @@ def export_results(db: str | Path, fmt: str, out: str | Path, run_id: str | None
         else:
             for rec in records:
                 fh.write(json.dumps(rec, ensure_ascii=False, sort_keys=False) + "\n")
-    write_metrics_json([*compute(judged), *extra_metrics], metrics_path_beside(out_path), what="--out")
+    write_metrics_json(metrics, metrics_path_beside(out_path), what="--out")
     return len(records)
