@@ -63,3 +63,16 @@ def test_the_bar_names_its_unit() -> None:
     plain = io.StringIO()
     ProgressBar("evalrun: judging", stream=plain)(3, 3)
     assert "] 3/3 (" in plain.getvalue()
+
+
+def test_a_jupyter_cell_gets_the_bar_redrawn_in_place() -> None:
+    """ipykernel's streams are no tty but redraw a line on carriage return: the bar redraws
+    there (every 0.2 s) instead of printing a new line every 10 s."""
+    stream_type = type("OutStream", (io.StringIO,), {"__module__": "ipykernel.iostream"})
+    cell = stream_type()
+    bar = ProgressBar("evalrun: generating", stream=cell, unit="results", min_interval=0.0)
+    for done in range(5):
+        bar(done, 4)
+    drawn = cell.getvalue()
+    assert bar.tty and drawn.count("\r") == 5 and drawn.count("\n") == 1 and drawn.endswith(")\n")
+    assert "] 4/4 results (" in drawn.rsplit("\r", 1)[1]

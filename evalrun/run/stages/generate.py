@@ -132,7 +132,9 @@ class ProgressBar:
         self.label = label
         self.unit = unit
         self.stream = stream or sys.stderr
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        # a terminal, or a Jupyter cell (its streams redraw a line on "\r" but are no tty)
+        self.tty = (bool(getattr(self.stream, "isatty", lambda: False)())
+                    or type(self.stream).__module__.startswith("ipykernel"))
         self.min_interval = min_interval
         self._last = 0.0
         self._start = time.perf_counter()
