@@ -110,7 +110,7 @@ def test_concept_folders_form_no_cycle() -> None:
 
 #: the folders in the order docs/layout.md gives: each imports only folders before it
 ORDER = ("kernels", "_util", "testing", "assets", "store", "model", "watermark", "pack", "attacks", "judges",
-         "metrics", "run", "analysis", "unlearning", "report", "view", "plugins", "cli")
+         "metrics", "run", "analysis", "unlearning", "report", "view", "plugins", "cli", "api")
 
 
 def test_each_folder_imports_only_the_folders_before_it() -> None:
@@ -138,8 +138,8 @@ def test_the_read_side_never_reaches_the_write_side() -> None:
 
 
 def test_outer_folders_are_imported_only_from_above() -> None:
-    """kernels import nothing of ours; the core imports neither plugins nor report (the CLI
-    does: it drives pytest and renders reports; the viewer shows the report's numbers, and
+    """kernels import nothing of ours; the core imports neither plugins nor report (the front
+    ends do, the CLI and the Python API: they drive pytest and render reports; the viewer shows the report's numbers, and
     never imports plugins); plugins never import the report."""
     for module, deps in _graph().items():
         if module.startswith("evalrun.kernels"):
@@ -148,7 +148,7 @@ def test_outer_folders_are_imported_only_from_above() -> None:
             assert not any(d.startswith("evalrun.report") for d in deps), module
         elif module.startswith("evalrun.view"):
             assert not any(d.startswith("evalrun.plugins") for d in deps), module
-        elif not module.startswith(("evalrun.report", "evalrun.cli")) and module != "evalrun":
+        elif not module.startswith(("evalrun.report", "evalrun.cli", "evalrun.api")) and module != "evalrun":
             up = {d for d in deps if d.startswith(("evalrun.plugins", "evalrun.report"))}
             assert not up, f"{module} imports {up}"
 

@@ -123,10 +123,21 @@ def run_ending(db: str | Path, run_id: str) -> tuple[str, str | None] | None:
         store.close()
 
 
-def run_packs(args: argparse.Namespace, user_argv: list[str], models: list[str] | None = None) -> int:
-    """Run the packs of ``args`` under pytest (``models``: instead of the command line's)."""
+def _usage(message: str, raise_usage: bool) -> int:
+    """A usage error found once pytest ran: one line and exit 2, or raised for the Python API."""
+    if raise_usage:
+        raise EvalrunError(message)
+    print(f"evalrun: error: {show_controls(message)}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def run_packs(args: argparse.Namespace, user_argv: list[str], models: list[str] | None = None, *,
+              run_id: str | None = None, raise_usage: bool = False) -> int:
+    """Run the packs of ``args`` under pytest (``models``: instead of the command line's) as
+    run ``run_id`` (default: a new one); ``raise_usage``: usage errors found inside pytest are
+    raised as :class:`EvalrunError` instead of printed (exit 2)."""
     values = _run_values(args, models)
-    run_id = uuid.uuid4().hex
+    run_id = run_id or uuid.uuid4().hex
     if values["key"]:  # handed over in-process, never on a command line that `ps` could show
         os.environ[KEY_ENV] = values["key"]
     warn_if_weak(os.environ.get(KEY_ENV), from_option=bool(values["key"]))
@@ -137,12 +148,11 @@ def run_packs(args: argparse.Namespace, user_argv: list[str], models: list[str] 
     for line in sink.error_lines:
         print(show_controls(line), file=sys.stderr)
     if code == pytest.ExitCode.INTERRUPTED and sink.usage_error:  # collection stopped on one of evalrun's errors
-        print(f"evalrun: error: {show_controls(sink.usage_error)}", file=sys.stderr)
-        return EXIT_USAGE
+        return _usage(sink.usage_error, raise_usage)
     if sink.problems:  # the selected packs produced nothing to run: say why, never exit 0
-        for problem in sink.problems:
+        for problem in sink.problems[:-1]:
             print(f"evalrun: error: {show_controls(problem)}", file=sys.stderr)
-        return EXIT_USAGE
+        return _usage(sink.problems[-1], raise_usage)
     ending = sink.ending or run_ending(values["db"], run_id)
     if ending is not None and ending[0] != "finished":
         status, reason = ending
@@ -164,9 +174,11 @@ def run_packs(args: argparse.Namespace, user_argv: list[str], models: list[str] 
     if code not in (0, 1):
         if code == 4:  # a usage error: one line, said here (or by pytest when it found it itself)
             if sink.usage_error:
-                print(f"evalrun: error: {show_controls(sink.usage_error)}", file=sys.stderr)
+                return _usage(sink.usage_error, raise_usage)
             return EXIT_USAGE
         if code == 5:
+            if raise_usage:
+                raise EvalrunError("no items selected (check pack and select)")
             print("evalrun: error: no items selected (check --pack and --select)", file=sys.stderr)
         return code
     fail_under = values["fail_under"]
