@@ -56,13 +56,15 @@ def test_run_reads_back_and_resumes_like_the_command_line(tmp_path: Path) -> Non
                           "same": sorted(x["result_id"] for x in again.results())
                                   == sorted(x["result_id"] for x in rows),
                           "metrics": sorted({m["metric"] for m in r.metrics()}),
-                          "cwd_db": str(r.db)}))
+                          "cwd_db": str(r.db), "report": str(r.report("rep"))}))
         """, tmp_path)
     assert out["status"] == "finished" and out["code"] == 0
     assert out["n"] == 50 and out["shape"][0] == 50 and out["run_rows"] == 50 and out["passed"] == 50
     assert sorted(out["runs"]) == sorted(out["ids"]) and out["same"]  # the second run reused every result
     assert out["stdout"].count("results generated") == 1  # the second run generated nothing
     assert {"mean_score", "rate", "error_rate"} <= set(out["metrics"]) and out["cwd_db"] == "x.sqlite"
+    assert out["report"] == "rep/report.md" and "watermark_robustness" in (tmp_path / out["report"]).read_text()
+    assert (tmp_path / "rep" / "report.html").is_file() and (tmp_path / "rep" / "metrics.json").is_file()
     # the command line resumes what Python ran: nothing generated again
     cli = subprocess.run([sys.executable, "-m", "evalrun.cli", "run", "--pack", "watermark_robustness", "--model",
                           "reference", "--out", "x.sqlite", "--no-progress"], cwd=tmp_path, capture_output=True,
