@@ -1,17 +1,18 @@
 """``evalrun detect``: run a watermark detector on texts or token ids, print JSON lines.
 
     evalrun detect --watermark SPEC --key K (--text FILE --tokenizer PATH
-                                             | --tokens FILE.jsonl --vocab-size V)
+                                             | --tokens FILE.jsonl --vocab-size V) [--model SPEC]
 
 ``--text FILE`` (``-`` for stdin) is one text, tokenized without special tokens by the
-tokenizer at PATH (a ``tokenizer.json`` file or a Hugging Face tokenizer directory).
+tokenizer at PATH (a ``tokenizer.json`` file or a Hugging Face tokenizer directory; ``embedded``
+for the embedded model's) or, without ``--tokenizer``, by ``--model``'s own tokenizer.
 ``--tokens FILE.jsonl`` holds one JSON object per line with ``token_ids`` and optional ``id``;
 it is read as it streams, ``CHUNK_TEXTS`` texts at a time, each chunk detected in one batched
 call (:meth:`~evalrun.watermark.base.WatermarkScheme.detect_many`) and its results printed
 before the next chunk is read. One JSON object is printed per input, in input order: ``num_tokens_scored``, ``score``, ``p_value`` (and
 ``num_green_tokens``, ``z_score`` for green-list schemes, ``id`` when given). Schemes whose
-detector reads the model (SWEET, EWD, Unbiased) take ``--model SPEC``, the model that generated
-the texts (its logit width is then the default ``--vocab-size``). The key may come
+detector reads the model (SWEET, EWD, Unbiased) need ``--model SPEC``, the model that generated
+the texts; for every scheme its logit width is then the default ``--vocab-size``. The key may come
 from ``EVALRUN_WATERMARK_KEY`` and is never printed. Bad inputs are reported one line each on
 stderr (naming file and line) with exit status 2, after the valid inputs were printed.
 """
@@ -32,7 +33,8 @@ import numpy as np
 from evalrun._util.errors import EvalrunError, first_line
 from evalrun._util.jsonl import not_utf8, read_text
 from evalrun._util.token_lines import decode_lines
-from evalrun.model.providers import model_argument
+from evalrun.model.embedded import embedded_model_path
+from evalrun.model.providers import ModelSpec, model_argument, tokenizer_source
 from evalrun.model.tokenization import model_vocab_size
 from evalrun.watermark.base import WatermarkScheme
 from evalrun.watermark.key_strength import warn_if_weak
@@ -51,12 +53,13 @@ def _parser() -> argparse.ArgumentParser:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--text", help="text file to score ('-' for stdin)")
     src.add_argument("--tokens", help="JSONL file: one {\"token_ids\": [...], \"id\": ...} per line")
-    p.add_argument("--tokenizer", help="tokenizer.json, or a model directory whose config.json vocab_size sets"
-                        " the vocabulary size (with --text)")
+    p.add_argument("--tokenizer", help="tokenizer.json, a model directory whose config.json vocab_size sets"
+                        " the vocabulary size, or 'embedded' (with --text; default: --model's tokenizer)")
     p.add_argument("--vocab-size", type=int, help="vocabulary size: the model's logit width (with --tokens; overrides --tokenizer's)")
     p.add_argument("--model", default=None, type=model_argument,
                    help="the model that generated the texts (embedded, hf:PATH): schemes whose detector "
-                        "reads its logits (sweet, ewd, unbiased) need it; it also sets --vocab-size")
+                        "reads its logits (sweet, ewd, unbiased) need it; it also sets the tokenizer and "
+                        "--vocab-size")
     p.add_argument("--backend", choices=("numpy", "torch"), default=None,
                    help="kernel backend (default: automatic, or $EVALRUN_KERNELS)")
     return p
@@ -87,6 +90,21 @@ def load_tokenizer(path: str) -> tuple[Any, int]:
         raise EvalrunError(f"--tokenizer {path}: cannot load ({type(exc).__name__}: {first_line(exc)})") from None
     vocab_size = model_vocab_size(p, len(hf))
     return (lambda text: hf.encode(text, add_special_tokens=False)), vocab_size
+
+
+def _tokenizer_path(tokenizer: str | None, model: ModelSpec | None) -> str | None:
+    """``--tokenizer`` (``embedded``: the embedded model's, wherever evalrun is installed), else
+    the tokenizer of ``--model`` (a local model's own directory), else None."""
+    if tokenizer == "embedded":
+        return str(embedded_model_path())
+    if tokenizer is not None:
+        return tokenizer
+    if model is None:
+        return None
+    source = tokenizer_source(model, None)
+    if source is None:
+        raise EvalrunError(f"evalrun detect: --model {model}: evalrun has no tokenizer for it; pass --tokenizer PATH")
+    return source
 
 
 def _read_text(path: str) -> str:
@@ -214,8 +232,9 @@ def _run(argv: list[str], out: TextIO, err: TextIO) -> int:
     if scheme is None:
         raise EvalrunError("evalrun detect: --watermark none has nothing to detect")
     scheme.check_key(key)
-    if args.text is not None and not args.tokenizer:
-        raise EvalrunError("evalrun detect: --text needs --tokenizer PATH")
+    tokenizer = _tokenizer_path(args.tokenizer, args.model)
+    if args.text is not None and tokenizer is None:
+        raise EvalrunError("evalrun detect: --text needs --tokenizer PATH (or embedded), or --model SPEC")
     kwargs: dict[str, Any] = {}
     model_vocab: int | None = None
     if scheme.needs_model:
@@ -227,12 +246,11 @@ def _run(argv: list[str], out: TextIO, err: TextIO) -> int:
 
         kwargs["logits"] = model_logits(args.model)
         model_vocab = kwargs["logits"].vocab_size
-    elif args.model:
-        raise EvalrunError(f"evalrun detect: --model applies to schemes whose detector reads the model "
-                           f"(sweet, ewd, unbiased), not {scheme.spec}")
+    elif args.model and args.text is None and args.vocab_size is None:  # the model's width, from its tokenizer
+        model_vocab = load_tokenizer(str(tokenizer))[1]
     errors: list[tuple[int, str]] = []  # (line, message), reported in line order
     if args.text is not None:
-        encode, vocab_size = load_tokenizer(args.tokenizer)
+        encode, vocab_size = load_tokenizer(str(tokenizer))
         if args.vocab_size is not None:
             vocab_size = args.vocab_size
         chunks: Iterable[list[tuple[Any, Any, list[int]]]] = [

@@ -171,3 +171,26 @@ def test_a_weak_key_is_warned_about_once_without_blocking(tmp_path: Path, monkey
     rc, rows, err = _run(["--watermark", SPEC, "--key", "k", "--tokens", str(tmp_path / "absent.jsonl"),
                           "--vocab-size", str(VOCAB)])
     assert rc == 2 and len(err.splitlines()) == 1 and "warning" not in err
+
+
+def test_the_embedded_tokenizer_from_any_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--tokenizer embedded`` and ``--model embedded`` find the embedded model's tokenizer
+    wherever the command runs, and give the ids (and p-value) of the same text alike."""
+    from evalrun.model.embedded import embedded_model_path
+    from evalrun.model.tokenization import load_tokenizer
+
+    monkeypatch.chdir(tmp_path)
+    text = "It is a truth universally acknowledged, that a single man in possession of a good fortune."
+    (tmp_path / "t.txt").write_text(text)
+    base = ["--watermark", "kgw", "--key", KEY, "--text", "t.txt"]
+    rc, by_name, err = _run([*base, "--tokenizer", "embedded"])
+    assert rc == 0 and err == "", err
+    rc, by_model, err = _run([*base, "--model", "embedded"])
+    assert rc == 0 and by_model == by_name
+    ids = load_tokenizer(str(embedded_model_path())).encode(text)
+    assert by_name[0]["num_tokens_scored"] == len(ids) - 1  # kgw's first token has no context
+    (tmp_path / "ids.jsonl").write_text(json.dumps({"token_ids": ids}) + "\n")
+    rc, by_ids, err = _run(["--watermark", "kgw", "--key", KEY, "--tokens", "ids.jsonl", "--model", "embedded"])
+    assert rc == 0 and by_ids == by_name  # the model's logit width (8192) without --vocab-size
+    rc, _, err = _run(base)
+    assert rc == 2 and "--text needs --tokenizer PATH (or embedded), or --model SPEC" in err
