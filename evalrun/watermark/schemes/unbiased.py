@@ -36,17 +36,19 @@ derives for each grid query ``(dist_p, dist_q) = (0, k / n_grid)``, k = 0..n_gri
 likelihood-ratio score of the paper). Per query the scores are summed, and the best sum is the
 score ``t``.
 
-evalrun's p-value (``Detection.p_value``): ``min(1, n_grid * exp(-t))``, the bound of the
-paper's Theorem 9 that MarkLLM also uses (a union bound over the queries of the Markov bound
-``P(S_k >= t) <= exp(-t)``, which needs ``E exp(S_k) <= 1`` under the null). It is
-conservative -- a bound, not a tail probability; on 200 uniform random texts the tests find
-none under 0.3 -- and it holds only when the scored tokens' permutations are fresh (the
-martingale argument of the paper), so only tokens whose context is new in the text are
-scored, whatever ``ignore_history_detection`` says, the last token included. The max runs
-over the n_grid queries k = 1..n_grid: the k = 0 query (the unclamped ratio, hugely negative
-as soon as one token has Q = 0) is left out, so that the factor n_grid counts every query in
-the union. Seeds of distinct contexts collide with probability about ``n**2 / 2**33``, which
-is ignored.
+evalrun's p-value (``Detection.p_value``): ``min(1, n_grid / sum_k exp(S_k))`` over the per-query
+sums S_k, k = 1..n_grid. Under the null each ``exp(S_k)`` has expectation at most 1 (the
+paper's Theorem 9, the martingale argument behind its ``P(S_k >= t) <= exp(-t)``), so their
+mean is an e-value and Markov's inequality makes its inverse a valid p-value. It is never
+above the paper's union bound ``n_grid * exp(-max_k S_k)`` (which MarkLLM uses) and is below
+it by up to the factor n_grid when several queries score alike; still a bound, not a tail
+probability (on 200 uniform random texts the tests find none under 0.1, and most at 1). It
+holds only when the scored tokens' permutations are fresh, so only tokens whose context is new
+in the text are scored, whatever ``ignore_history_detection`` says, the last token included.
+The k = 0 query (the unclamped ratio, hugely negative as soon as one token has Q = 0) is left
+out of the mean.
+``score`` is the best sum ``max_k S_k``. Seeds of distinct contexts collide with probability
+about ``n**2 / 2**33``, which is ignored.
 
 ``permutations=N`` (N >= 1) replaces the bound by an exact permutation test: the same score
 is computed under N null hash keys fixed by the spec (sha256 of a tag, the canonical spec and
@@ -72,6 +74,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
+from scipy.special import logsumexp
 
 from evalrun._util.errors import SpecError
 from evalrun._util.lru import LRU
@@ -332,11 +335,14 @@ class Unbiased(MarkLLMKeyed):
         tag = _NULL_TAG + self.spec.canonical().encode()
         return [hashlib.sha256(tag + j.to_bytes(4, "little")).digest() for j in range(self.permutations)]
 
-    def _p_value(self, best: np.ndarray, null_best: np.ndarray | None = None) -> np.ndarray:
-        """Theorem 9's bound of the best sums ``best``; with ``permutations``, the share of null
-        keys whose best sums (``null_best``, [permutations, ...]) reach them instead."""
+    def _p_value(self, sums: np.ndarray, null_best: np.ndarray | None = None) -> np.ndarray:
+        """The p-value of per-query sums ``sums`` ([..., n_grid]): the bound of their mean
+        e-value, ``min(1, n_grid / sum_k exp(S_k))`` (module docstring); with ``permutations``,
+        the share of null keys whose best sums (``null_best``, [permutations, ...]) reach the
+        best of ``sums`` instead."""
         if null_best is None:
-            return np.minimum(1.0, self.n_grid * np.exp(-best))
+            return np.minimum(1.0, np.exp(np.log(self.n_grid) - logsumexp(sums, axis=-1)))
+        best = sums.max(axis=-1)
         return nulls.permutation_p_values((null_best >= best).sum(axis=0), self.permutations)
 
     def detect(self, token_ids: Sequence[int], key: str, vocab_size: int, *,
@@ -356,7 +362,7 @@ class Unbiased(MarkLLMKeyed):
         if null_best is not None:
             extra["permutations"] = self.permutations
         return Detection(num_tokens_scored=len(scored.positions), score=score,
-                         p_value=float(self._p_value(np.array(score), null_best)), extra=extra)
+                         p_value=float(self._p_value(sums, null_best)), extra=extra)
 
     def prefix_p_values(self, token_ids: Sequence[int], key: str, vocab_size: int, *,
                         logits: TokenLogits | None = None) -> np.ndarray:
@@ -365,13 +371,13 @@ class Unbiased(MarkLLMKeyed):
         per_position[scored.positions] = scored.scores
         if not len(per_position):
             return np.ones(0, dtype=np.float64)
-        best = np.cumsum(per_position, axis=0).max(axis=1)
+        sums = np.cumsum(per_position, axis=0)
         null_best = None
         if scored.null is not None:
             null = np.zeros((self.permutations, len(token_ids), self.n_grid), dtype=np.float64)
             null[:, scored.positions] = scored.null
             null_best = np.cumsum(null, axis=1).max(axis=2)
-        return self._p_value(best, null_best)
+        return self._p_value(sums, null_best)
 
     # ---- generation -----------------------------------------------------------------------
     def logits_processor(self, key: str, vocab_size: int, *, temperature: float,

@@ -131,7 +131,20 @@ def test_detect_reports_markllm_score(model_logits: dict[int, ReferenceLogits]) 
         own_bound = det.num_tokens_scored * token_bound
         assert_clear_of(np.log(det.p_value), np.log(0.02), 2 * own_bound, "evalrun's p-value")
         assert (det.p_value <= 0.02) is (case["kind"] == "watermarked")
-        assert det.p_value == pytest.approx(min(1.0, 10 * np.exp(-det.score)), rel=1e-12)
+        # the mean e-value's bound: never above the paper's union bound, at most n_grid below it
+        union = min(1.0, 10 * np.exp(-det.score))
+        assert union / 10 * (1 - 1e-12) <= det.p_value <= union * (1 + 1e-12)
+
+
+def test_p_value_is_the_bound_of_the_mean_e_value() -> None:
+    """Hand-computed: n_grid = 2 and sums (log 4, log 4) give 2 / (4 + 4) = 1/4, where the
+    paper's union bound gives 2 / 4; sums (log 8, -inf) give 1/4 both ways (one query only);
+    nothing scored gives 1."""
+    scheme = _scheme("unbiased:n_grid=2")
+    sums = np.log(np.array([[4.0, 4.0], [8.0, 0.0], [1.0, 1.0]]))
+    sums[1, 1] = -np.inf
+    assert scheme._p_value(sums) == pytest.approx([0.25, 0.25, 1.0], rel=1e-15)
+    assert scheme._p_value(np.zeros(2)) == 1.0
 
 
 def test_history_detection_gives_repeats_no_ratio(model_logits: dict[int, ReferenceLogits]) -> None:
@@ -171,7 +184,7 @@ def test_null_p_values_are_not_anti_conservative(model_logits: dict[int, Referen
     for t in (0.005, 0.01, 0.05, 0.1, 0.2, 0.5, 0.8):
         assert (p <= t).sum() <= scipy.stats.binom.ppf(0.975, N_NULL, t), t
     # and far from tight, as the docs say: a bound, not a tail probability
-    assert (p <= 0.3).sum() == 0 and np.median(p) == 1.0
+    assert (p <= 0.1).sum() == 0 and np.median(p) == 1.0
 
 
 def test_permutation_null_fpr_inside_binomial_interval() -> None:
