@@ -6,6 +6,7 @@ import platform
 import subprocess
 import sys
 from datetime import datetime, timezone
+from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Sequence
@@ -81,6 +82,24 @@ def git_state(cwd: Path | None = None) -> tuple[str | None, int | None]:
         return None, None
 
 
+#: the checkout evalrun runs from, when it runs from one (an editable or source install): the
+#: folder holding the ``evalrun`` package and a ``.git``; an install in site-packages has none
+SOURCE_ROOT = Path(__file__).resolve().parents[2]
+
+
+@lru_cache(maxsize=1)
+def evalrun_version() -> str:
+    """``__version__``, with the source commit as a PEP 440 local label (``0.1.0+g<12 hex>``,
+    ``.dirty`` when the checkout has uncommitted changes) when evalrun runs from a git checkout:
+    the code that made a run, whatever folder the run was started in."""
+    if not (SOURCE_ROOT / ".git").exists():
+        return __version__
+    sha, dirty = git_state(SOURCE_ROOT)
+    if sha is None:
+        return __version__
+    return f"{__version__}+g{sha[:12]}" + (".dirty" if dirty else "")
+
+
 def package_versions() -> dict[str, str]:
     out = {}
     for name in TRACKED_PACKAGES:
@@ -97,7 +116,7 @@ def collect(argv: Sequence[str]) -> dict[str, Any]:
         "started_at": utc_now(),
         "git_sha": sha,
         "git_dirty": dirty,
-        "evalrun_version": __version__,
+        "evalrun_version": evalrun_version(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "argv": redact_argv(argv),

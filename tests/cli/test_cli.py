@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from evalrun._util.version import __version__
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -192,3 +195,15 @@ def test_every_command_module_has_the_interface_main_calls(capsys: pytest.Captur
             main([name, "-h"])
         assert exit_info.value.code == 0, name
         assert capsys.readouterr().out.startswith(f"usage: evalrun {name} "), name
+
+
+def test_provenance_names_evalruns_source_commit_from_any_folder(tmp_path: Path) -> None:
+    """A run started outside any repository has no git_sha of its own, but its evalrun_version
+    still names the commit of the evalrun checkout that ran it (this test runs from one)."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+    db = tmp_path / "r.sqlite"
+    proc = evalrun("run", "--pack", "watermark_robustness", "--model", "reference", "--out", str(db), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [(git_sha, version)] = query(db, "SELECT git_sha, evalrun_version FROM runs")
+    assert git_sha is None
+    assert re.fullmatch(rf"{re.escape(__version__)}\+g{head[:12]}(\.dirty)?", version), version
