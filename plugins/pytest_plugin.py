@@ -682,6 +682,8 @@ class SummarySink:
         self.stop_signal: str | None = None
         #: why the packs produced nothing to run (said by ``evalrun run``, which then fails)
         self.problems: list[str] = []
+        #: ``evalrun run --report DIR`` writes the report after pytest: no hint to write one
+        self.report_follows = False
 
 
 #: distinct error messages shown on stderr at the end of a run (the report has them all)
@@ -806,11 +808,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.write_line(tabulate(table, headers=["pack", "model", "watermark", "attack", "results",
                                                          "mean score", "labels", "errors"]))
     terminalreporter.write_line(f"results database: {state.db}  run: {state.run_id}")
-    terminalreporter.write_line(f"report: evalrun report --db {state.db} --out reports/")
+    sink = summary_sink(config)
+    if sink is None or not sink.report_follows:  # `evalrun run --report DIR` names the report it writes
+        terminalreporter.write_line(f"report: evalrun report --db {state.db} --out reports/")
     terminalreporter.write_line(f"metrics: {metrics}")
     closing = false_positive_lines(rows) + _closing_lines(state, graded_n, cases, totals, gen_errors, grader_errors)
     errors_seen = error_lines(rows)
-    sink = summary_sink(config)
     if sink is not None:
         sink.lines.extend(closing)
         sink.error_lines.extend(errors_seen)

@@ -142,6 +142,7 @@ def run_packs(args: argparse.Namespace, user_argv: list[str], models: list[str] 
         os.environ[KEY_ENV] = values["key"]
     warn_if_weak(os.environ.get(KEY_ENV), from_option=bool(values["key"]))
     sink = SummarySink()
+    sink.report_follows = bool(values["report"])
     code = int(pytest.main(_pytest_args(args, values, run_id, user_argv), plugins=[sink]))
     for line in sink.lines:  # after everything pytest printed
         print(show_controls(line))

@@ -112,3 +112,13 @@ def test_evalrun_run_and_plain_pytest_share_the_default_store(tmp_path: Path, ma
     conn = sqlite3.connect(project / "results.sqlite")
     assert conn.execute("SELECT COUNT(*), COUNT(DISTINCT run_id) FROM results").fetchone() == (8, 2)
     conn.close()
+
+
+def test_the_summary_hints_at_a_report_only_when_none_is_written(tmp_path: Path) -> None:
+    plain = evalrun("run", "--pack", "watermark_robustness", "--model", "reference", "--out", "a.sqlite",
+                    "--no-progress", cwd=tmp_path)
+    assert plain.returncode == 0 and "report: evalrun report --db" in plain.stdout
+    written = evalrun("run", "--pack", "watermark_robustness", "--model", "reference", "--out", "b.sqlite",
+                      "--report", "rep", "--no-progress", cwd=tmp_path)
+    assert written.returncode == 0 and "report: evalrun report --db" not in written.stdout
+    assert written.stdout.strip().splitlines()[-1].startswith("evalrun: report: rep/report.md")
