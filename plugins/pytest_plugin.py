@@ -196,7 +196,9 @@ def pytest_configure(config: pytest.Config) -> None:
         path = Path(folder)
         if not path.is_dir():
             raise pytest.UsageError(f"--evalrun-packs-dir {folder}: no such directory")
-        if str(path.resolve()) not in config.args:
+        # plain pytest collects every pack of the folder; `evalrun run` hands over the packs it
+        # named (--pack) and uses --packs-dir only to find them
+        if state.db_option != "--out" and str(path.resolve()) not in config.args:
             config.args.append(str(path.resolve()))
     config.pluginmanager.register(_Tally(state), "evalrun-tally")
     config.pluginmanager.register(_FailureHook(config), "evalrun-failure")
@@ -441,6 +443,11 @@ class GoldenItem(pytest.Item):
         return self.pack.path / "golden.jsonl", None, f"{self.pack.name}::golden"
 
 
+#: why a pack's items are skipped under the reference model (plain pytest's default model)
+NO_REFERENCE = ("no reference solver (a reference.py, or a built-in grader that implies one: exact, contains, "
+                "number); run it with a model: --evalrun-model SPEC")
+
+
 class NoReferenceItem(pytest.Item):
     """Says, instead of passing silently, that a pack cannot be run without a model."""
 
@@ -450,7 +457,7 @@ class NoReferenceItem(pytest.Item):
 
     def runtest(self) -> None:
         self.user_properties.extend([(KIND, "no_reference"), ("pack", self.pack.name)])
-        pytest.skip(f"pack {self.pack.name} has no reference.py solver: name a model with --evalrun-model")
+        pytest.skip(f"pack {self.pack.name}: {NO_REFERENCE}")
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.pack.path, None, f"{self.pack.name}::no-reference"
@@ -762,7 +769,12 @@ def _run_rows(store: Store, run_id: str) -> list[Any]:
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(STATE_KEY, None)
-    if state is None or state.is_worker or not state.db.exists():
+    if state is None or state.is_worker:
+        return
+    for kind, pack, _, _ in state.outcomes:  # skipped packs say why, without -rs
+        if kind == "no_reference":
+            terminalreporter.write_line(f"evalrun: pack {pack} skipped: {NO_REFERENCE}")
+    if not state.db.exists():
         return
     try:
         store = state.store()

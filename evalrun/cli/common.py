@@ -20,7 +20,7 @@ else:  # pragma: no cover
 
 #: the run options `evalrun tune` shares with `evalrun run` (declared in evalrun.run.options)
 TUNE_RUN_OPTIONS = ("models", "key", "n", "temperature", "max_tokens", "seed", "db", "base_url", "concurrency",
-                    "packs_dirs")
+                    "packs_dirs", "cases")
 
 
 def add_run_options(p: argparse.ArgumentParser, *, with_model: bool = True) -> None:

@@ -50,6 +50,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "regrade": ("evalrun.cli.regrade", "re-run current graders on stored outputs (no model calls)"),
     "validate": ("evalrun.cli.validate", "check case files, golden grader examples and reference solvers"),
     "list": ("evalrun.cli.list_packs", "list packs on the search path"),
+    "new": ("evalrun.cli.new", "write a minimal pack to start from (`evalrun new pack NAME [--grader contains]`)"),
     "detect": ("evalrun.cli.detect", "detect a watermark in a text or token ids (see `evalrun detect -h`)"),
     "watermark-data": ("evalrun.cli.waterdrum", "watermark owners' data with Waterfall under each owner's key"),
     "unlearning": ("evalrun.cli.waterdrum", "WaterDrum unlearning demo (`evalrun unlearning demo -h`)"),

@@ -73,9 +73,15 @@ def _run_values(args: argparse.Namespace, models: list[str] | None) -> dict:
     if models is not None:  # `grade`: the replay file is the model
         cli["models"] = models
     values = resolve(cli, project_config())
-    for p in args.pack:  # a named pack that cannot be loaded is one line now, before any store exists
-        load_pack(resolve_pack(p, values["packs_dirs"] or []))
+    # a named pack that cannot be loaded is one line now, before any store exists
+    packs = [load_pack(resolve_pack(p, values["packs_dirs"] or [])) for p in args.pack]
     options = run_options(values, default_models=("embedded",))
+    if any(m.name == "reference" for m in options.models):
+        for pack in packs:
+            if not pack.has_reference:
+                raise EvalrunError(f"--model reference: pack {pack.name} has no reference solver (a reference.py, "
+                                   "or a built-in grader that implies one: exact, contains, number); name "
+                                   "another model with --model, e.g. a replay file (replay:outputs.jsonl)")
     values["models"] = [str(m) for m in options.models]
     values["model_args"] = None  # merged into each model's spec
     values["watermarks"] = list(options.watermarks)  # a replay file's own, when none is given
@@ -179,8 +185,8 @@ def run_packs(args: argparse.Namespace, user_argv: list[str], models: list[str] 
             return EXIT_USAGE
         if code == 5:
             if raise_usage:
-                raise EvalrunError("no items selected (check pack and select)")
-            print("evalrun: error: no items selected (check --pack and --select)", file=sys.stderr)
+                raise EvalrunError("no items selected (check pack, cases and select)")
+            print("evalrun: error: no items selected (check --pack, --cases and --select)", file=sys.stderr)
         return code
     fail_under = values["fail_under"]
     if fail_under is not None and (sink.mean is None or sink.mean < fail_under):

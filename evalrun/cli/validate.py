@@ -1,5 +1,9 @@
 """``evalrun validate``: check the packs' case files, golden grader examples and reference
-solvers."""
+solvers: everything that would otherwise fail at run time (pack.toml's keys, types and ranges,
+case ids and duplicates, the fields the prompt template and a built-in grader read).
+
+Packs are named as for ``evalrun run`` (``--pack NAME``, repeatable) or positionally; none:
+every pack on the search path."""
 
 from __future__ import annotations
 
@@ -10,12 +14,14 @@ from evalrun.pack.loading import discover_packs, load_pack, resolve_pack
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("packs", nargs="*", metavar="PACK")
+    parser.add_argument("packs", nargs="*", metavar="PACK", help="pack name or directory (as --pack)")
+    parser.add_argument("--pack", action="append", default=[], metavar="PACK", dest="pack_options",
+                        help="pack name (see `evalrun list`) or directory; repeatable (default: every pack)")
     parser.add_argument("--packs-dir", action="append", default=[], metavar="DIR")
 
 
 def run(args: argparse.Namespace, user_argv: list[str]) -> int:
-    names = args.packs or sorted(discover_packs(args.packs_dir))
+    names = [*args.packs, *args.pack_options] or sorted(discover_packs(args.packs_dir))
     if not names:
         raise EvalrunError("no packs found on the search path")
     failed = False

@@ -40,6 +40,9 @@ class PackFiles(Protocol):
     @property
     def has_reference(self) -> bool: ...
 
+    @property
+    def reference_revision(self) -> str: ...
+
 
 class RunSettings(Protocol):
     """What a provider may read of the run's options (an API endpoint, the vocabulary of

@@ -1,6 +1,7 @@
 """The detection grader shared by the watermark benchmark packs (MarkMyWords' tasks).
 
-A pack's ``grader.py`` is one line calling :func:`grade_detection`. It detects the item's
+A pack names it in pack.toml (``grader = "detection"``: :data:`BUILTIN`), or its grader.py calls
+:func:`grade_detection`. It detects the item's
 watermark on the token ids the stages stored -- the attacked text's, re-tokenized with the
 generating model's tokenizer, after an attack -- and labels the output DETECTED when the
 p-value is at most the pack's ``detection_threshold`` (MarkMyWords uses 0.02). The evidence goes
@@ -38,7 +39,7 @@ defined by it. The forward pass is deterministic and made one text at a time, so
 the same machine and library versions gives the same numbers; a model that gives no logits (an
 API model) makes the grade fail with the reason.
 
-A pack's grader.py also exports :func:`prepare_detection` as its ``prepare``: the harness
+:func:`prepare_detection` is its ``prepare`` (a grader.py exports it under that name): the harness
 hands it the items about to be graded, and it detects them all in a few batched calls (one
 per watermark and vocabulary) whose results the per-item grades then look up -- the same
 numbers, computed in bulk.
@@ -52,6 +53,7 @@ from typing import Any, Mapping, Sequence
 
 from evalrun._util.specs import is_none
 from evalrun.model.providers import stored_model
+from evalrun.pack.builtin_graders import BuiltinGrader
 from evalrun.pack.grade import Grade, GradeContext
 from evalrun.pack.overlap import OVERLAP_METRICS
 from evalrun.watermark import parse_watermark
@@ -248,3 +250,12 @@ def grade_with_generation_metric(case: Mapping[str, Any], output: str, context: 
                          f"{', '.join(['none', *OVERLAP_METRICS.names()])}")
     gm = None if name == "none" else OVERLAP_METRICS.get(name)(output, str(case.get("reference", "")))
     return Grade(grade.score, grade.label, grade.reason, {**grade.metadata, "gm": gm, "gm_metric": name})
+
+
+def _grade_builtin(case: Mapping[str, Any], output: str, settings: Mapping[str, Any], context: GradeContext) -> Grade:
+    return grade_detection(case, output, context)
+
+
+#: ``grader = "detection"`` in pack.toml: this module's grader without a grader.py
+BUILTIN = BuiltinGrader("detection", 1, _grade_builtin, (), labels=("DETECTED", "NOT_DETECTED"),
+                        prepare=prepare_detection, reads_context=True)

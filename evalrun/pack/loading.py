@@ -24,10 +24,12 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import jsonschema
 
 from evalrun._util.checks import MAX_NEW_TOKENS, TEMPERATURE_RANGE, between
-from evalrun._util.errors import CaseError, PackError, first_line
+from evalrun._util.errors import CaseError, PackError, SpecError, first_line
 from evalrun._util.hashing import sha256_hex
 from evalrun._util.jsonl import MAX_RECORD_BYTES, lone_surrogate, not_utf8, parse_json, read_lines, read_text
 from evalrun.model.generation import Prompt
+from evalrun.model.providers import file_digest
+from evalrun.pack.builtin_graders import GRADERS, SETTINGS, BuiltinGrader, grader_settings
 from evalrun.pack.grade import Grade, GradeContext
 
 if sys.version_info >= (3, 11):
@@ -38,7 +40,10 @@ else:  # pragma: no cover - exercised on 3.10 only
 PACK_FILE = "pack.toml"
 SCHEMA_FILE = "case.schema.json"
 GOLDEN_FILE = "golden.jsonl"
-_REQUIRED_KEYS = ("name", "version", "description", "prompt_template", "labels")
+_REQUIRED_KEYS = ("name", "description", "prompt_template")
+#: pack.toml's optional keys that have a default (docs/packs.md)
+DEFAULT_VERSION = "0"
+DEFAULT_LABELS = ("PASS", "FAIL")
 
 
 def shipped_packs_dir() -> Path:
@@ -148,14 +153,18 @@ class Pack:
     grader_module: ModuleType
     reference_module: ModuleType | None
     schema: Mapping[str, Any] = field(default_factory=dict)
+    #: the grader pack.toml names (``grader = "contains"``), when the pack has no grader.py
+    builtin_grader: BuiltinGrader | None = None
 
     @property
     def version(self) -> str:
-        return str(self.meta.get("version", ""))
+        return str(self.meta.get("version", DEFAULT_VERSION))
 
     @property
     def labels(self) -> list[str]:
-        return list(self.meta["labels"])
+        """pack.toml's ``labels``; by default the built-in grader's, or PASS and FAIL."""
+        default = self.builtin_grader.labels if self.builtin_grader is not None else DEFAULT_LABELS
+        return list(self.meta.get("labels", default))
 
     @property
     def pass_score(self) -> float:
@@ -179,10 +188,20 @@ class Pack:
     def has_reference(self) -> bool:
         return self.reference_module is not None
 
+    @property
+    def reference_revision(self) -> str:
+        """What decides the reference solver's outputs: reference.py's bytes, or the built-in
+        grader's solver (its name and version); empty without a solver."""
+        if (self.path / "reference.py").is_file():
+            return file_digest(self.path / "reference.py")
+        return f"builtin:{self.builtin_grader.fingerprint}" if self.has_reference and self.builtin_grader else ""
+
     @cached_property
     def grader_hash(self) -> str:
-        """Fingerprint of the grading code (grader.py plus pack.toml), stored with each grade."""
-        grader = (self.path / "grader.py").read_bytes()
+        """Fingerprint of the grading code (grader.py, or the built-in grader's name and
+        version, plus pack.toml), stored with each grade."""
+        grader = (self.builtin_grader.fingerprint.encode() if self.builtin_grader is not None
+                  else (self.path / "grader.py").read_bytes())
         meta = (self.path / PACK_FILE).read_bytes()
         return sha256_hex(grader, meta)[:16]
 
@@ -495,7 +514,8 @@ def load_pack(path: str | Path) -> Pack:
     missing = [k for k in _REQUIRED_KEYS if k not in meta]
     if missing:
         raise PackError(f"{meta_path}: missing key(s) {', '.join(missing)}")
-    if not isinstance(meta["labels"], list) or not meta["labels"]:
+    if "labels" in meta and (not isinstance(meta["labels"], list) or not meta["labels"]
+                             or not all(isinstance(v, str) and v for v in meta["labels"])):
         raise PackError(f"{meta_path}: labels must be a non-empty list of strings")
     try:
         fields = {f for _, f, _, _ in string.Formatter().parse(meta["prompt_template"]) if f}
@@ -514,14 +534,21 @@ def load_pack(path: str | Path) -> Pack:
             raise PackError(f"{schema_path}: invalid schema: {first_line(exc)}") from None
         except UnicodeDecodeError as exc:
             raise PackError(f"{schema_path}: {not_utf8(exc)}") from None
+    builtin = _builtin_grader(meta, meta_path, path)
     grader_path = path / "grader.py"
-    if not grader_path.is_file():
-        raise PackError(f"{path}: no grader.py")
-    grader = load_pack_module(grader_path, name, "grader")
+    if builtin is not None:
+        grader = _builtin_module(builtin, grader_settings(builtin, meta), name, "grader")
+    elif grader_path.is_file():
+        grader = load_pack_module(grader_path, name, "grader")
+    else:
+        raise PackError(f"{path}: no grader.py and no grader in {PACK_FILE} (grader = one of "
+                        f"{', '.join(GRADERS.names())})")
     ref_path = path / "reference.py"
     reference = load_pack_module(ref_path, name, "reference") if ref_path.is_file() else None
     if reference is not None and not callable(getattr(reference, "solve", None)):
         raise PackError(f"{ref_path}: no function solve(case)")
+    if reference is None and builtin is not None and builtin.solve is not None:
+        reference = _builtin_module(builtin, grader_settings(builtin, meta), name, "reference")
     max_bytes = meta.get("max_case_bytes", MAX_RECORD_BYTES)
     if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 1:
         raise PackError(f"{meta_path}: max_case_bytes must be a positive integer, got {max_bytes!r}")
@@ -531,15 +558,59 @@ def load_pack(path: str | Path) -> Pack:
     _check_numbers(meta, meta_path)
     cases, errors = load_cases(path / "cases", schema, max_bytes)
     pack = Pack(name=name, path=path, meta=meta, cases=cases, case_errors=errors,
-                grader_module=grader, reference_module=reference, schema=schema)
-    # A case missing a template field is dropped with an error rather than failing at run time.
+                grader_module=grader, reference_module=reference, schema=schema, builtin_grader=builtin)
+    # A case missing a template field, or a field its built-in grader reads, is dropped with an
+    # error rather than failing at run time.
     good = []
     for case in cases:
         absent = sorted(f for f in fields if f not in case.data)
-        if absent:
-            errors.append(CaseError(case.source, case.line, f"$.{absent[0]}",
-                                    "field required by prompt_template is missing"))
+        problem = ((absent[0], "field required by prompt_template is missing") if absent
+                   else builtin.check_case(case.data) if builtin is not None else None)
+        if problem:
+            errors.append(CaseError(case.source, case.line, f"$.{problem[0]}", problem[1]))
         else:
             good.append(case)
     pack.cases = good
     return pack
+
+
+def _builtin_grader(meta: Mapping[str, Any], meta_path: Path, path: Path) -> BuiltinGrader | None:
+    """The built-in grader pack.toml names, its settings and labels checked; None without one."""
+    name = meta.get("grader")
+    if name is None:
+        return None
+    if not isinstance(name, str):
+        raise PackError(f"{meta_path}: grader must be the name of a built-in grader, got {name!r}")
+    try:
+        grader = GRADERS.get(name)
+    except SpecError:
+        raise PackError(f"{meta_path}: grader = {name!r} is not a built-in grader; expected one of "
+                        f"{', '.join(GRADERS.names())}") from None
+    if (path / "grader.py").is_file():
+        raise PackError(f"{meta_path}: grader = {name!r} and {path / 'grader.py'} both grade this pack: "
+                        "delete one")
+    for key in grader.settings:
+        problem = SETTINGS[key](meta[key]) if key in meta else None
+        if problem:
+            raise PackError(f"{meta_path}: {key} = {meta[key]!r}: {problem}")
+    labels = meta.get("labels")
+    if labels is not None and isinstance(labels, list) and not set(grader.labels) <= set(labels):
+        raise PackError(f"{meta_path}: labels {labels} lack the labels of grader {name!r}: "
+                        f"{', '.join(grader.labels)} (or leave labels out)")
+    return grader
+
+
+def _builtin_module(grader: BuiltinGrader, settings: Mapping[str, Any], pack_name: str, role: str) -> ModuleType:
+    """A built-in grader (or its solver) in the shape of a pack's grader.py (reference.py)."""
+    module = ModuleType(f"evalrun_pack_{pack_name}_{role}")
+    if role == "reference":
+        solve = grader.solve
+        assert solve is not None
+        module.solve = lambda case: solve(case, settings)  # type: ignore[attr-defined]
+    elif grader.reads_context:
+        module.grade = lambda case, output, context: grader.grade(case, output, settings, context)  # type: ignore[attr-defined]
+    else:
+        module.grade = lambda case, output: grader.grade(case, output, settings)  # type: ignore[attr-defined]
+    if role == "grader" and grader.prepare is not None:
+        module.prepare = grader.prepare  # type: ignore[attr-defined]
+    return module

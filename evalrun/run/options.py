@@ -12,6 +12,7 @@ import argparse
 import math
 import os
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from _pytest.mark.expression import Expression
@@ -137,13 +138,16 @@ OPTIONS: tuple[Option, ...] = (
            "tokenizer's size)", metavar="N", check=between(1, MAX_VOCAB_SIZE)),
     Option("concurrency", int, f"concurrent API requests per model (default 32, at most {MAX_CONCURRENCY:,}; "
            "lowered automatically on HTTP 429)", default=32, check=between(1, MAX_CONCURRENCY)),
+    Option("cases", str, "only the cases whose id matches GLOB (fnmatch, case-sensitive: 'c1*', 'book-00?'), "
+           "repeatable; default every case", many=True, metavar="GLOB", toml=None),
     Option("packs_dirs", str, "extra pack directory, repeatable", many=True, metavar="DIR",
            flag="--packs-dir", toml_aliases=("packs_dir",),
            check=lambda v: None if v is None or os.path.isdir(v) else "no such directory"),
     Option("no_progress", bool, "no progress bar", default=False, toml=None),
     # evalrun run only: they become pytest's own options
-    Option("select", str, "pytest -k expression selecting items", metavar="EXPR", pytest=False, toml=None,
-           check=_select),
+    Option("select", str, "pytest -k expression over the whole item id (pack, case id, model, watermark and "
+           "attack specs: -k 'kgw and not typo'); to pick cases by id, use --cases", metavar="EXPR", pytest=False,
+           toml=None, check=_select),
     Option("workers", int, "parallel workers: pytest-xdist processes that grade (--executor local), or "
            "the executor's own workers, e.g. Ray actors each holding the model once (--executor ray; "
            f"default 2; at most {MAX_WORKERS:,})", default=0, pytest=False, toml=None,
@@ -207,6 +211,13 @@ class RunOptions:
     #: seconds a grader may take per item (0: no limit); not stored: it decides only whether a
     #: grade is reached, never what it is
     grader_timeout: float = DEFAULT_GRADER_TIMEOUT
+    #: case-id globs (``--cases``); empty: every case. Not stored, as ``--select``: it chooses
+    #: which items run, never what one computes
+    cases: tuple[str, ...] = ()
+
+    def selects(self, case_id: str) -> bool:
+        """Whether ``--cases`` keeps the case ``case_id``."""
+        return not self.cases or any(fnmatchcase(case_id, glob) for glob in self.cases)
 
     def as_json(self) -> dict[str, Any]:
         """The run's configuration as stored in ``runs.config_json`` (no key, no URL secrets)."""
@@ -418,6 +429,7 @@ def run_options(values: Mapping[str, Any], *, default_models: Sequence[str]) -> 
         executor=values.get("executor") or "local", ray_address=values.get("ray_address"),
         executor_workers=values.get("executor_workers") or 2, commit_ms=float(values.get("commit_ms") or 0.0),
         grader_timeout=float(values.get("grader_timeout", DEFAULT_GRADER_TIMEOUT)),
+        cases=tuple(values.get("cases") or ()),
     )
     check_options(options)
     return options

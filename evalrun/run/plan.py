@@ -101,6 +101,8 @@ def make_items(pack: Pack, options: RunOptions, *, models: Sequence[ModelSpec] |
     revisions = {m: model_revision(m, pack, options) for m in specs}
     rewrites = {a: prompt_rewrite(a) for a in options.attacks}
     for case in pack.cases:
+        if not options.selects(case.id):
+            continue
         base = pack.render_prompt(case.data)
         # a prompt attack (emoji) asks the model differently: its items get their own generation
         prompts = {a: (rw(base) if rw else base) for a, rw in rewrites.items()}

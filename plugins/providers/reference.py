@@ -9,7 +9,7 @@ import time
 from typing import Any, Sequence
 
 from evalrun.model.generation import Generation, GenerationRequest, ResultSink
-from evalrun.model.providers import ModelSpec, PackFiles, ProviderKind, RunSettings, file_digest
+from evalrun.model.providers import ModelSpec, PackFiles, ProviderKind, RunSettings
 
 
 class ReferenceProvider:
@@ -44,7 +44,7 @@ class ReferenceKind(ProviderKind):
     needs_arg = False
 
     def revision(self, spec: ModelSpec, pack: PackFiles | None, options: RunSettings) -> str:
-        return file_digest(pack.path / "reference.py") if pack is not None and pack.has_reference else ""
+        return pack.reference_revision if pack is not None else ""
 
     def make(self, spec: ModelSpec, **_: Any) -> ReferenceProvider:
         return ReferenceProvider()
