@@ -44,6 +44,8 @@ _REQUIRED_KEYS = ("name", "description", "prompt_template")
 #: pack.toml's optional keys that have a default (docs/packs.md)
 DEFAULT_VERSION = "0"
 DEFAULT_LABELS = ("PASS", "FAIL")
+#: pack.toml keys whose value is text
+_TEXT_KEYS = ("name", "version", "description", "prompt_template", "system_prompt", "group_field", "grader")
 
 
 def shipped_packs_dir() -> Path:
@@ -514,6 +516,9 @@ def load_pack(path: str | Path) -> Pack:
     missing = [k for k in _REQUIRED_KEYS if k not in meta]
     if missing:
         raise PackError(f"{meta_path}: missing key(s) {', '.join(missing)}")
+    for key in _TEXT_KEYS:
+        if key in meta and not isinstance(meta[key], str):
+            raise PackError(f"{meta_path}: {key} must be text (a quoted TOML string), got {meta[key]!r}")
     if "labels" in meta and (not isinstance(meta["labels"], list) or not meta["labels"]
                              or not all(isinstance(v, str) and v for v in meta["labels"])):
         raise PackError(f"{meta_path}: labels must be a non-empty list of strings")
@@ -579,8 +584,6 @@ def _builtin_grader(meta: Mapping[str, Any], meta_path: Path, path: Path) -> Bui
     name = meta.get("grader")
     if name is None:
         return None
-    if not isinstance(name, str):
-        raise PackError(f"{meta_path}: grader must be the name of a built-in grader, got {name!r}")
     try:
         grader = GRADERS.get(name)
     except SpecError:

@@ -129,6 +129,8 @@ def test_bad_choices_are_one_line_naming_the_file(tmp_path: Path) -> None:
         load_pack(_drop_in(tmp_path, 'prompt_template = "x"\ngrader = "exact"\nlabels = ["OK"]\n', [], "d"))
     with pytest.raises(PackError, match=r"no grader.py and no grader in pack.toml \(grader = one of "):
         load_pack(_drop_in(tmp_path, 'prompt_template = "x"\n', [], "e"))
+    with pytest.raises(PackError, match=r"pack.toml: version must be text \(a quoted TOML string\), got 1.0"):
+        load_pack(_drop_in(tmp_path, 'prompt_template = "x"\ngrader = "json"\nversion = 1.0\n', [], "f"))
 
 
 def test_cases_the_grader_cannot_read_are_case_errors(tmp_path: Path) -> None:
