@@ -5,7 +5,6 @@ from the command line and the other way round."""
 from __future__ import annotations
 
 import argparse
-import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,6 @@ from evalrun.cli.common import add_run_options, project_config
 from evalrun.cli.run import run_ending, run_packs
 from evalrun.report import build_report
 from evalrun.run.options import BY_NAME, OPTIONS, resolve
-from evalrun.watermark.registry import KEY_ENV
 
 #: keyword -> run option, where the keyword is the command line's flag rather than the option's
 #: field name (``model="embedded"`` is ``--model embedded``; ``out`` is ``--out``)
@@ -106,14 +104,7 @@ def run(pack: str | Sequence[str], *, key: str | None = None, **options: Any) ->
     args = _parser().parse_args(argv)
     args.key = key
     run_id = uuid.uuid4().hex
-    before = os.environ.get(KEY_ENV)
-    try:  # the run hands its key to pytest through the environment; the caller's is put back
-        code = run_packs(args, ["evalrun.run", *argv], run_id=run_id, raise_usage=True)
-    finally:
-        if before is None:
-            os.environ.pop(KEY_ENV, None)
-        else:
-            os.environ[KEY_ENV] = before
+    code = run_packs(args, ["evalrun.run", *argv], run_id=run_id, raise_usage=True)  # the key: in memory only
     db = Path(resolve({name: getattr(args, name, None) for name in BY_NAME}, project_config())["db"])
     ending = run_ending(db, run_id)
     status, reason = ending if ending is not None else ("failed", f"exit status {code}")

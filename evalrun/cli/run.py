@@ -143,9 +143,20 @@ def run_packs(args: argparse.Namespace, user_argv: list[str], models: list[str] 
     run ``run_id`` (default: a new one); ``raise_usage``: usage errors found inside pytest are
     raised as :class:`EvalrunError` instead of printed (exit 2)."""
     values = _run_values(args, models)
-    run_id = run_id or uuid.uuid4().hex
+    before = os.environ.get(KEY_ENV)
     if values["key"]:  # handed over in-process, never on a command line that `ps` could show
         os.environ[KEY_ENV] = values["key"]
+    try:
+        return _run_session(args, values, user_argv, run_id or uuid.uuid4().hex, raise_usage)
+    finally:  # the caller's environment as it was (an in-process caller runs on: a notebook, a test)
+        if before is None:
+            os.environ.pop(KEY_ENV, None)
+        else:
+            os.environ[KEY_ENV] = before
+
+
+def _run_session(args: argparse.Namespace, values: dict, user_argv: list[str], run_id: str, raise_usage: bool) -> int:
+    """The pytest session of :func:`run_packs`, its closing lines, report and exit status."""
     warn_if_weak(os.environ.get(KEY_ENV), from_option=bool(values["key"]))
     sink = SummarySink()
     sink.report_follows = bool(values["report"])
