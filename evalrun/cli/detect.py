@@ -232,7 +232,9 @@ def _run(argv: list[str], out: TextIO, err: TextIO) -> int:
     if scheme is None:
         raise EvalrunError("evalrun detect: --watermark none has nothing to detect")
     scheme.check_key(key)
-    tokenizer = _tokenizer_path(args.tokenizer, args.model)
+    # a tokenizer for a text, or for the logit width of a model whose logits are not read
+    wanted = args.text is not None or (args.model is not None and not scheme.needs_model and args.vocab_size is None)
+    tokenizer = _tokenizer_path(args.tokenizer, args.model) if wanted else None
     if args.text is not None and tokenizer is None:
         raise EvalrunError("evalrun detect: --text needs --tokenizer PATH (or embedded), or --model SPEC")
     kwargs: dict[str, Any] = {}

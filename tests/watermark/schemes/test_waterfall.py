@@ -423,7 +423,9 @@ def test_detect_cli_prints_the_reference_q_score(tmp_path: Path) -> None:
         out, err = io.StringIO(), io.StringIO()
         rc = detect_main(["--watermark", "waterfall:k_p=1", "--key", str(owner), "--tokens",
                           str(path), "--vocab-size", "50257"], stdout=out, stderr=err)
-        assert rc == 0 and err.getvalue() == ""
+        # an owner id is an integer: guessable, and said so in the one line on stderr
+        assert rc == 0 and err.getvalue().startswith("evalrun: warning: the watermark key (--key) is easy to guess")
+        assert err.getvalue().count("\n") == 1
         (row,) = [json.loads(line) for line in out.getvalue().splitlines()]
         assert row["id"] == "a" and row["num_tokens_scored"] == 199
         assert abs(row["score"] - case["q"][k][0]) <= 1e-5
