@@ -38,7 +38,7 @@ def call_with_limit(fn: Callable[..., T], seconds: float | None, *args: Any) -> 
     if threading.current_thread() is not threading.main_thread():
         return fn(*args)
     _count_stops()
-    seen = _STOPS_SEEN[0]
+    seen = _stops_seen()
     previous = None
     if seconds:
         def stop(signum: int, frame: Any) -> None:
@@ -49,7 +49,7 @@ def call_with_limit(fn: Callable[..., T], seconds: float | None, *args: Any) -> 
     try:
         return fn(*args)
     except KeyboardInterrupt:
-        if _STOPS_SEEN[0] != seen:
+        if _stops_seen() != seen:
             raise
         raise RaisedInterrupt("raised KeyboardInterrupt (no Ctrl-C or SIGTERM was sent)") from None
     finally:
@@ -60,9 +60,14 @@ def call_with_limit(fn: Callable[..., T], seconds: float | None, *args: Any) -> 
 
 #: the signals that stop a run (evalrun's run turns SIGTERM into KeyboardInterrupt as Ctrl-C is)
 _STOPS = (signal.SIGINT, signal.SIGTERM)
-#: how many of them this process has received since :func:`_count_stops` first wrapped their
-#: handlers: a KeyboardInterrupt with no new one behind it was raised by the code itself
-_STOPS_SEEN = [0]
+
+
+def _stops_seen() -> int:
+    """How many stop signals the installed counting handlers have seen: a KeyboardInterrupt
+    with no new one behind it was raised by the code itself. The count lives on the handler, not
+    in this module, so that a second import of the module (an in-process pytest run drops the
+    modules it imported) reads the handler the first one installed."""
+    return sum(getattr(signal.getsignal(sig), "stops_seen", [0])[0] for sig in _STOPS)
 
 
 def _count_stops() -> None:
@@ -76,9 +81,12 @@ def _count_stops() -> None:
 
 
 def _counting(handler: Callable[[int, Any], Any]) -> Callable[[int, Any], Any]:
+    seen = [0]
+
     def counted(signum: int, frame: Any) -> None:
-        _STOPS_SEEN[0] += 1
+        seen[0] += 1
         handler(signum, frame)
 
     counted.counts_stops = True  # type: ignore[attr-defined]
+    counted.stops_seen = seen  # type: ignore[attr-defined]
     return counted
