@@ -19,6 +19,8 @@ import jsonschema
 import pytest
 import tomllib
 
+from evalrun.pack.loading import load_pack
+
 REPO = Path(__file__).resolve().parents[2]
 PACKS = REPO / "packs"
 
@@ -93,10 +95,9 @@ def test_pack_toml(name: str) -> None:
 
 @pytest.mark.parametrize("name", GENERATION_PACKS)
 def test_grader_is_the_shared_detection_grader(name: str) -> None:
-    source = (PACKS / name / "grader.py").read_text(encoding="utf-8")
-    assert "from evalrun.detection_grading import grade_detection" in source
-    assert "return grade_detection(case, output, context)" in source
-    assert "prepare_detection as prepare" in source  # batched detection before grading
+    pack = load_pack(PACKS / name)
+    assert not (PACKS / name / "grader.py").exists() and pack.builtin_grader is not None
+    assert pack.builtin_grader.name == "detection" and pack.prepares  # batched detection before grading
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,9 +263,7 @@ def test_validation_pack_toml() -> None:
     assert meta["group_field"] == "set"
     assert meta["system_prompt"] == ACCURATE_ASSISTANT
     assert template_fields(meta["prompt_template"]) == {"prompt"}
-    source = (PACKS / VALIDATION / "grader.py").read_text(encoding="utf-8")
-    assert "return grade_detection(case, output, context)" in source
-    assert "prepare_detection as prepare" in source  # batched detection before grading
+    assert meta["grader"] == "detection" and load_pack(PACKS / VALIDATION).prepares  # batched detection
 
 
 def test_validation_counts_per_set_and_task() -> None:

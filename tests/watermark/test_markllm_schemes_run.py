@@ -28,8 +28,7 @@ def _pack(root: Path) -> Path:
     pack = root / "mmw_mini"
     (pack / "cases").mkdir(parents=True)
     toml = (shipped / "pack.toml").read_text().replace('name = "mmw_book_reports"', 'name = "mmw_mini"')
-    (pack / "pack.toml").write_text(toml)
-    (pack / "grader.py").write_text((shipped / "grader.py").read_text())
+    (pack / "pack.toml").write_text(toml)  # grader = "detection": the shared detection grader
     lines = (shipped / "cases" / "book_reports.jsonl").read_text().splitlines()[:CASES]
     (pack / "cases" / "book_reports.jsonl").write_text("\n".join(lines) + "\n")
     return pack
