@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from evalrun._util.display import interval_text
 from evalrun._util.specs import is_none
 from evalrun.judges.mauve import SOURCE as MAUVE_SOURCE
 from evalrun.metrics import best_attack, lower_hull, stats
@@ -79,7 +80,7 @@ def fmt_ci(metric: str, low: float | None, high: float | None) -> str:
     if low is None or high is None or math.isnan(low) or math.isnan(high):
         return NA
     if _kind(metric) == "pct":
-        return f"{100 * low:.1f}–{100 * high:.1f}%"
+        return interval_text(low, high, percent=True)
     return f"({fmt(metric, low)}, {fmt(metric, high)})"
 
 

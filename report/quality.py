@@ -9,6 +9,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from evalrun._util.display import interval_text
 from evalrun.metrics.waterbench import table_rows
 from evalrun.report.data import ReportData
 from evalrun.report.document import Paragraph, Section, Table
@@ -19,7 +20,7 @@ NA = "n/a"
 def _share(rec: Any) -> str:
     if rec is None or rec.value is None:
         return NA
-    ci = f" ({100 * rec.ci_low:.1f}–{100 * rec.ci_high:.1f}%)" if rec.ci_low is not None else ""
+    ci = f" {interval_text(rec.ci_low, rec.ci_high, percent=True)}" if rec.ci_low is not None else ""
     return f"{100 * rec.value:.1f}%{ci}"
 
 

@@ -22,6 +22,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from evalrun._util.display import interval_text
 from evalrun._util.specs import is_none
 from evalrun.metrics import aggregates, stats
 from evalrun.report.data import PackView, ReportData, Result, is_detection_view, slug, systems
@@ -44,7 +45,7 @@ def pct(x: float) -> str:
 
 
 def pct_ci(est: stats.Estimate) -> str:
-    return NA if math.isnan(est.low) else f"{100 * est.low:.1f}–{100 * est.high:.1f}%"
+    return NA if math.isnan(est.low) else interval_text(est.low, est.high, percent=True)
 
 
 def num(x: float | None, digits: int = 3) -> str:

@@ -22,3 +22,18 @@ def show_controls(text: str) -> str:
     """``text`` with every :data:`HOSTILE` character written as its escape."""
     return HOSTILE.sub(lambda m: f"\\u{ord(m.group()):04x}" if ord(m.group()) > 0xFF else f"\\x{ord(m.group()):02x}",
                        text)
+
+
+def interval_text(low: float, high: float, *, digits: int = 1, percent: bool = False) -> str:
+    """An interval as ``[low, high]``: brackets, a comma, and negative bounds with a true minus
+    sign, so that a negative bound never reads as a range's dash (``[−15.9%, 18.1%]`` where
+    ``-15.9–18.1%`` was printed). A bound that rounds to zero shows no sign."""
+    scale, unit = (100.0, "%") if percent else (1.0, "")
+
+    def bound(value: float) -> str:
+        text = f"{scale * value:.{digits}f}"
+        if float(text) == 0.0:
+            text = text.lstrip("-")
+        return text.replace("-", "\u2212") + unit
+
+    return f"[{bound(low)}, {bound(high)}]"

@@ -76,12 +76,6 @@ def _run_values(args: argparse.Namespace, models: list[str] | None) -> dict:
     # a named pack that cannot be loaded is one line now, before any store exists
     packs = [load_pack(resolve_pack(p, values["packs_dirs"] or [])) for p in args.pack]
     options = run_options(values, default_models=("embedded",))
-    if any(m.name == "reference" for m in options.models):
-        for pack in packs:
-            if not pack.has_reference:
-                raise EvalrunError(f"--model reference: pack {pack.name} has no reference solver (a reference.py, "
-                                   "or a built-in grader that implies one: exact, contains, number); name "
-                                   "another model with --model, e.g. a replay file (replay:outputs.jsonl)")
     values["models"] = [str(m) for m in options.models]
     values["model_args"] = None  # merged into each model's spec
     values["watermarks"] = list(options.watermarks)  # a replay file's own, when none is given
@@ -90,6 +84,12 @@ def _run_values(args: argparse.Namespace, models: list[str] | None) -> dict:
         note = check_watermark_support(m, options.watermarks, elsewhere=True)
         if note:
             print(f"evalrun: {note}", file=sys.stderr)
+    if any(m.name == "reference" for m in options.models):
+        for pack in packs:
+            if not pack.has_reference:
+                raise EvalrunError(f"--model reference: pack {pack.name} has no reference solver (a reference.py, "
+                                   "or a built-in grader that implies one: exact, contains, number); name "
+                                   "another model with --model, e.g. a replay file (replay:outputs.jsonl)")
     report = values["report"]
     if report and Path(report).exists() and not Path(report).is_dir():
         raise EvalrunError(f"--report {report}: exists and is not a directory")
