@@ -141,8 +141,8 @@ def test_p_value_is_the_bound_of_the_mean_e_value() -> None:
     paper's union bound gives 2 / 4; sums (log 8, -inf) give 1/4 both ways (one query only);
     nothing scored gives 1."""
     scheme = _scheme("unbiased:n_grid=2")
-    sums = np.log(np.array([[4.0, 4.0], [8.0, 0.0], [1.0, 1.0]]))
-    sums[1, 1] = -np.inf
+    sums = np.log(np.array([[4.0, 4.0], [8.0, 1.0], [1.0, 1.0]]))
+    sums[1, 1] = -np.inf  # a query that scores nothing
     assert scheme._p_value(sums) == pytest.approx([0.25, 0.25, 1.0], rel=1e-15)
     assert scheme._p_value(np.zeros(2)) == 1.0
 
