@@ -124,8 +124,7 @@ def export_results(db: str | Path, fmt: str, out: str | Path, run_id: str | None
         raise EvalrunError(f"--format {fmt!r}: must be one of {', '.join(FORMATS)}")
     store = open_store(db)
     try:
-        rows, _ = select_rows(store, run_id)
-        runs = [dict(r) for r in store.runs()]
+        rows, runs = select_rows(store, run_id)
         metrics = metric_records(store, rows)
     finally:
         store.close()

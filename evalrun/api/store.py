@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evalrun._util.errors import EvalrunError
-from evalrun._util.specs import is_none
 from evalrun.api.table import Table
 from evalrun.attacks import canonical_attack
 from evalrun.report.export import metric_records, open_store, result_records, select_rows
@@ -15,12 +14,11 @@ from evalrun.watermark.registry import parse_watermark
 
 
 def _canonical(kind: str, text: str) -> str:
-    """A watermark or attack spec as the store writes it (``kgw:gamma=0.5`` gains its defaults)."""
-    if is_none(text):
-        return "none"
+    """A watermark or attack spec as the store writes it (``kgw:gamma=0.5`` gains its defaults),
+    canonicalised as :func:`evalrun.run.options.run_options` does."""
     if kind == "watermark":
         scheme = parse_watermark(text)
-        return "none" if scheme is None else str(scheme.spec)
+        return "none" if scheme is None else scheme.spec.canonical()
     return canonical_attack(text)
 
 
@@ -51,6 +49,10 @@ class Store:
     def _rows(self, store: Any, run: str | None) -> list[dict[str, Any]]:
         return select_rows(store, run)[0]
 
+    def _records(self, store: Any, run: str | None, keep: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+        rows, runs = select_rows(store, run)
+        return result_records([r for r in rows if keep(r)], runs)
+
     def results(self, *, pack: str | None = None, model: str | None = None, watermark: str | None = None,
                 attack: str | None = None, label: str | None = None, run: str | None = None) -> Table:
         """The results (one record each, ``evalrun export``'s columns), optionally only those of
@@ -61,11 +63,8 @@ class Store:
                   "attack": None if attack is None else _canonical("attack", attack)}
         wanted = {k: v for k, v in wanted.items() if v is not None}
 
-        def read(store: Any) -> list[dict[str, Any]]:
-            rows = [r for r in self._rows(store, run) if all(r.get(k) == v for k, v in wanted.items())]
-            return result_records(rows, [dict(r) for r in store.runs()])
-
-        return Table(self._read(read))
+        return Table(self._read(lambda store: self._records(
+            store, run, lambda row: all(row.get(k) == v for k, v in wanted.items()))))
 
     def metrics(self, *, run: str | None = None) -> Table:
         """The records of ``metrics.json`` (``{pack, metric, params, value, n, ci_low, ci_high,
