@@ -37,7 +37,7 @@ from evalrun.metrics.judgements import with_judgements
 from evalrun.model.generation import Provider
 from evalrun.model.providers import ModelSpec, check_model, check_watermark_support, make_provider
 from evalrun.pack.grade import Grade
-from evalrun.pack.loading import Pack, load_pack
+from evalrun.pack.loading import NO_SOLVER, Pack, load_pack
 from evalrun.plugins.item_protocol import lean_allowed, run_lean
 from evalrun.run.executors import make_executor
 from evalrun.run.options import (
@@ -444,8 +444,7 @@ class GoldenItem(pytest.Item):
 
 
 #: why a pack's items are skipped under the reference model (plain pytest's default model)
-NO_REFERENCE = ("no reference solver (a reference.py, or a built-in grader that implies one: exact, contains, "
-                "number); run it with a model: --evalrun-model SPEC")
+NO_REFERENCE = f"{NO_SOLVER}; run it with a model: --evalrun-model SPEC"
 
 
 class NoReferenceItem(pytest.Item):
@@ -659,16 +658,15 @@ class _Tally:
 
 
 #: outcomes that leave a pack with nothing to run, and what ``evalrun run`` says of each
-_UNRUNNABLE = {"pack_error": "{text}", "case_error": "{text}",
-               "no_reference": "pack {pack} has no reference.py solver, so --model reference has nothing to run: "
-                               "name another model with --model"}
+_UNRUNNABLE = {"pack_error": "{text}", "case_error": "{text}"}
 
 
 def unrunnable(state: EvalrunState) -> list[str]:
     """One line per reason a selected pack produced nothing (a pack that cannot be loaded, a
-    case that failed its checks, a reference run of a pack without a solver)."""
-    return [_UNRUNNABLE[kind].format(text=" ".join(text.split()), pack=pack)
-            for kind, pack, _, text in state.outcomes if kind in _UNRUNNABLE]
+    case that failed its checks; a reference run of a pack without a solver is refused before
+    pytest starts)."""
+    return [_UNRUNNABLE[kind].format(text=" ".join(text.split()))
+            for kind, _, _, text in state.outcomes if kind in _UNRUNNABLE]
 
 
 class SummarySink:

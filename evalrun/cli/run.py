@@ -18,7 +18,7 @@ from evalrun._util.errors import EvalrunError
 from evalrun.cli.common import add_run_options, project_config
 from evalrun.cli.main import EXIT_USAGE
 from evalrun.model.providers import check_model, check_watermark_support
-from evalrun.pack.loading import load_pack, resolve_pack
+from evalrun.pack.loading import NO_SOLVER, load_pack, resolve_pack
 from evalrun.plugins.pytest_plugin import SummarySink
 from evalrun.run.executors import EXECUTORS
 from evalrun.run.options import BY_NAME, pytest_args_for, resolve, run_options
@@ -87,9 +87,8 @@ def _run_values(args: argparse.Namespace, models: list[str] | None) -> dict:
     if any(m.name == "reference" for m in options.models):
         for pack in packs:
             if not pack.has_reference:
-                raise EvalrunError(f"--model reference: pack {pack.name} has no reference solver (a reference.py, "
-                                   "or a built-in grader that implies one: exact, contains, number); name "
-                                   "another model with --model, e.g. a replay file (replay:outputs.jsonl)")
+                raise EvalrunError(f"--model reference: pack {pack.name} has {NO_SOLVER}; name another model "
+                                   "with --model, e.g. a replay file (replay:outputs.jsonl)")
     report = values["report"]
     if report and Path(report).exists() and not Path(report).is_dir():
         raise EvalrunError(f"--report {report}: exists and is not a directory")

@@ -44,6 +44,9 @@ _REQUIRED_KEYS = ("name", "description", "prompt_template")
 #: pack.toml's optional keys that have a default (docs/packs.md)
 DEFAULT_VERSION = "0"
 DEFAULT_LABELS = ("PASS", "FAIL")
+#: why a pack cannot run under ``--model reference`` (the built-in graders named are those whose
+#: ``solve`` is set: tests/pack/test_builtin_graders.py holds the list to the registry)
+NO_SOLVER = "no reference solver (a reference.py, or a built-in grader that implies one: contains, exact, number)"
 #: pack.toml keys whose value is text
 _TEXT_KEYS = ("name", "version", "description", "prompt_template", "system_prompt", "group_field", "grader")
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from evalrun._util.errors import PackError
 from evalrun._util.hashing import sha256_hex
 from evalrun.pack.builtin_graders import GRADERS, first_number, grader_settings
-from evalrun.pack.loading import load_pack, shipped_packs_dir
+from evalrun.pack.loading import NO_SOLVER, load_pack, shipped_packs_dir
 
 #: (grader, case, output, pack.toml settings, label, reason starts with)
 GOLDEN = [
@@ -141,6 +141,11 @@ def test_cases_the_grader_cannot_read_are_case_errors(tmp_path: Path) -> None:
     problems = sorted(f"{Path(e.path).name} {e.json_path}: {e.message}" for e in pack.case_errors)
     assert problems[0] == "bad.json $.pattern: not a regular expression: missing ), unterminated subpattern at position 0"
     assert problems[1] == "none.json $.pattern: field required by grader 'regex' is missing"
+
+
+def test_the_no_solver_message_names_the_graders_with_a_solver() -> None:
+    with_solver = [name for name in GRADERS.names() if GRADERS.get(name).solve is not None]
+    assert NO_SOLVER.endswith(f"implies one: {', '.join(with_solver)})")
 
 
 def test_shipped_packs_keep_their_grader_fingerprints() -> None:

@@ -96,7 +96,7 @@ def test_pack_without_reference_says_so(pytester: pytest.Pytester, make_pack) ->
     result.assert_outcomes(skipped=1)
     # said without -rs, in evalrun's own summary line
     result.stdout.fnmatch_lines(["evalrun: pack echo skipped: no reference solver (a reference.py, or a built-in "
-                                 "grader that implies one: exact, contains, number); run it with a model: "
+                                 "grader that implies one: contains, exact, number); run it with a model: "
                                  "--evalrun-model SPEC"])
 
 
