@@ -54,7 +54,40 @@ class Watermark:
 
     def detect(self, text_or_ids: Text, key: str | None = None, **how: Any) -> Detection:
         """:func:`detect` with this scheme."""
-        return detect(text_or_ids, watermark=self.spec, key=key, **how)
+        return self.detect_many([text_or_ids], key, **how)[0]
+
+    def detect_many(self, texts: Sequence[Text], key: str | None = None, *, tokenizer: str | None = None,
+                    model: str | ModelSpec | None = None, vocab_size: int | None = None,
+                    prefixes: bool = False) -> list[Detection]:
+        """:func:`detect_many` with this scheme."""
+        scheme = self.scheme
+        secret = _key(key, scheme)
+        spec = _model(model)
+        kwargs: dict[str, Any] = {}
+        if scheme.needs_model:
+            if spec is None:
+                raise EvalrunError(f"--watermark {scheme.spec} reads the generating model's logits at detection: "
+                                   "pass model=SPEC (embedded, hf:PATH)")
+            kwargs["logits"] = model_logits(spec)
+        tok = _tokenizer(tokenizer, spec) if tokenizer is not None or spec is not None else None
+        ids: list[list[int]] = []
+        for text in texts:
+            if isinstance(text, str):
+                if tok is None:
+                    raise EvalrunError("a text needs tokenizer=PATH (or 'embedded'), or model=SPEC; token ids "
+                                       "need neither")
+                ids.append(tok.encode(text))
+            else:
+                ids.append([int(t) for t in text])
+        width = vocab_size or (kwargs["logits"].vocab_size if "logits" in kwargs else None) or (tok and tok.vocab_size)
+        if not width:
+            raise EvalrunError("token ids need vocab_size=N (the logit width they were watermarked over), "
+                               "a tokenizer or a model")
+        found = scheme.detect_many(ids, secret, int(width), **kwargs)
+        if prefixes:
+            for det, p in zip(found, scheme.prefix_p_values_many(ids, secret, int(width), **kwargs)):
+                det.extra["prefix_p_values"] = [float(v) for v in p]
+        return list(found)
 
 
 def watermark(spec: str) -> Watermark:
@@ -87,34 +120,8 @@ def detect_many(texts: Sequence[Text], *, watermark: str, key: str | None = None
     source of the tokenizer. ``vocab_size``: the logit width the text was watermarked over
     (default: the tokenizer's or the model's). ``prefixes``: also each prefix's p-value, in
     ``extra["prefix_p_values"]``."""
-    scheme = Watermark(watermark).scheme
-    secret = _key(key, scheme)
-    spec = _model(model)
-    kwargs: dict[str, Any] = {}
-    if scheme.needs_model:
-        if spec is None:
-            raise EvalrunError(f"--watermark {scheme.spec} reads the generating model's logits at detection: "
-                               "pass model=SPEC (embedded, hf:PATH)")
-        kwargs["logits"] = model_logits(spec)
-    tok = _tokenizer(tokenizer, spec) if tokenizer is not None or spec is not None else None
-    ids: list[list[int]] = []
-    for text in texts:
-        if isinstance(text, str):
-            if tok is None:
-                raise EvalrunError("a text needs tokenizer=PATH (or 'embedded'), or model=SPEC; token ids "
-                                   "need neither")
-            ids.append(tok.encode(text))
-        else:
-            ids.append([int(t) for t in text])
-    width = vocab_size or (kwargs["logits"].vocab_size if "logits" in kwargs else None) or (tok and tok.vocab_size)
-    if not width:
-        raise EvalrunError("token ids need vocab_size=N (the logit width they were watermarked over), "
-                           "a tokenizer or a model")
-    found = scheme.detect_many(ids, secret, int(width), **kwargs)
-    if prefixes:
-        for det, p in zip(found, scheme.prefix_p_values_many(ids, secret, int(width), **kwargs)):
-            det.extra["prefix_p_values"] = [float(v) for v in p]
-    return list(found)
+    return Watermark(watermark).detect_many(texts, key, tokenizer=tokenizer, model=model, vocab_size=vocab_size,
+                                            prefixes=prefixes)
 
 
 def detect(text_or_ids: Text, *, watermark: str, key: str | None = None, tokenizer: str | None = None,
@@ -123,5 +130,5 @@ def detect(text_or_ids: Text, *, watermark: str, key: str | None = None, tokeniz
     """Detect ``watermark`` in one text or list of token ids (see :func:`detect_many`): a
     :class:`~evalrun.watermark.base.Detection` with ``p_value``, ``score``,
     ``num_tokens_scored`` and the scheme's evidence in ``extra``."""
-    return detect_many([text_or_ids], watermark=watermark, key=key, tokenizer=tokenizer, model=model,
-                       vocab_size=vocab_size, prefixes=prefixes)[0]
+    return Watermark(watermark).detect(text_or_ids, key, tokenizer=tokenizer, model=model,
+                                       vocab_size=vocab_size, prefixes=prefixes)
