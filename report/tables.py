@@ -28,7 +28,7 @@ from evalrun.metrics import aggregates, stats
 from evalrun.report.data import PackView, ReportData, Result, is_detection_view, slug, systems
 from evalrun.report.document import Example, Table
 from evalrun.store.database import run_status
-from evalrun.watermark.verdict import DETECTED
+from evalrun.watermark.verdict import DETECTED, NOT_DETECTED
 
 NA = "n/a"
 OUTPUT_CHARS = 160      # model output shown in per-case tables
@@ -437,20 +437,38 @@ def is_failure(view: PackView, r: Result) -> bool:
     return float(r.score) < 1.0
 
 
+def ground_truth(view: PackView, r: Result) -> str | None:
+    """What the right grade of ``r`` is, for the packs where it depends on the setup: in a
+    detection pack, "watermarked" or "unwatermarked" text; None where every setup aims alike.
+    Only setups of the same ground truth can have solved what ``r`` failed: an unwatermarked
+    text not flagged says nothing about a watermarked one that went undetected."""
+    if is_detection_view(view):
+        return "unwatermarked" if is_none(r.watermark) else "watermarked"
+    return None
+
+
+#: setups a failure example names under "Solved by" before it counts the rest
+SOLVED_BY_SHOWN = 5
+
+
 def failures(view: PackView, items: Sequence[Result], limit: int = 3) -> list[Example]:
-    """A few informative failures (:func:`is_failure`): cases that other models solved come
-    first (model-specific failures), then lower scores; labels take turns so each kind of
-    failure is shown before any repeats; at most one example per case."""
+    """A few informative failures (:func:`is_failure`): cases that other setups of the same
+    ground truth (:func:`ground_truth`) solved come first (setup-specific failures), then lower
+    scores; labels take turns so each kind of failure is shown before any repeats; at most one
+    example per case."""
     scored = [r for r in items if r.graded and r.score is not None]
     failed = [r for r in scored if is_failure(view, r)]
     if not failed:
         return []
-    solved: dict[str, set[str]] = defaultdict(set)
+    solved: dict[tuple[str, str | None], set[str]] = defaultdict(set)
     for r in scored:
         if not is_failure(view, r):
-            solved[r.case_id].add(r.system)
-    ranked = sorted(failed, key=lambda r: (-len(solved[r.case_id] - {r.system}),
-                                           float(r.score), r.case_id, r.system, r.repetition))
+            solved[(r.case_id, ground_truth(view, r))].add(r.system)
+
+    def solved_by(r: Result) -> list[str]:
+        return sorted(solved[(r.case_id, ground_truth(view, r))] - {r.system})
+
+    ranked = sorted(failed, key=lambda r: (-len(solved_by(r)), float(r.score), r.case_id, r.system, r.repetition))
     by_label: dict[str, list[Result]] = defaultdict(list)
     for r in ranked:
         by_label[r.label].append(r)
@@ -474,7 +492,7 @@ def failures(view: PackView, items: Sequence[Result], limit: int = 3) -> list[Ex
             seen_cases.add(r.case_id)
             seen_groups.add(r.group)
             progress = True
-    return [_example(view, r, sorted(solved[r.case_id] - {r.system})) for r in picked]
+    return [_example(view, r, solved_by(r)) for r in picked]
 
 
 def grader_errors(view: PackView, items: Sequence[Result]) -> Table | None:
@@ -493,7 +511,13 @@ def grader_errors(view: PackView, items: Sequence[Result]) -> Table | None:
 def _example(view: PackView, r: Result, solved_by: list[str]) -> Example:
     task_parts = [f"{view.group_field or 'group'}={r.group}"] if r.group_value is not None else []
     task_parts += [str(r.case[f]) for f in view.task_fields if f in r.case]
-    expected = str(r.case.get(view.expected_field, NA)) if view.expected_field else NA
+    truth = ground_truth(view, r)
+    if view.expected_field:
+        expected = str(r.case.get(view.expected_field, NA))
+    elif truth is not None:  # a detection pack: the right label follows from the setup
+        expected = f"{NOT_DETECTED if truth == 'unwatermarked' else DETECTED} ({truth} text)"
+    else:
+        expected = NA
     fields = [
         ("Model", r.system),
         ("Task", " — ".join(task_parts)),
@@ -503,11 +527,21 @@ def _example(view: PackView, r: Result, solved_by: list[str]) -> Example:
         ("Model output", shorten(r.output, EXAMPLE_CHARS)),
         ("Grade", f"{r.label} (score {num(float(r.score), 2)}), repetition {r.repetition}"),
         ("Why it failed", r.reason or NA),
-        ("Solved by", ", ".join(solved_by) if solved_by else "no other model"),
+        ("Solved by", _solved_by_text(solved_by, truth)),
     ]
     return Example(title=f"{r.case_id} — {r.label}", fields=fields,
                    text_fields=("Model output", "Task",
                                               *[f"Input ({f})" for f in view.input_fields]))
+
+
+def _solved_by_text(solved_by: list[str], truth: str | None) -> str:
+    """The setups that got the case right, the first :data:`SOLVED_BY_SHOWN` by name and the
+    rest counted, so that a case every setup but one solved stays one readable line."""
+    if not solved_by:
+        return f"no other {truth} setup" if truth else "no other model"
+    shown = ", ".join(solved_by[:SOLVED_BY_SHOWN])
+    rest = len(solved_by) - SOLVED_BY_SHOWN
+    return shown + (f" and {rest} more of the case's {truth + ' ' if truth else ''}setups" if rest > 0 else "")
 
 
 # -- provenance ----------------------------------------------------------------------------
