@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -42,7 +43,8 @@ from evalrun.metrics.repetition import DEGENERATE_DROP, degenerate
 from evalrun.metrics.tamper import DEFAULT_MIN_QUALITY
 from evalrun.report import benchmark_charts as charts
 from evalrun.report.data import Result
-from evalrun.report.document import Block, Figure, Paragraph, Section, Table
+from evalrun.report.document import INTERVAL_SUFFIX, Block, Figure, Paragraph, Section, Table
+from evalrun.watermark.naming import short_names
 from evalrun.watermark.verdict import DEFAULT_SIZE_RULE
 
 NA = "n/a"
@@ -85,8 +87,9 @@ def fmt_ci(metric: str, low: float | None, high: float | None) -> str:
 
 
 def ci_header(column: str) -> str:
-    """The header of the 95% interval of ``column`` (unique, so tables read back by name)."""
-    return f"{column}: 95% CI"
+    """The header of the 95% interval of ``column`` (unique, so tables read back by name; HTML
+    shows it under its value)."""
+    return f"{column}{INTERVAL_SUFFIX}"
 
 
 def _estimate(rec: MetricRecord | None) -> stats.Estimate | None:
@@ -142,6 +145,17 @@ class PackData:
         """Attacks of one scheme, ``none`` first."""
         return sorted({a for m, w, a in self.groups if (m, w) == (model, watermark)},
                       key=lambda a: (not is_none(a), a))
+
+    @cached_property
+    def names(self) -> dict[str, str]:
+        """Each watermark spec's short name (distinct within the pack), for what a person reads."""
+        return short_names(w for _, w, _ in self.groups)
+
+    def label(self, model: str, watermark: str) -> str:
+        """A series' name in a chart: the watermark's short name, with the model when the pack
+        has several."""
+        name = self.names.get(watermark, watermark)
+        return name if len({m for m, _ in self.systems}) == 1 else f"{model} · {name}"
 
     @property
     def quality(self) -> dict[str, str | float] | None:
@@ -267,7 +281,7 @@ def noise_floor_blocks(packs: Sequence[PackData], recs: Records) -> list[Block]:
                 verdict = ("within 2.5% (near-optimal)" if d.ci_high <= NEAR_OPTIMAL else
                            "more than 2.5% lost" if d.ci_low > NEAR_OPTIMAL else
                            "cannot be told from the 2.5% bar at this sample size")
-                verdicts.append(f"{wm}: degradation {fmt_ci('quality_degradation', d.ci_low, d.ci_high)}, {verdict}")
+                verdicts.append(f"{p.names[wm]}: degradation {fmt_ci('quality_degradation', d.ci_low, d.ci_high)}, {verdict}")
             out.append(Paragraph(
                 f"MAUVE noise floor ({p.name}, {model}): two disjoint halves of the unwatermarked outputs "
                 f"({floor.n // 2} texts each) score {fmt('quality', floor.value)} "
@@ -319,7 +333,7 @@ def repetition_blocks(packs: Sequence[PackData], recs: Records) -> list[Block]:
             if (not is_none(wm) and mine is not None and base is not None and mine.value is not None
                     and base.value is not None and degenerate(mine.value, base.value)):
                 warnings.append(Paragraph(
-                    f"Warning: {wm} on {model} ({p.name}) repeats itself: {fmt('distinct_2', mine.value)} of its "
+                    f"Warning: {p.names[wm]} on {model} ({p.name}) repeats itself: {fmt('distinct_2', mine.value)} of its "
                     f"word bigrams are distinct against {fmt('distinct_2', base.value)} without a watermark "
                     f"(more than {100 * DEGENERATE_DROP:.0f}% fewer). Its quality and size describe looping text; "
                     "MarkMyWords recommends a context window of 1 to 3 with skip 0.05 for distortion-free schemes."))
@@ -371,6 +385,8 @@ class Tamper:
     watermark: str
     record: MetricRecord
     panel: charts.TamperPanel
+    #: the watermark's short name
+    name: str
 
 
 def tampers(packs: Sequence[PackData], recs: Records) -> list[Tamper]:
@@ -385,10 +401,10 @@ def tampers(packs: Sequence[PackData], recs: Records) -> list[Tamper]:
                 continue
             points = inputs.points()
             panel = charts.TamperPanel(
-                title=f"{wm}\n{model} · {p.name}", points=points,
+                title=f"{p.names[wm]}\n{model} · {p.name}", points=points,
                 excluded=inputs.excluded_points(), hull=lower_hull(points), best=best_attack(points),
                 resistance=rec.value, quality_label=p.quality_label)
-            out.append(Tamper(p.name, model, wm, rec, panel))
+            out.append(Tamper(p.name, model, wm, rec, panel, p.names[wm]))
     return out
 
 
@@ -445,7 +461,7 @@ def saturation_notes(items: Sequence[Tamper]) -> list[Block]:
     for t in items:
         if t.record.params.get("saturated") is True:
             out.append(Paragraph(
-                f"{t.watermark} on {t.model} ({t.pack}): R is 1 because no attack of this suite lowered detection "
+                f"{t.name} on {t.model} ({t.pack}): R is 1 because no attack of this suite lowered detection "
                 "below the quality it kept (every point lies on or above the diagonal), not because the scheme "
                 "resists tampering; stronger attacks are needed to measure it."))
     return out
@@ -504,20 +520,15 @@ def detection_table(packs: Sequence[PackData], recs: Records) -> Table:
 
 # -- charts --------------------------------------------------------------------------------
 
-def _series_label(model: str, wm: str, models: int) -> str:
-    return wm if models == 1 else f"{model} · {wm}"
-
-
 def _size_panels(packs: Sequence[PackData],
                  recs: Records) -> dict[str, dict[str, dict[str, stats.Estimate | None]]]:
     panels = {}
     for p in packs:
-        models = len({m for m, _ in p.systems})
         series = {}
         for model, wm in p.systems:
             found = _size_records(recs, p.name, model, wm)
             if found:
-                series[_series_label(model, wm, models)] = {t: _estimate(r) for t, r in found}
+                series[p.label(model, wm)] = {t: _estimate(r) for t, r in found}
         if series:
             panels[p.name] = series
     return panels
@@ -526,16 +537,15 @@ def _size_panels(packs: Sequence[PackData],
 def _attack_panels(packs: Sequence[PackData], recs: Records) -> list[charts.AttackPanel]:
     out = []
     for p in packs:
-        models = len({m for m, _ in p.systems})
         marked = [(m, w) for m, w in p.systems if not is_none(w)]
         attacks = sorted({a for m, w in marked for a in p.attacks(m, w)}, key=lambda a: (not is_none(a), a))
         if not marked:
             continue
         q = p.quality
-        detection = {_series_label(m, w, models): {a: _estimate(recs.get(p.name, "detection_rate", m, w, a))
+        detection = {p.label(m, w): {a: _estimate(recs.get(p.name, "detection_rate", m, w, a))
                                                    for a in attacks} for m, w in marked}
         retention = None if q is None else {
-            _series_label(m, w, models): {a: _estimate(recs.get(p.name, "quality_retention", m, w, a, q))
+            p.label(m, w): {a: _estimate(recs.get(p.name, "quality_retention", m, w, a, q))
                                           for a in attacks}
             for m, w in marked}
         out.append(charts.AttackPanel(pack=p.name, attacks=attacks, detection=detection, retention=retention,
@@ -548,7 +558,6 @@ def _size_quality_panels(packs: Sequence[PackData], recs: Records) -> list[chart
     for p in packs:
         if p.source is None:
             continue
-        models = len({m for m, _ in p.systems})
         points = []
         for model, wm in p.systems:
             quality = recs.get(p.name, "quality", model, wm, "none", p.quality)
@@ -556,7 +565,7 @@ def _size_quality_panels(packs: Sequence[PackData], recs: Records) -> list[chart
             if is_none(wm) or quality is None or quality.value is None or size is None or size.value is None:
                 continue
             r = recs.get(p.name, "tamper_resistance", model, wm, ALL_ATTACKS, p.quality)
-            points.append(charts.SizeQualityPoint(label=_series_label(model, wm, models), quality=quality.value,
+            points.append(charts.SizeQualityPoint(label=p.label(model, wm), quality=quality.value,
                                                   size=size.value, resistance=None if r is None else r.value))
         if points:
             label = f"quality ({source_name(p.source, p.judges)})"

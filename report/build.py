@@ -21,8 +21,10 @@ from evalrun.report.document import (
     Formats,
     Paragraph,
     Section,
+    Table,
     render_html,
     render_markdown,
+    spec_names,
 )
 
 
@@ -164,7 +166,22 @@ def compose(data: ReportData, out: Path, records: Sequence[MetricRecord] | None 
     sections += appendix
     sections.append(Section("Latency", "appendix-latency", 3, [tables.latency(data)]))
     sections.append(Section("Token usage", "appendix-tokens", 3, [tables.tokens(data)]))
-    return Document(title="evalrun report", intro=intro, sections=sections)
+    doc = Document(title="evalrun report", intro=intro, sections=sections)
+    names = watermark_names(doc)
+    if names is not None:
+        next(s for s in sections if s.id == "provenance-section").blocks.append(names)
+    return doc
+
+
+def watermark_names(doc: Document) -> Table | None:
+    """The full spec of each watermark the tables show by a short name (None: no name was
+    shortened)."""
+    rows = sorted([name, spec] for spec, name in spec_names(doc).items() if name != spec)
+    if not rows:
+        return None
+    return Table(id="watermark-names", headers=["watermark", "spec"], rows=rows, spec_columns=(),
+                 caption="Tables name a watermark by its scheme and the parameters that differ from the "
+                         "scheme's defaults; metrics.json, exports and the store keep the full spec.")
 
 
 def per_case_note(items: Sequence[Result], db: Path, *, keyed: bool) -> str:

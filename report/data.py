@@ -19,6 +19,7 @@ from evalrun.pack.loading import PACK_FILE, declared_report_view, discover_packs
 from evalrun.report.export import open_store, select_rows
 from evalrun.store.database import ATTACK_ERROR, GRADER_ERROR
 from evalrun.watermark.verdict import DETECTED, NOT_DETECTED
+from evalrun.watermark.naming import short_names
 
 
 @dataclass(frozen=True)
@@ -261,17 +262,19 @@ def _decode_case(text: str | None) -> dict[str, Any]:
 
 
 def _assign_systems(items: Iterable[Result]) -> None:
-    """Name each (model, watermark, attack) combination; watermark and attack are shown only
-    where a pack's rows use more than one value or a value other than ``none``."""
+    """Name each (model, watermark, attack) combination; watermark (by its short name) and
+    attack are shown only where a pack's rows use more than one value or a value other than
+    ``none``."""
     items = list(items)
     wms = {r.watermark for r in items}
     atts = {r.attack for r in items}
     show_wm = len(wms) > 1 or wms != {"none"}
     show_att = len(atts) > 1 or atts != {"none"}
+    names = short_names(wms)  # distinct, like the specs
     for r in items:
         extra = []
         if show_wm:
-            extra.append(f"wm={r.watermark}")
+            extra.append(f"wm={names[r.watermark]}")
         if show_att:
             extra.append(f"attack={r.attack}")
         r.system = f"{r.model} [{', '.join(extra)}]" if extra else r.model

@@ -237,7 +237,7 @@ def keys_table(view: PackView, items: Sequence[Result], keys: dict[str, str]) ->
     rows = [[keys[n], first[n].model, first[n].watermark, first[n].attack, str(counts[n])] for n in keys]
     return Table(id=f"{slug(view.name)}-keys", headers=["key", "model", "watermark", "attack", "results"],
                  rows=rows, text_columns=(2,),
-                 caption="The appendix's tables name each model, watermark and attack by its key.")
+                 caption="The appendix's tables name each model, watermark and attack by its key.", spec_columns=())
 
 
 def stability(view: PackView, items: Sequence[Result], keys: dict[str, str] | None = None) -> Table | None:
@@ -588,4 +588,4 @@ def models_table(data: ReportData) -> Table:
                      str(max(r.repetition for r in rs) + 1)])
     return Table(id="models", headers=["model", "served model", "params", "watermark", "attack",
                                        "packs", "results", "repetitions"], rows=rows,
-                 text_columns=(2,))
+                 text_columns=(2, 3), spec_columns=())  # provenance: the full specs

@@ -202,7 +202,8 @@ def three_model_report(three_model_store: Fixture, tmp_path_factory: pytest.Temp
 
 def parse_md_tables(text: str) -> dict[str, list[list[dict[str, str]]]]:
     """Markdown pipe tables of report.md grouped by the heading they sit under; each table is
-    a list of {header: cell} rows with Markdown escaping undone."""
+    a list of {header: cell} rows with Markdown escaping undone, and a ``watermark`` cell that
+    shows a short name read back as the full spec through the report's names table."""
     import re
 
     from evalrun.report.document import md_unescape
@@ -229,6 +230,14 @@ def parse_md_tables(text: str) -> dict[str, list[list[dict[str, str]]]]:
             out.setdefault(heading, []).append(rows)
             continue
         i += 1
+    named = [t for ts in out.values() for t in ts if t and list(t[0]) == ["watermark", "spec"]]
+    specs = {row["watermark"]: row["spec"] for t in named for row in t}
+    for ts in out.values():
+        for t in ts:
+            if t not in named:
+                for row in t:
+                    if row.get("watermark") in specs:
+                        row["watermark"] = specs[row["watermark"]]
     return out
 
 

@@ -18,6 +18,7 @@ from evalrun.report import benchmark_charts, charts
 from evalrun.report.charts import wrap_spec
 from evalrun.report.data import EXTRACTION, WATERMARK, load
 from evalrun.report.document import Figure as FigureBlock
+from evalrun.watermark.naming import short_name
 
 MAIN_EXP = "exp:context=1,randomness=window,repeats=ignore,score=sum,skip=0.0"
 MAIN_KGW = "kgw:context=1,delta=2.0,gamma=0.25,randomness=window,repeats=ignore,score=sum,skip=0.0"
@@ -93,7 +94,7 @@ def test_wrap_spec_breaks_at_commas_and_adds_nothing_else() -> None:
     assert wrap_spec("swap:p=0.1", 30) == "swap:p=0.1"
 
 
-def test_the_main_jobs_benchmark_charts_show_specs_whole_without_overlap(
+def test_the_main_jobs_benchmark_charts_show_short_names_whole_without_overlap(
         tmp_path: Path, main_job_store: Callable[[Path, int], Path], captured: dict[str, Figure]) -> None:
     from evalrun.metrics.aggregates import compute
     from evalrun.report import benchmark
@@ -107,7 +108,7 @@ def test_the_main_jobs_benchmark_charts_show_specs_whole_without_overlap(
     for name, fig in captured.items():
         assert overlaps(fig) == [], name
         for spec in (MAIN_KGW, MAIN_EXP):
-            assert shown_whole(fig, spec), (name, spec)
+            assert shown_whole(fig, short_name(spec)) and not shown_whole(fig, spec), (name, spec)
 
 
 def test_attack_names_are_shown_whole(tmp_path: Path, main_job_store, captured: dict[str, Figure]) -> None:
@@ -127,7 +128,8 @@ def _long_systems(pack: str, model: str, cid: str, rep: int) -> Any:
 
 def test_the_wmid_charts_wrap_long_system_names_without_overlap(tmp_path: Path, store_writer,
                                                                  captured: dict[str, Figure]) -> None:
-    """A model under watermarks with every parameter spelled out: the names are wrapped whole."""
+    """A model under watermarks with every parameter spelled out: the names (the specs' short
+    names) are wrapped whole."""
     store_writer(tmp_path / "r.sqlite", ["openai:model-a", "replay:outputs/model-b.jsonl"], n=1,
                  outcome=_long_systems, variants=((MAIN_KGW, "swap:p=0.1"), (MAIN_EXP, "none"), ("none", "none")))
     data = load(tmp_path / "r.sqlite", None)
@@ -137,7 +139,7 @@ def test_the_wmid_charts_wrap_long_system_names_without_overlap(tmp_path: Path, 
     charts.extraction_by_scheme(EXTRACTION, hme, tmp_path / "c.png")
     charts.extraction_false_positives(EXTRACTION, hme, tmp_path / "d.png")
     systems = {r.system for r in wr}
-    assert len(systems) == 6 and any(MAIN_KGW in s for s in systems)
+    assert len(systems) == 6 and any(f"wm={short_name(MAIN_KGW)}, " in s for s in systems)
     for name, fig in captured.items():
         assert overlaps(fig) == [], name
         for system in systems:

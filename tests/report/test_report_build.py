@@ -297,9 +297,9 @@ def test_watermark_and_attack_axes_are_separate_rows(tmp_path: Path, store_write
     items = data.packs[WR]
     summary = tables.label_summary(WATERMARK, items)
     names = [row[0] for row in summary.rows]
-    assert names == ["openai:model-a [wm=kgw:delta=2, attack=swap:p=0.1]",
+    assert names == ["openai:model-a [wm=kgw δ=2, attack=swap:p=0.1]",
                      "openai:model-a [wm=none, attack=none]",
-                     "reference [wm=kgw:delta=2, attack=swap:p=0.1]",
+                     "reference [wm=kgw δ=2, attack=swap:p=0.1]",
                      "reference [wm=none, attack=none]"]
     col = summary.headers.index("ungraded")
     assert sum(int(row[col]) for row in summary.rows) == 2
