@@ -88,6 +88,8 @@ class Registry(Generic[T]):
             self._load_plugins()
         target = self._lazy.get(name)
         if target is None:
+            if name in self._objects:  # loaded meanwhile by another thread (the viewer serves on several)
+                return self._objects[name]
             raise SpecError(f"{self.option} {name}: unknown {self.kind} {name!r}; known: {', '.join(self.names())}")
         module_name, _, attr = target.partition(":")
         try:
@@ -98,7 +100,7 @@ class Registry(Generic[T]):
             raise SpecError(f"{self.option} {name}: {self.kind} {target} cannot be loaded: "
                             f"{type(exc).__name__}: {exc}") from None
         self._objects[name] = value  # type: ignore[assignment]
-        del self._lazy[name]
+        self._lazy.pop(name, None)  # another thread that loaded it too may have removed it
         return self._objects[name]
 
     def names(self) -> list[str]:

@@ -70,3 +70,23 @@ def test_two_plugins_with_one_name_is_an_error_naming_both(site: Path) -> None:
 def test_an_unknown_name_lists_the_known_ones() -> None:
     with pytest.raises(SpecError, match=r"--widget nope: unknown widget 'nope'; known: lazy, plain"):
         _registry().get("nope")
+
+
+def test_two_threads_loading_one_lazy_entry_both_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second ``get`` that loads the entry while the first is importing it (the viewer's
+    request threads and its cache warmer) leaves the first a KeyError-free answer (was: ``del``
+    of the lazy reference the second had already removed)."""
+    reg = _registry()
+    real = importlib.import_module
+    inner: list[object] = []
+
+    def import_module(name: str) -> object:
+        if not inner:  # the other thread's load, finished while this one imports
+            inner.append(None)
+            inner[0] = reg.get("lazy")
+        return real(name)
+
+    monkeypatch.setattr(importlib, "import_module", import_module)
+    import json
+
+    assert reg.get("lazy") is json.dumps and inner == [json.dumps]
