@@ -115,6 +115,15 @@ def metric_records(store: Store, rows: list[dict[str, Any]]) -> list[MetricRecor
     return [*compute(with_judgements(store, rows)), *quality_records(store, rows)]
 
 
+def export_metrics_path(out: str | Path) -> Path:
+    """Where an export writes its metrics records: beside ``out``, named after the whole file
+    (``results.csv`` -> ``results.csv.metrics.json``). The run's own records are
+    ``results.metrics.json`` beside the store (:func:`~evalrun.metrics.aggregates.metrics_path_beside`);
+    naming by the stem made ``--out results.csv`` beside ``results.sqlite`` overwrite them."""
+    out = Path(out)
+    return out.with_name(f"{out.name}.metrics.json")
+
+
 def export_results(db: str | Path, fmt: str, out: str | Path, run_id: str | None = None, *,
                    formulas_guarded: bool = True) -> int:
     """Write one row per result to ``out`` as ``csv`` or ``jsonl``, whole or not at all;
@@ -122,6 +131,10 @@ def export_results(db: str | Path, fmt: str, out: str | Path, run_id: str | None
     :func:`guard_formula`-ed unless ``formulas_guarded`` is off (for programs, not people)."""
     if fmt not in FORMATS:
         raise EvalrunError(f"--format {fmt!r}: must be one of {', '.join(FORMATS)}")
+    metrics_path = export_metrics_path(out)
+    if metrics_path.resolve() == metrics_path_beside(db).resolve():
+        raise EvalrunError(f"--out {out}: its metrics would overwrite {metrics_path}, the run's own beside --db {db};"
+                           f" name the export by its format, e.g. {Path(out).with_suffix('.' + fmt)}")
     store = open_store(db)
     try:
         rows, runs = select_rows(store, run_id)
@@ -143,5 +156,5 @@ def export_results(db: str | Path, fmt: str, out: str | Path, run_id: str | None
         else:
             for rec in records:
                 fh.write(json.dumps(rec, ensure_ascii=False, sort_keys=False) + "\n")
-    write_metrics_json(metrics, metrics_path_beside(out_path), what="--out")
+    write_metrics_json(metrics, metrics_path, what="--out")
     return len(records)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from evalrun.metrics.aggregates import metrics_path_beside
-from evalrun.report.export import export_results
+from evalrun.report.export import export_metrics_path, export_results
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,5 +21,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, user_argv: list[str]) -> int:
     n = export_results(args.db, args.format, args.out, run_id=args.run, formulas_guarded=not args.raw_csv)
-    print(f"exported {n} results to {args.out} (aggregates: {metrics_path_beside(args.out)})")
+    print(f"exported {n} results to {args.out} (aggregates: {export_metrics_path(args.out)})")
     return 0

@@ -83,7 +83,7 @@ def test_report_and_metrics_json_carry_the_quality_analyses(store_copy: Path, tm
     assert "50.0%" in md and "relevance" in md and "decided alike" in md and "logreg" in md
     # evalrun export writes the same quality records beside its file
     _main(capsys, "export", "--db", db, "--format", "jsonl", "--out", str(tmp_path / "x.jsonl"))
-    exported = indexed(json.loads((tmp_path / "x.metrics.json").read_text()))
+    exported = indexed(json.loads((tmp_path / "x.jsonl.metrics.json").read_text()))
     assert exported[key("prefer_watermarked", **name)] == prefer
     assert exported[key("distinguish_accuracy", classifier="logreg", embedder="embedded")] == acc
     # no record packs a dimension into its name

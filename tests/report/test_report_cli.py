@@ -117,3 +117,20 @@ def test_cli_export_and_errors(cli_run: Path) -> None:
     assert bad.returncode == 2 and "--format" in bad.stderr
     unknown = evalrun("report", "--db", "db.sqlite", "--out", "r2", "--run", "nope", cwd=cli_run)
     assert unknown.returncode == 2 and run_id in unknown.stderr
+
+
+def test_export_leaves_the_runs_metrics_file_as_it_was(cli_run: Path) -> None:
+    """The run wrote db.metrics.json beside db.sqlite; an export beside it writes its own
+    records beside its own file (db.csv.metrics.json), and one whose records would land on the
+    run's file is refused in one line."""
+    runs = cli_run / "db.metrics.json"
+    before = (runs.read_bytes(), runs.stat().st_ino, runs.stat().st_mtime_ns)
+    proc = evalrun("export", "--db", "db.sqlite", "--format", "csv", "--out", "db.csv", cwd=cli_run)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith("(aggregates: db.csv.metrics.json)")
+    assert json.loads((cli_run / "db.csv.metrics.json").read_text(encoding="utf-8"))
+    assert (runs.read_bytes(), runs.stat().st_ino, runs.stat().st_mtime_ns) == before
+    clash = evalrun("export", "--db", "db.sqlite", "--format", "jsonl", "--out", "db", cwd=cli_run)
+    assert clash.returncode == 2 and len(clash.stderr.strip().splitlines()) == 1, clash.stderr
+    assert "db.metrics.json" in clash.stderr and "db.jsonl" in clash.stderr and not (cli_run / "db").exists()
+    assert (runs.read_bytes(), runs.stat().st_ino, runs.stat().st_mtime_ns) == before

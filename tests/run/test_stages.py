@@ -127,7 +127,7 @@ def test_metrics_json_is_written_by_run_report_and_export(staged, tmp_path: Path
     assert json.loads((tmp_path / "rep" / "metrics.json").read_text()) == records
     assert evalrun("export", "--db", str(db), "--format", "csv", "--out", str(tmp_path / "x.csv"),
                    cwd=tmp_path).returncode == 0
-    assert json.loads((tmp_path / "x.metrics.json").read_text()) == records
+    assert json.loads((tmp_path / "x.csv.metrics.json").read_text()) == records
 
 
 @pytest.mark.slow
