@@ -32,6 +32,7 @@ from evalrun._util.display import show_controls
 from evalrun._util.errors import CaseError, EvalrunError, PackError
 from evalrun._util.provenance import collect as collect_provenance
 from evalrun._util.scrub import scrub
+from evalrun._util.specs import is_none
 from evalrun.metrics.aggregates import case_means, compute, graded, metrics_path_beside, write_metrics_json
 from evalrun.metrics.judgements import with_judgements
 from evalrun.model.generation import Provider
@@ -52,6 +53,7 @@ from evalrun.run.plan import Item, make_items
 from evalrun.run.stages.grade import grade_into
 from evalrun.store.commit_batch import CommitBatch
 from evalrun.store.database import ATTACK_ERROR, GRADER_ERROR, GradeRecord, Store
+from evalrun.watermark.verdict import DETECTED, NOT_DETECTED
 
 #: the pack's reference solver, the default model under plain pytest
 REFERENCE = ModelSpec("reference")
@@ -88,6 +90,8 @@ class EvalrunState:
     controller_pid: int = field(default_factory=os.getpid)
     #: (kind of item, pack, nodeid, failure text) of every finished item, for the summary
     outcomes: list[tuple[str, str, str, str]] = field(default_factory=list)
+    #: whether this process told the run how many results grading makes (:data:`GRADING_TOTAL`)
+    total_announced: bool = False
     _store: Store | None = None
     #: grades on their way to the store: each committed at once, unless --commit-ms groups
     #: them (grading is redone by every run, so a kill then loses nothing that costs a model
@@ -312,6 +316,14 @@ class GraderFailure(Exception):
 #: ``user_properties`` key telling the run summary what an item was and how it ended; set in
 #: the process that ran it, so the summary is right under xdist too
 KIND = "evalrun"
+#: ``user_properties`` key of the first result each process grades: how many results the
+#: session's grading makes, for ``evalrun run``'s grading bar (the xdist controller collects none)
+GRADING_TOTAL = "evalrun_results"
+#: how a graded result ended, by whether its pack has a pass score: a pack with pass score 0
+#: (a detection pack: a low score is a result) cannot have items below it
+PASS_KINDS = {True: "case", False: "no_pass_score"}
+#: the kinds of a case item's outcome: what ``evalrun run``'s grading bar counts as results
+RESULT_KINDS = frozenset({*PASS_KINDS.values(), "below_pass", "generation_error", "grader_error", "attack_error"})
 
 
 class CaseItem(pytest.Item):
@@ -323,6 +335,9 @@ class CaseItem(pytest.Item):
 
     def runtest(self) -> None:
         state = get_state(self.config)
+        if not state.total_announced:
+            state.total_announced = True
+            self.user_properties.append((GRADING_TOTAL, len(state.order)))
         store = state.store()
         row = state.stored_row(self.item.item_key)
         if not is_gradable(row):
@@ -339,8 +354,8 @@ class CaseItem(pytest.Item):
             raise GraderFailure(graded.error)
         grade = graded.grade
         below = grade.score < pack.pass_score
-        self.user_properties.extend([("score", grade.score), ("label", grade.label),
-                                     (KIND, "below_pass" if below else "case")])
+        self.user_properties.extend([("score", grade.score), ("label", grade.label), ("pack", pack.name),
+                                     (KIND, "below_pass" if below else PASS_KINDS[pack.pass_score > 0])])
         if below:
             raise CaseFailure(grade, graded.text, pack.pass_score)
 
@@ -732,13 +747,52 @@ def error_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+def zero_scores_text(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """How many graded results scored 0 and how many of them are right: an unwatermarked text
+    NOT_DETECTED is a correct negative, which a bare count of zeros would read as a failure
+    (None for a run without detection labels)."""
+    scored = [r for r in rows if graded(r)]
+    if not any(r["label"] in (DETECTED, NOT_DETECTED) for r in scored):
+        return None
+    zero = sum(float(r["score"]) == 0.0 for r in scored)
+    if not zero:
+        return "scored 0: none"
+    negatives = sum(r["label"] == NOT_DETECTED and is_none(r["watermark"]) for r in scored)
+    missed = sum(r["label"] == NOT_DETECTED and not is_none(r["watermark"]) for r in scored)
+    if negatives == zero:
+        return f"scored 0: {zero}, all correct negatives (unwatermarked, not detected)"
+    parts = [f"{negatives} correct negatives (unwatermarked, not detected)"]
+    if missed:
+        parts.append(f"{missed} missed watermarks")
+    return f"scored 0: {zero}, of them {' and '.join(parts)}"
+
+
+def pass_score_text(outcomes: Sequence[tuple[str, str, str, str]]) -> str:
+    """Items below the pass score among the results that have one: a pack with pass score 0
+    (every detection pack) has none to fall below, and says so instead of counting 0."""
+    kinds = {kind: 0 for kind in ("below_pass", PASS_KINDS[True])}
+    unscored: set[str] = set()
+    for kind, pack, _, _ in outcomes:
+        if kind in kinds:
+            kinds[kind] += 1
+        elif kind == PASS_KINDS[False]:
+            unscored.add(pack)
+    below = kinds["below_pass"]
+    with_one = below + kinds[PASS_KINDS[True]]
+    if not unscored:
+        return f"items below the pass score: {below} of {with_one} (see the report)"
+    packs = ", ".join(sorted(unscored))
+    why = f"{packs} {'has' if len(unscored) == 1 else 'have'} pass score 0"
+    if not with_one:
+        return f"items below the pass score: none possible ({why})"
+    return f"items below the pass score: {below} of the {with_one} results that have one (see the report; {why})"
+
+
 def _closing_lines(state: EvalrunState, graded: int, cases: int, labels: dict[str, int],
-                   gen_errors: int, grader_errors: int) -> list[str]:
-    """What the run came to, in evalrun's terms: graded results, items below the pass score
+                   gen_errors: int, grader_errors: int, zeros: str | None = None) -> list[str]:
+    """What the run came to, in evalrun's terms: graded results, what their zeros mean
+    (``zeros``: :func:`zero_scores_text`), items below the pass score among those that have one
     (not "failed tests"), errors by kind, golden examples and invalid case files apart."""
-    kinds: dict[str, int] = {}
-    for kind, *_ in state.outcomes:
-        kinds[kind] = kinds.get(kind, 0) + 1
     lines = []
     broken = [text for kind, _, _, text in state.outcomes if kind == "pack_error"]
     if broken:
@@ -756,8 +810,9 @@ def _closing_lines(state: EvalrunState, graded: int, cases: int, labels: dict[st
     shown = " ".join(f"{k}={v}" for k, v in sorted(labels.items())) or "no labels"
     errors = (f"errors: {gen_errors} generation, {grader_errors} grader/attack" if gen_errors or grader_errors
               else "errors: none")
-    lines.append(f"evalrun: {graded} results graded ({cases} cases): {shown}; items below the pass score:"
-                 f" {kinds.get('below_pass', 0)} (see the report); {errors}")
+    said = [f"evalrun: {graded} results graded ({cases} cases): {shown}", *([zeros] if zeros else []),
+            pass_score_text(state.outcomes), errors]
+    lines.append("; ".join(said))
     return lines
 
 
@@ -822,7 +877,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if sink is None or not sink.report_follows:  # `evalrun run --report DIR` names the report it writes
         terminalreporter.write_line(f"report: evalrun report --db {state.db} --out reports/")
     terminalreporter.write_line(f"metrics: {metrics}")
-    closing = false_positive_lines(rows) + _closing_lines(state, graded_n, cases, totals, gen_errors, grader_errors)
+    closing = false_positive_lines(rows) + _closing_lines(state, graded_n, cases, totals, gen_errors, grader_errors,
+                                                          zero_scores_text(rows))
     errors_seen = error_lines(rows)
     if sink is not None:
         sink.lines.extend(closing)

@@ -20,6 +20,7 @@ from evalrun.cli.main import EXIT_USAGE
 from evalrun.model.providers import check_model, check_watermark_support
 from evalrun.pack.loading import NO_SOLVER, load_pack, resolve_pack
 from evalrun.plugins.pytest_plugin import SummarySink
+from evalrun.plugins.run_terminal import RunTerminal
 from evalrun.run.executors import EXECUTORS
 from evalrun.run.options import BY_NAME, pytest_args_for, resolve, run_options
 from evalrun.store.database import Store, check_store_path, run_status
@@ -159,7 +160,8 @@ def _run_session(args: argparse.Namespace, values: dict, user_argv: list[str], r
     warn_if_weak(os.environ.get(KEY_ENV), from_option=bool(values["key"]))
     sink = SummarySink()
     sink.report_follows = bool(values["report"])
-    code = int(pytest.main(_pytest_args(args, values, run_id, user_argv), plugins=[sink]))
+    terminal = RunTerminal(progress=not values["no_progress"])
+    code = int(pytest.main(_pytest_args(args, values, run_id, user_argv), plugins=[sink, terminal]))
     for line in sink.lines:  # after everything pytest printed
         print(show_controls(line))
     for line in sink.error_lines:

@@ -61,8 +61,8 @@ class StagesSummary:
         out = []
         g, t = self.generation, self.transforms
         if g.generated or g.errors:
-            out.append(f"evalrun: {g.generated} results generated, {g.cached} cached,"
-                       f" {g.errors} failed calls -> {db} (run {run_id})")
+            out.append(f"evalrun: {g.generated} results generated, {g.cached} cached, from {g.texts} new texts"
+                       f" (model calls), {g.errors} failed -> {db} (run {run_id})")
         if t.applied or t.errors:
             out.append(f"evalrun: {t.applied} attacked texts stored, {t.cached} cached, {t.errors} failed")
         for method, model, j in self.judges:
@@ -83,7 +83,7 @@ def run_stages(items: Sequence[Item], store: Store, run_id: str, options: RunOpt
 
     key = options.resolved_key()
     generation = run_generation(items, store, run_id, factory, key=key, commit_ms=options.commit_ms,
-                                progress=bar("generating", "results"), executor=executor)
+                                progress=bar("generating", "texts"), executor=executor)
     attacked = any(not is_none(it.attack) for it in items)
     transforms = run_transforms(items, store, run_id, options, factory,
                                 progress=bar("attacking", "attacked texts") if attacked else None, executor=executor)

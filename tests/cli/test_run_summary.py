@@ -1,5 +1,6 @@
 """How a run ends: evalrun's own closing summary (last), invalid case files and golden examples
-counted apart, bad --fail-under refused, interrupted runs marked, one default store."""
+counted apart, a detection run's zeros told apart from failures, one progress bar per stage and
+no line of pytest's dots, bad --fail-under refused, interrupted runs marked, one default store."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from evalrun.plugins.pytest_plugin import pass_score_text
 from evalrun.testing.chat_server import ChatServer
 
 HALF = '''
@@ -46,7 +48,7 @@ def test_the_last_lines_are_evalruns_summary_not_pytests(tmp_path: Path, mixed_p
                    "--no-progress", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.rstrip().splitlines()
-    assert lines[-1] == ("evalrun: 4 results graded (4 cases): BAD=2 OK=2; items below the pass score: 2"
+    assert lines[-1] == ("evalrun: 4 results graded (4 cases): BAD=2 OK=2; items below the pass score: 2 of 4"
                          " (see the report); errors: none")
     assert lines[-2] == "evalrun: golden examples: 1 of 1 pack(s) agree with their grader"
     assert lines[-4] == "evalrun: 1 case file(s) failed their schema and were not run:"
@@ -57,6 +59,75 @@ def test_the_last_lines_are_evalruns_summary_not_pytests(tmp_path: Path, mixed_p
                    "--no-progress", "--", "-rf", cwd=tmp_path)
     assert "FAILED" in proc.stdout and "c2[reference-none-none-r0]" in proc.stdout
     assert proc.stdout.rstrip().splitlines()[-1].startswith("evalrun: 4 results graded")
+
+
+def test_no_line_of_dots_but_one_bar_per_stage(tmp_path: Path, mixed_pack: Path) -> None:
+    """pytest's character per item made a 2,100-character line in the main job: `evalrun run`
+    shows the generation bar counting texts and the grading bar counting results instead."""
+    proc = evalrun("run", "--pack", str(mixed_pack), "--model", "reference", "--out", str(tmp_path / "r.sqlite"),
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert not [line for line in proc.stdout.splitlines() if line and set(line) <= set(".FsEx")], proc.stdout
+    bars = [line for line in proc.stderr.splitlines() if line.startswith("evalrun: ") and " [" in line]
+    assert bars[-1].startswith("evalrun: grading [##############################] 4/4 results (")
+    assert any(b.startswith("evalrun: generating [") and "] 4/4 texts (" in b for b in bars)
+    assert "evalrun: 4 results generated, 0 cached, from 4 new texts (model calls), 0 failed" in proc.stdout
+    quiet = evalrun("run", "--pack", str(mixed_pack), "--model", "reference", "--out", str(tmp_path / "r.sqlite"),
+                    "--no-progress", cwd=tmp_path)
+    assert quiet.returncode == 0 and "grading [" not in quiet.stderr
+    assert not [line for line in quiet.stdout.splitlines() if line and set(line) <= set(".FsEx")], quiet.stdout
+
+
+DETECTION_PACK = """name = "marks"
+version = "1.0"
+description = "test pack: detection"
+labels = ["DETECTED", "NOT_DETECTED"]
+grader = "detection"
+pass_score = 0.0
+detection_threshold = 0.02
+system_prompt = "Continue."
+prompt_template = "Write about {word}"
+[defaults]
+temperature = 1.0
+max_tokens = 16
+"""
+
+
+def test_a_detection_runs_zeros_are_counted_as_correct_negatives(tmp_path: Path) -> None:
+    """A detection pack has pass score 0, so no item can fall below it: the closing line says
+    so instead of "items below the pass score: 0", and says which of the results that scored 0
+    are right (an unwatermarked text not detected) and which are missed watermarks."""
+    pack = tmp_path / "packs" / "marks"
+    (pack / "cases").mkdir(parents=True)
+    (pack / "pack.toml").write_text(DETECTION_PACK)
+    (pack / "cases" / "c.jsonl").write_text("".join(json.dumps({"id": f"c{i}", "word": f"topic {i}"}) + "\n"
+                                                    for i in range(4)))
+    db = tmp_path / "r.sqlite"
+    proc = evalrun("run", "--pack", str(pack), "--model", "embedded", "--watermark", "none", "--watermark",
+                   "kgw:delta=4", "--key", "a-test-key-that-is-long-enough-2931", "--out", str(db), "--no-progress",
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    conn = sqlite3.connect(db)
+    counts = dict(conn.execute("SELECT watermark = 'none' AND label = 'NOT_DETECTED', COUNT(*) FROM results"
+                               " WHERE score = 0 GROUP BY 1").fetchall())
+    conn.close()
+    negatives, missed = counts.get(1, 0), counts.get(0, 0)
+    assert negatives  # the embedded model's unwatermarked texts are not detected under this key
+    zeros = (f"scored 0: {negatives}, all correct negatives (unwatermarked, not detected)" if not missed else
+             f"scored 0: {negatives + missed}, of them {negatives} correct negatives (unwatermarked, not detected)"
+             f" and {missed} missed watermarks")
+    last = proc.stdout.rstrip().splitlines()[-1]
+    assert last.startswith("evalrun: 8 results graded (4 cases): ") and f"; {zeros}; " in last, last
+    assert "; items below the pass score: none possible (marks has pass score 0); errors: none" in last, last
+
+
+def test_items_below_the_pass_score_are_counted_among_the_results_that_have_one() -> None:
+    outcomes = [("below_pass", "wmid", "n1", ""), ("case", "wmid", "n2", ""), ("case", "wmid", "n3", ""),
+                ("no_pass_score", "mmw_news", "n4", ""), ("no_pass_score", "mmw_stories", "n5", ""),
+                ("golden", "wmid", "n6", "")]
+    assert pass_score_text(outcomes) == ("items below the pass score: 1 of the 3 results that have one (see the"
+                                         " report; mmw_news, mmw_stories have pass score 0)")
+    assert pass_score_text(outcomes[:3]) == "items below the pass score: 1 of 3 (see the report)"
 
 
 @pytest.mark.parametrize("value", ["1.5", "-0.1", "nan"])
