@@ -20,6 +20,7 @@ The key stays in the server's memory: it is never part of a response, a log line
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Mapping
 
 import numpy as np
@@ -32,6 +33,13 @@ from evalrun.pack.grade import stored_tokens
 from evalrun.watermark.registry import parse_watermark
 from evalrun.watermark.verdict import DEFAULT_THRESHOLD, first_detected_prefix
 
+#: tokenizers loaded, by source: one load per source for the viewer's life
+_TOKENIZERS: dict[str, TextTokenizer] = {}
+#: held while loading one: transformers' lazy module fails a second thread's ``from transformers
+#: import AutoTokenizer`` while the first is still importing it (the viewer's request threads and
+#: its cache warmer load at once)
+_LOADING = threading.Lock()
+
 
 def tokenizer_for(row: Mapping[str, Any], run: Mapping[str, Any] | None) -> TextTokenizer | str:
     """The tokenizer the result's ids came from (its model's own, else its run's
@@ -39,10 +47,13 @@ def tokenizer_for(row: Mapping[str, Any], run: Mapping[str, Any] | None) -> Text
     source = tokenizer_source(stored_model(row["model"]), ((run or {}).get("config") or {}).get("tokenizer"))
     if not source:
         return f"no tokenizer is known for {row['model']} (its run gave no --tokenizer)"
-    try:
-        return load_tokenizer(str(source))
-    except EvalrunError as exc:
-        return str(exc)
+    with _LOADING:
+        if str(source) not in _TOKENIZERS:
+            try:
+                _TOKENIZERS[str(source)] = load_tokenizer(str(source))
+            except EvalrunError as exc:
+                return str(exc)
+        return _TOKENIZERS[str(source)]
 
 
 def token_texts(tokenizer: TextTokenizer, ids: list[int]) -> list[str]:
