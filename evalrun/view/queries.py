@@ -12,14 +12,17 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, fields
+from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from evalrun._util.checks import finite_number
 from evalrun._util.errors import EvalrunError
 from evalrun.metrics.judgements import read_judgements
 from evalrun.report.export import open_store
 from evalrun.store.database import Store
+from evalrun.watermark.naming import short_name, short_names
+from evalrun.watermark.registry import parse_watermark
 
 #: the columns of a results listing, in the order the page shows them
 LISTED = ("result_id", "pack", "case_id", "model", "watermark", "attack", "repetition", "label", "score",
@@ -28,6 +31,8 @@ LISTED = ("result_id", "pack", "case_id", "model", "watermark", "attack", "repet
 SORTABLE = frozenset(LISTED)
 #: the filters that match one column exactly
 EXACT = ("pack", "model", "watermark", "attack", "label")
+#: the exact filters whose values are specs: they also take a short name or a scheme name
+SPECS = ("watermark", "attack")
 #: ``label=`` value that selects results without a label (failed generations)
 NO_LABEL = "(none)"
 DEFAULT_LIMIT = 50
@@ -55,6 +60,42 @@ def _int(params: Mapping[str, str], name: str, default: int, lo: int, hi: int) -
 def _float(params: Mapping[str, str], name: str) -> float | None:
     text = params.get(name)
     return finite_number(text, name, error=QueryError) if text else None
+
+
+def scheme_of(spec: str) -> str:
+    """The scheme (or attack) name of a spec: the part before ``:``."""
+    return spec.split(":", 1)[0].strip()
+
+
+def matching(value: str, stored: Sequence[str], names: Mapping[str, str] | None = None) -> list[str]:
+    """The stored specs that ``value`` names: the spec itself, its short name (``kgw γ=0.5``,
+    also as ``names`` shows it) or its scheme (``kgw``: every kgw spec). A person types what the
+    pages show, not the canonical spec the store keeps; a spec written out of canonical order or
+    with defaults shortens as the stored one does and matches it too."""
+    found = {s for tier in match_tiers(value, stored, names) for s in tier}
+    return [s for s in stored if s in found]
+
+
+def match_tiers(value: str, stored: Sequence[str], names: Mapping[str, str] | None = None) -> list[list[str]]:
+    """The specs ``value`` names as their full text, as their short name, and as their scheme,
+    in that order: where one spec must be chosen (a side of a comparison), the first that
+    names any decides, so ``kgw`` is the spec that shortens to ``kgw`` before it is every kgw."""
+    full = _canonical(value)
+    asked = {value, full, short_name(full)}
+    return [[s for s in stored if s in (value, full)],
+            [s for s in stored if asked & {short_name(s), (names or {}).get(s, s)}],
+            [s for s in stored if scheme_of(s) == value]]
+
+
+@lru_cache(maxsize=256)
+def _canonical(value: str) -> str:
+    """``value`` as the store writes a watermark spec (every default filled in, in order), or
+    as given when it is no watermark spec (an attack, a scheme's typo)."""
+    try:
+        scheme = parse_watermark(value)
+    except (EvalrunError, ValueError, TypeError):  # any text typed into a filter: never a 500
+        return value
+    return value if scheme is None else str(scheme.spec)
 
 
 @dataclass(frozen=True)
@@ -103,15 +144,21 @@ class ResultQuery:
         defaults = ResultQuery()
         return {k: str(v) for k, v in values.items() if v not in (None, "") and v != getattr(defaults, k)}
 
-    def where(self) -> tuple[str, list[Any]]:
+    def where(self, matched: Mapping[str, Sequence[str]] | None = None) -> tuple[str, list[Any]]:
+        """The SQL ``WHERE`` clause and its arguments; a filter in ``matched`` (the stored
+        values its text names, :func:`matching`) selects any of those values."""
         clauses: list[str] = []
         args: list[Any] = []
         for name in EXACT:
             value = getattr(self, name)
             if value is None:
                 continue
+            values = list((matched or {}).get(name) or ())
             if name == "label" and value == NO_LABEL:
                 clauses.append("label IS NULL")
+            elif values:
+                clauses.append(f"{name} IN ({', '.join('?' * len(values))})")
+                args += values
             else:
                 clauses.append(f"{name} = ?")
                 args.append(value)
@@ -247,15 +294,30 @@ class StoreView:
             out[name] = [NO_LABEL if v is None else str(v) for v in values]
         return out
 
+    def names(self) -> dict[str, str]:
+        """Each stored watermark's short name (:func:`~evalrun.watermark.naming.short_names`:
+        specs that shorten alike keep their full text), for what a person reads."""
+        return dict(self._cached("names", lambda: short_names(self.facets()["watermark"])))
+
+    def matched(self, query: ResultQuery) -> dict[str, list[str]]:
+        """The stored specs each spec filter of ``query`` names (:func:`matching`); a filter
+        that names none (an empty list) matches its text exactly: nothing."""
+        facets, names = self.facets(), self.names()
+        return {name: matching(getattr(query, name), facets[name], names) for name in SPECS
+                if getattr(query, name) is not None}
+
     def results(self, query: ResultQuery) -> dict[str, Any]:
-        where, args = query.where()
+        """A page of results, with the stored specs each spec filter matched (``matched``)."""
+        matched = self.matched(query)
+        where, args = query.where(matched)
         conn = self.store().conn
         total = conn.execute(f"SELECT COUNT(*) FROM results{where}", args).fetchone()[0]
         order = f"{query.sort} {query.order.upper()}" + ("" if query.sort == "result_id" else ", result_id ASC")
         rows = conn.execute(f"SELECT {', '.join(LISTED)}, error FROM results{where} ORDER BY {order} LIMIT ? OFFSET ?",
                             [*args, query.limit, query.offset]).fetchall()
         return {"results": [{**{k: r[k] for k in LISTED}, "error": r["error"]} for r in rows], "total": total,
-                "offset": query.offset, "limit": query.limit, "sort": query.sort, "order": query.order}
+                "offset": query.offset, "limit": query.limit, "sort": query.sort, "order": query.order,
+                "matched": matched}
 
     # -- one result -----------------------------------------------------------------------
     def row(self, result_id: int) -> dict[str, Any] | None:
@@ -309,6 +371,12 @@ class StoreView:
             raise QueryError("compare two runs with run_a and run_b")
         if not by_run and not (watermark_a and watermark_b):
             raise QueryError("compare two runs (run_a, run_b) or two watermarks (watermark_a, watermark_b)")
+        matched: dict[str, list[str]] = {}
+        if not by_run:
+            assert watermark_a and watermark_b  # checked above
+            watermark_a = self._one_watermark("watermark_a", watermark_a)
+            watermark_b = self._one_watermark("watermark_b", watermark_b)
+            matched = {"watermark_a": [watermark_a], "watermark_b": [watermark_b]}
         match = ["pack", "case_id", "model", "attack", "repetition"] + (["watermark"] if by_run else [])
         side = ("result_id IN (SELECT result_id FROM run_items WHERE run_id = ?)" if by_run else "watermark = ?")
         extra, args = "", []
@@ -340,4 +408,24 @@ class StoreView:
         return {"by": "run" if by_run else "watermark", "a": first, "b": second, "pairs": len(pairs),
                 "changed": sum(n for (a, b), n in transitions.items() if a != b),
                 "transitions": [{"label_a": a, "label_b": b, "count": n} for (a, b), n in sorted(transitions.items())],
-                "rows": listed, "listed_at_most": MAX_COMPARED}
+                "rows": listed, "listed_at_most": MAX_COMPARED, "matched": matched}
+
+    def _one_watermark(self, name: str, value: str) -> str:
+        """The one stored watermark ``value`` names (a spec, short name or scheme): pairs are
+        matched on everything but the watermark, so a side must be one spec; none or several
+        are a :class:`QueryError` listing what to choose from."""
+        stored, names = self.facets()["watermark"], self.names()
+        found = next((tier for tier in match_tiers(value, stored, names) if tier), [])
+        if len(found) == 1:
+            return found[0]
+        listed = "; ".join(_named(s, names) for s in (found or stored)) or "none stored"
+        if found:
+            raise QueryError(f"{name}={value} matches {len(found)} watermarks, and each side is one: choose one of "
+                             f"{listed}")
+        raise QueryError(f"{name}={value} matches no stored watermark; stored: {listed}")
+
+
+def _named(spec: str, names: Mapping[str, str]) -> str:
+    """``short (full spec)``, or the spec alone when it has no shorter name."""
+    short = names.get(spec, spec)
+    return spec if short == spec else f"{short} ({spec})"

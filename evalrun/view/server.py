@@ -165,7 +165,7 @@ class Viewer:
         if path == "/":
             query = ResultQuery.from_params(params)
             return pages.browse_page(query, self.store.results(query), self.store.facets(), self.store.runs(),
-                                     str(self.store.db))
+                                     str(self.store.db), self.store.names())
         if path == "/runs":
             return pages.runs_page(self.store.runs(), self.store.packs())
         if path == "/compare":
@@ -175,9 +175,10 @@ class Viewer:
                     found = self.compare(params)
                 except QueryError as exc:
                     error = str(exc)
-            return pages.compare_page(params, self.store.runs(), self.store.facets()["watermark"], found, error)
+            return pages.compare_page(params, self.store.runs(), self.store.facets()["watermark"], found, error,
+                                      self.store.names())
         if path == "/charts":
-            return pages.charts_page(self.charts.get(params.get("run") or None))
+            return pages.charts_page(self.charts.get(params.get("run") or None), self.store.names())
         if (m := _RESULT.match(path)) is not None and m.group(1) is None:
             detail, choices, chosen = self.result(int(m.group(2)), params.get("watermark"))
             return pages.result_page(detail, detail["evidence"], watermark_choices=choices, chosen=chosen,
