@@ -49,6 +49,12 @@ class ChartData:
                 self._cache = {key: self._compute(run_id)}
             return self._cache[key]
 
+    def ready(self, run_id: str | None) -> bool:
+        """Whether the page of ``run_id`` is computed for the store as it is now (without
+        waiting for a computation under way)."""
+        key = (run_id, *store_state(self.db))
+        return key in self._cache
+
     def image(self, name: str) -> bytes | None:
         """A PNG chart of a page computed before (None when there is none of that name)."""
         with self._lock:

@@ -25,6 +25,7 @@ import math
 import re
 import socket
 import sys
+import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -79,6 +80,52 @@ class Viewer:
         self.store = StoreView(db)
         self.charts = ChartData(Path(db))
         self._key = key or None
+        #: set when :meth:`warm` has filled the caches (or given up on one it could not fill)
+        self.warmed = threading.Event()
+        self._closing = threading.Event()
+
+    def warm(self) -> threading.Thread:
+        """Fill, on a daemon thread, what the first pages would otherwise compute while a person
+        waits with no sign of work: the store's runs, facets and short names, one result's token
+        evidence (loading the tokenizer and the detector: 2-4 s) and the charts (the report's
+        computation over every result: seconds, a minute at 100,000 results). A request that
+        needs one meanwhile waits for it (the charts) or computes it alongside (the rest). The
+        thread reads only, and is a daemon: stopping the viewer never waits for it."""
+        thread = threading.Thread(target=self._warm, name="evalrun-view-warm", daemon=True)
+        thread.start()
+        return thread
+
+    def close(self) -> None:
+        """Stop warming after the current step, and close this thread's connection."""
+        self._closing.set()
+        self.store.close()
+
+    def _warm(self) -> None:
+        steps = [self.store.runs, self.store.facets, self.store.packs, self.store.names, self._warm_evidence,
+                 lambda: self.charts.get(None)]
+        try:
+            for step in steps:
+                if self._closing.is_set():
+                    return
+                try:
+                    step()
+                except EvalrunError:
+                    pass  # the page that needs it says why, when it is opened
+                except Exception as exc:  # a bug: one line, as for a request, and the other steps still run
+                    print(f"evalrun view: warming the caches: {type(exc).__name__}: {self.scrub(str(exc))}",
+                          file=sys.stderr)
+        finally:
+            self.store.close()  # this thread's connection
+            self.warmed.set()
+
+    def _warm_evidence(self) -> None:
+        """One watermarked result's evidence, for the imports and loads every later one reuses."""
+        if self._key is None:
+            return
+        found = self.store.store().conn.execute(
+            "SELECT result_id FROM results WHERE watermark != 'none' ORDER BY result_id LIMIT 1").fetchone()
+        if found is not None:
+            self.result(int(found[0]), None)
 
     @property
     def has_key(self) -> bool:
@@ -265,8 +312,10 @@ class _IPv6Server(_Server):
     address_family = socket.AF_INET6
 
 
-def make_server(viewer: Viewer, host: str, port: int) -> ThreadingHTTPServer:
-    """The server, bound (``port`` 0: a free one); raises OSError when the port is taken."""
+def make_server(viewer: Viewer, host: str, port: int, *, warm: bool = True) -> ThreadingHTTPServer:
+    """The server, bound (``port`` 0: a free one); raises OSError when the port is taken. With
+    ``warm``, the viewer's caches start filling in the background once the port is bound
+    (:meth:`Viewer.warm`), so the first result and the first charts page answer at once."""
     loopback = is_loopback(host)
     server_class = _IPv6Server if ":" in host else _Server
     server = server_class((host, port), make_handler(viewer, None))
@@ -276,4 +325,6 @@ def make_server(viewer: Viewer, host: str, port: int) -> ThreadingHTTPServer:
         names = {host, "localhost", "127.0.0.1", "[::1]"}
         allowed = frozenset(f"{n}:{bound}" for n in names) | (frozenset(names) if bound == 80 else frozenset())
         server.RequestHandlerClass = make_handler(viewer, allowed)
+    if warm:
+        viewer.warm()
     return server

@@ -33,7 +33,10 @@ def view_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def serve(db: Path, key: str | None) -> Iterator[str]:
-    server = make_server(Viewer(db, key=key), "127.0.0.1", 0)
+    """A viewer served on a free port, warming its caches as ``evalrun view`` does; stopped with
+    its warmer, so that no thread of it outlives the fixture."""
+    viewer = Viewer(db, key=key)
+    server = make_server(viewer, "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -41,6 +44,8 @@ def serve(db: Path, key: str | None) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+        viewer.close()
+        assert viewer.warmed.wait(timeout=300), "the cache warmer did not stop"
 
 
 @pytest.fixture(scope="module")

@@ -70,7 +70,7 @@ def two_kgw(view_db: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
 @pytest.fixture(scope="module")
 def two_kgw_url(two_kgw: tuple[Path, int]) -> Iterator[str]:
     viewer = Viewer(two_kgw[0], key=None)
-    server = make_server(viewer, "127.0.0.1", 0)
+    server = make_server(viewer, "127.0.0.1", 0, warm=False)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -204,3 +204,23 @@ def test_a_group_judges_long_answer_is_counted_not_listed() -> None:
     assert "<b>quality</b> 0.93" in shown and "<b>interval</b> [0.9, 0.97]" in shown
     assert "<b>replicates</b> 100 values" in shown and "watermark kgw γ=0.5" in shown
     assert "0.901" not in shown and "<summary>raw answer" in cell
+
+
+def test_the_caches_are_warmed_in_the_background_at_start(view_db: Path, view_key: str) -> None:
+    """The first result with token evidence (the tokenizer's load) and the first charts page
+    (the report over every result) were seconds with no sign of work; the server fills both
+    as it starts, and stopping it stops the warmer."""
+    viewer = Viewer(view_db, key=view_key)
+    server = make_server(viewer, "127.0.0.1", 0)
+    try:
+        assert viewer.warmed.wait(timeout=300)
+        assert viewer.charts.ready(None)  # the first /charts is the cached page
+        status, _, body = viewer.handle(f"/results/{_watermarked_result(view_db)}", {})
+        assert status == 200 and b"<div class='text tokens'>" in body
+    finally:
+        server.server_close()
+        viewer.close()
+    # without warm, nothing starts
+    quiet = Viewer(view_db, key=None)
+    make_server(quiet, "127.0.0.1", 0, warm=False).server_close()
+    assert not quiet.warmed.wait(timeout=0.5) and not quiet.charts.ready(None)
