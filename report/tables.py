@@ -539,9 +539,10 @@ def _solved_by_text(solved_by: list[str], truth: str | None) -> str:
     rest counted, so that a case every setup but one solved stays one readable line."""
     if not solved_by:
         return f"no other {truth} setup" if truth else "no other model"
-    shown = ", ".join(solved_by[:SOLVED_BY_SHOWN])
+    if len(solved_by) <= SOLVED_BY_SHOWN + 1:  # "and 1 more" would be no shorter than its name
+        return ", ".join(solved_by)
     rest = len(solved_by) - SOLVED_BY_SHOWN
-    return shown + (f" and {rest} more of the case's {truth + ' ' if truth else ''}setups" if rest > 0 else "")
+    return ", ".join(solved_by[:SOLVED_BY_SHOWN]) + f" and {rest} more of the case's {truth + ' ' if truth else ''}setups"
 
 
 # -- provenance ----------------------------------------------------------------------------

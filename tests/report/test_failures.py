@@ -58,3 +58,5 @@ def test_a_long_solved_by_list_names_a_few_and_counts_the_rest() -> None:
     [example] = failures(view, items)
     text = _fields(example)["Solved by"]
     assert text.count("m [kgw:delta=") == 5 and text.endswith(" and 3 more of the case's watermarked setups")
+    six = failures(view, items[:7])
+    assert _fields(six[0])["Solved by"].count("m [kgw:delta=") == 6  # never "and 1 more"
