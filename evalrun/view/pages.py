@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 
 from evalrun._util.display import show_controls
 from evalrun.view.queries import EXACT, LISTED, NO_LABEL, SPECS, ResultQuery
-from evalrun.watermark.naming import short_name
+from evalrun.watermark.naming import short_name, short_names
 
 #: per-token score classes of real-valued evidence (exp-family shares average 1 without the watermark)
 SCORE_BUCKETS = (0.5, 1.0, 2.0, 3.0)
@@ -430,8 +430,9 @@ def result_page(detail: Mapping[str, Any], evidence: Mapping[str, Any], *, water
                          f"<div class='text' id='diff'>{word_diff(d['output'] or '', d['attacked_output'])}</div>")
     parts.append("<h2 id='evidence'>Token evidence</h2>")
     if watermark_choices:
+        names = short_names(watermark_choices)  # two choices never read alike
         links = " ".join(f"<a href='{href('/results/' + str(d['result_id']), {'watermark': w})}'"
-                         f"{' class=chosen' if w == chosen else ''}>{spec_html(w)}</a>" for w in watermark_choices)
+                         f"{' class=chosen' if w == chosen else ''}>{spec_html(w, names)}</a>" for w in watermark_choices)
         parts.append(f"<p class='note'>detector: {links}</p>")
     if not key_given:
         parts.append("<p class='note' id='needs-key'>Token evidence needs the watermark key: start the viewer with "

@@ -91,9 +91,10 @@ def test_the_list_shows_short_names_with_the_full_spec_on_hover(viewer_url: str,
 
 
 def test_a_scheme_name_filter_matches_every_spec_of_the_scheme_and_says_which(
-        two_kgw_url: str, two_kgw: tuple[Path, int]) -> None:
-    db, moved = two_kgw
-    specs = sorted({stored_kgw(db), KGW_HALF})
+        two_kgw_url: str, two_kgw: tuple[Path, int], view_db: Path) -> None:
+    moved = two_kgw[1]
+    specs = sorted({stored_kgw(view_db), KGW_HALF})
+    assert len(specs) == 2
     listing = api(f"{two_kgw_url}/api/results?watermark=kgw&limit=500")
     assert listing["total"] == 18 and {r["watermark"] for r in listing["results"]} == set(specs)
     assert sorted(listing["matched"]["watermark"]) == specs
@@ -111,6 +112,19 @@ def test_a_scheme_name_filter_matches_every_spec_of_the_scheme_and_says_which(
     # the full spec, as the menu submits it, matches itself and the page adds nothing
     status, page = get(f"{two_kgw_url}/?" + urlencode({"watermark": KGW_HALF}))
     assert text_of(page, "shown") == f"1–{moved} of {moved}" and "id='matched-watermark'" not in page
+
+
+def test_an_unwatermarked_result_offers_each_detector_by_its_short_name(two_kgw_url: str, two_kgw: tuple[Path, int],
+                                                                        view_db: Path) -> None:
+    db, _ = two_kgw
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        (result_id,), = conn.execute("SELECT result_id FROM results WHERE watermark = 'none' LIMIT 1")
+    page = get(f"{two_kgw_url}/results/{result_id}")[1]
+    detectors = re.search(r"<p class='note'>detector: (.*?)</p>", page, re.S)
+    assert detectors
+    shown = {html.unescape(t): html.unescape(s) for t, s in
+             re.findall(r"<span class='spec' title='([^']+)'>([^<]+)</span>", detectors.group(1))}
+    assert shown == {stored_kgw(view_db): "kgw", KGW_HALF: "kgw γ=0.5"}
 
 
 def test_a_filter_that_matches_nothing_lists_the_available_values(viewer_url: str, view_db: Path) -> None:
