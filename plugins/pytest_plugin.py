@@ -53,6 +53,7 @@ from evalrun.run.plan import Item, make_items
 from evalrun.run.stages.grade import grade_into
 from evalrun.store.commit_batch import CommitBatch
 from evalrun.store.database import ATTACK_ERROR, GRADER_ERROR, GradeRecord, Store
+from evalrun.watermark.naming import short_names
 from evalrun.watermark.verdict import DETECTED, NOT_DETECTED
 
 #: the pack's reference solver, the default model under plain pytest
@@ -723,7 +724,8 @@ def false_positive_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
             tally = counts.setdefault((r["pack"], r["model"], spec), [0, 0])
             tally[0] += bool(evidence.get("detected"))
             tally[1] += 1
-    return [f"evalrun: {pack} {model}: unwatermarked outputs detected under {spec}: {fired} of {n} "
+    names = short_names(spec for _, _, spec in counts)
+    return [f"evalrun: {pack} {model}: unwatermarked outputs detected under {names[spec]}: {fired} of {n} "
             "(false positives)" for (pack, model, spec), (fired, n) in sorted(counts.items())]
 
 
@@ -845,6 +847,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     for r in rows:
         groups.setdefault((r["pack"], r["model"], r["watermark"], r["attack"]), []).append(r)
     table = []
+    names = short_names(w for _, _, w, _ in groups)  # the full specs are in the store and the report
     totals: dict[str, int] = {}
     gen_errors = grader_errors = 0
     # every case's mean, keyed (group..., case_id): the groups' in sorted order are the run's
@@ -863,7 +866,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         means = case_means(members)
         run_means.update(means)
         mean = sum(means.values()) / len(means)
-        table.append([pack, model, watermark, attack, len(members), f"{mean:.3f}",
+        table.append([pack, model, names[watermark], attack, len(members), f"{mean:.3f}",
                       " ".join(f"{k}={v}" for k, v in sorted(counts.items())), errors])
     graded_n = sum(totals.values())
     cases = len({(r["pack"], r["case_id"]) for r in rows if graded(r)})

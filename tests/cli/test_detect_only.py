@@ -102,7 +102,7 @@ def test_lines_name_their_watermark_and_unwatermarked_ones_are_the_false_positiv
     assert found.get(("none", "NOT_DETECTED"), 0) >= 17 and sum(found.values()) == 38
     # the summary counts false positives per detector, not only the union of the labels
     fired = found.get(("none", "DETECTED"), 0)
-    assert "unwatermarked outputs detected under kgw:context=1,delta=2.0,gamma=0.25," in proc.stdout
+    assert "unwatermarked outputs detected under kgw: " in proc.stdout  # its short name: every parameter a default
     assert f": {fired} of 19 (false positives)" in proc.stdout
 
 

@@ -119,6 +119,13 @@ def test_a_detection_runs_zeros_are_counted_as_correct_negatives(tmp_path: Path)
     last = proc.stdout.rstrip().splitlines()[-1]
     assert last.startswith("evalrun: 8 results graded (4 cases): ") and f"; {zeros}; " in last, last
     assert "; items below the pass score: none possible (marks has pass score 0); errors: none" in last, last
+    # the summary names the watermark by its short name; the store keeps the full spec
+    [row] = [line.split() for line in proc.stdout.splitlines() if line.startswith("marks ") and " δ=4 " in line]
+    assert row[2:4] == ["kgw", "δ=4"], row
+    assert "randomness=window" not in proc.stdout
+    with sqlite3.connect(db) as conn:
+        assert {w for (w,) in conn.execute("SELECT DISTINCT watermark FROM results")} == {
+            "none", "kgw:context=1,delta=4.0,gamma=0.25,randomness=window,repeats=ignore,score=sum,skip=0.0"}
 
 
 def test_items_below_the_pass_score_are_counted_among_the_results_that_have_one() -> None:
