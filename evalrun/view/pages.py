@@ -569,39 +569,50 @@ class SpecText:
         return "".join(out) + clean(text[at:])
 
 
+def _fit(text: str, chars: int) -> str:
+    """``text`` in at most ``chars`` characters, cut at a word (or comma) with an ellipsis."""
+    if len(text) <= chars:
+        return text
+    cut = max(text.rfind(" ", 0, chars), text.rfind(",", 0, chars))
+    return text[: cut if cut > chars // 2 else chars - 1].rstrip(" ,") + "…"
+
+
 def tamper_svg(panel: Any, links: Mapping[str, str], specs: SpecText | None = None) -> str:
     """One tamper-resistance plot (MarkMyWords Fig. 3): each attack a point (quality retention,
     detection rate) that names itself on hover and opens its results; the lower hull drawn. The
-    title names the watermark by its short name (the full title on hover): a canonical spec is
-    wider than the plot."""
+    header above the plot (never over its points) names the watermark by its short name, then
+    the model, pack and R; a line too long for the plot is cut at a word, the whole on hover."""
     specs = specs or SpecText(None)
-    width, height, pad = 380, 300, 40
+    width, height, pad, top = 380, 310, 40, 54
     xs = [q for q, _ in [*panel.points.values(), *panel.excluded.values()]]
     right = max([1.0, *xs]) * 1.05
 
     def xy(q: float, d: float) -> tuple[float, float]:
-        return pad + (width - 2 * pad) * q / right, height - pad - (height - 2 * pad) * d
+        return pad + (width - 2 * pad) * q / right, height - pad - (height - pad - top) * d
 
     hull = " ".join(f"{x:.1f},{y:.1f}" for x, y in (xy(q, d) for q, d in panel.hull))
-    title = panel.title.replace(chr(10), " · ")
+    resistance = "n/a" if panel.resistance is None else f"{panel.resistance:.3f}"
+    name, _, where = panel.title.partition(chr(10))
+    lines = [specs.plain(name), f"{where} · R = {resistance}" if where else f"R = {resistance}"]
+    whole = " · ".join([panel.title.replace(chr(10), " · "), f"R = {resistance}"])
+    chars = (width - 2 * 8) // 6  # about 6 px a character at 11 px
     parts = [f"<svg class='tamper' width='{width}' height='{height}' viewBox='0 0 {width} {height}' role='img' "
-             "aria-label='tamper resistance'>",
-             f"<text x='{pad}' y='16' font-size='12'>{clean(specs.plain(title))}<title>{clean(title)}</title></text>",
+             "aria-label='tamper resistance'>", f"<title>{clean(whole)}</title>",
+             f"<text x='8' y='16' font-size='12' font-weight='600'>{clean(_fit(lines[0], chars - 2))}</text>",
+             f"<text x='8' y='32' font-size='11'>{clean(_fit(lines[1], chars))}</text>",
              f"<line x1='{pad}' y1='{height - pad}' x2='{width - pad}' y2='{height - pad}' stroke='#555'/>",
-             f"<line x1='{pad}' y1='{pad}' x2='{pad}' y2='{height - pad}' stroke='#555'/>",
+             f"<line x1='{pad}' y1='{top}' x2='{pad}' y2='{height - pad}' stroke='#555'/>",
              f"<text x='{width / 2}' y='{height - 8}' font-size='11' text-anchor='middle'>quality retention</text>",
-             f"<text x='12' y='{height / 2}' font-size='11' transform='rotate(-90 12 {height / 2})' "
+             f"<text x='12' y='{(height + top) / 2}' font-size='11' transform='rotate(-90 12 {(height + top) / 2})' "
              "text-anchor='middle'>detection rate</text>",
              f"<polyline fill='none' stroke='#1f5fbf' points='{hull}'/>"]
     for excluded, points in ((False, panel.points), (True, panel.excluded)):
-        for name, (q, d) in sorted(points.items()):
+        for attack, (q, d) in sorted(points.items()):
             x, y = xy(q, d)
-            tip = f"{name}: quality retention {q:.3f}, detection rate {d:.3f}" + (" (left out of R)" if excluded else "")
+            tip = f"{attack}: quality retention {q:.3f}, detection rate {d:.3f}" + (" (left out of R)" if excluded else "")
             fill = "none" if excluded else "#1f5fbf"
-            parts.append(f"<a href='{clean(links.get(name, '/'))}'><circle cx='{x:.1f}' cy='{y:.1f}' r='5' "
+            parts.append(f"<a href='{clean(links.get(attack, '/'))}'><circle cx='{x:.1f}' cy='{y:.1f}' r='5' "
                          f"fill='{fill}' stroke='#1f5fbf'><title>{clean(tip)}</title></circle></a>")
-    resistance = "n/a" if panel.resistance is None else f"{panel.resistance:.3f}"
-    parts.append(f"<text x='{width - pad}' y='{pad - 6}' font-size='12' text-anchor='end'>R = {resistance}</text>")
     return "".join(parts) + "</svg>"
 
 

@@ -76,3 +76,29 @@ def test_browse_filter_open_compare_and_charts(viewer_url: str, view_db: Path, v
         assert browser.evaluate("document.scripts.length") == 0
     assert (tmp_path / "result.png").stat().st_size > 10_000
     assert all(view_key not in page for page in pages)
+
+
+def test_the_main_pages_fit_1280_px(viewer_url: str, view_db: Path) -> None:
+    """The list, a result with its evidence, compare (blank and filled) and charts, read at
+    1280 px: no table wider than its box, nothing past the page's edge, no stretched row; the
+    tamper plot's header (short name, model, pack, R) stays above its points."""
+    from evalrun.testing.layout import layout_problems
+
+    spec = kgw_spec(view_db)
+    with sqlite3.connect(f"file:{view_db}?mode=ro", uri=True) as conn:
+        [rid] = conn.execute("SELECT result_id FROM results WHERE watermark != 'none' AND attack = 'lowercase' "
+                             "ORDER BY result_id LIMIT 1").fetchone()
+    pages = ["/", f"/results/{rid}", "/compare", f"/compare?watermark_a=none&watermark_b={spec}", "/charts",
+             "/?watermark=kgw"]
+    with Browser.start(width=1280) as browser:
+        for page in pages:
+            browser.open(f"{viewer_url}{page}")
+            assert browser.evaluate("document.documentElement.clientWidth") <= 1280
+            assert layout_problems(browser) == [], page
+            if page == "/charts":
+                header = browser.evaluate("[...document.querySelectorAll('svg.tamper > text')].slice(0, 2)"
+                                          ".map(t => t.getBBox().y + t.getBBox().height)")
+                points = browser.evaluate("[...document.querySelectorAll('svg.tamper circle')]"
+                                          ".map(c => c.getBBox().y)")
+                assert header and points and max(header) < min(points), (header, points)
+                assert "R = " in browser.evaluate("document.querySelector('svg.tamper').textContent")
