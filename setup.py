@@ -12,5 +12,11 @@ setup(
         # optional too: evalrun._util.token_lines falls back on numpy's parser plus its own checks
         Extension("evalrun.kernels._token_ids", ["kernels/token_ids.c"],
                   extra_compile_args=["-O3"], optional=True),
+        # optional too: the fixed-key detectors (align, edit scores) fall back on the numpy
+        # path of evalrun/watermark/engine/detection.py, with the same bits, more slowly.
+        # -ffp-contract=off: no a * b + c may become one FMA (it rounds once, numpy twice)
+        Extension("evalrun.kernels._offset_scores", ["kernels/offset_scores.c"],
+                  depends=["kernels/offset_scores_body.h"],
+                  extra_compile_args=["-O3", "-ffp-contract=off"], optional=True),
     ],
 )
