@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from evalrun._util.errors import EvalrunError
+from evalrun.kernels import offset_scores as offset_kernel
 from evalrun.kernels import seed_words as kr
-from evalrun.kernels.backend import Ops, get_ops, is_torch
+from evalrun.kernels.backend import NUMPY, Ops, get_ops, is_torch
 from evalrun.kernels.permutation import count_at_least
 from evalrun.watermark.base import Detection, checked_int64_arrays
 from evalrun.watermark.engine import nulls
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 CHUNK_ELEMENTS = 1 << 22
 #: elements per chunk of the edit DP (its rows are swept n times: keep them in cache)
 CHUNK_DP = 1 << 17
+#: key-sequence words per chunk of null keys on the compiled fixed-key path
+CHUNK_KEY_WORDS = 1 << 20
 #: scored units per ragged pass of the batched detectors (texts are never split; a pass
 #: holds at least one text): bounds their memory and keeps the arrays near the caches
 BATCH_ELEMENTS = 1 << 16
@@ -242,21 +245,14 @@ class NativeDetection:
             out.update(score=np.zeros(0), p=np.zeros(0), extra=self._perm_extra())
             return out
         key = ops.u64([key_word])
-        observed, offsets = sc.offset_scores(ops, scoring, self._offset_matrix(ops, key, tokens,
-                                                                                vocab_size))
-        counts = np.zeros(n, dtype=np.int64)
-        per_key = n * r.key_len * s.units_per_token(vocab_size)
-        if scoring.kind == "edit":
-            chunks = self._null_chunks(ops, n * r.key_len, CHUNK_DP)
+        stat = (s.compiled_offset_stat(vocab_size)
+                if ops.name == "numpy" and offset_kernel.compiled_available() else None)
+        if stat is not None:
+            score, offset, counts = self._fixed_compiled(stat, tokens, key, vocab_size)
         else:
-            chunks = self._null_chunks(ops, per_key)
-        for keys in chunks:
-            null, _ = sc.offset_scores(ops, scoring, self._offset_matrix(ops, keys, tokens,
-                                                                         vocab_size))
-            counts += ops.to_numpy(count_at_least(ops, observed, null)).astype(np.int64)
-        out["score"] = ops.to_numpy(observed[0]).astype(np.float64)
+            score, offset, counts = self._fixed_reference(ops, tokens, key, vocab_size)
+        out["score"] = score
         out["p"] = nulls.permutation_p_values(counts, scoring.permutations)
-        offset = int(ops.to_numpy(offsets[0])[-1])
         out["offset"] = offset
         out["extra"] = self._perm_extra()
         if self.green_list:
@@ -269,6 +265,50 @@ class NativeDetection:
             out["z"] = float(nulls.z_scores(np.array([g]), np.array([n]), s.green_fraction)[0])
         return out
 
+    def _fixed_reference(self, ops: Ops, tokens: Any, key: Any, vocab_size: int,
+                         ) -> tuple[np.ndarray, int, np.ndarray]:
+        """Every prefix's score, the last prefix's best offset and the null exceedance
+        counts, from ``M`` built whole (:meth:`_offset_matrix`) on any backend: the reference
+        the compiled kernel reproduces, and the path of torch and of installs without it."""
+        s, r, scoring = self.sampler, self.randomness, self.scoring
+        n = int(tokens.shape[0])
+        observed, offsets = sc.offset_scores(ops, scoring, self._offset_matrix(ops, key, tokens,
+                                                                                vocab_size))
+        counts = np.zeros(n, dtype=np.int64)
+        per_key = n * r.key_len * s.units_per_token(vocab_size)
+        if scoring.kind == "edit":
+            chunks = self._null_chunks(ops, n * r.key_len, CHUNK_DP)
+        else:
+            chunks = self._null_chunks(ops, per_key)
+        for keys in chunks:
+            null, _ = sc.offset_scores(ops, scoring, self._offset_matrix(ops, keys, tokens,
+                                                                         vocab_size))
+            counts += ops.to_numpy(count_at_least(ops, observed, null)).astype(np.int64)
+        score = ops.to_numpy(observed[0]).astype(np.float64)
+        return score, int(ops.to_numpy(offsets[0])[-1]), counts
+
+    def _fixed_compiled(self, stat: offset_kernel.CompiledStat, tokens: np.ndarray, key: Any,
+                        vocab_size: int) -> tuple[np.ndarray, int, np.ndarray]:
+        """:meth:`_fixed_reference` on the numpy backend, bit for bit, by the compiled kernel
+        (:mod:`evalrun.kernels.offset_scores`): one key and one row of ``M`` at a time."""
+        r, scoring = self.randomness, self.scoring
+        null_mean = self.sampler.null_mean(vocab_size)
+
+        def scores(keys: Any, offsets: bool) -> tuple[np.ndarray, Any]:
+            seq, active = r.key_sequence(NUMPY, keys)
+            return offset_kernel.offset_scores(stat, scoring.kind, seq, active, tokens,
+                                               vocab_size, null_mean, psi=scoring.psi,
+                                               offsets=offsets)
+
+        best, arg = scores(key, True)
+        observed = best[0]
+        counts = np.zeros(int(tokens.shape[0]), dtype=np.int64)
+        # key sequences of a chunk of null keys: [keys, L] words (a million permutations
+        # would otherwise hold a million sequences at once)
+        for keys in self._null_chunks(NUMPY, r.key_len, CHUNK_KEY_WORDS):
+            null, _ = scores(keys, False)
+            counts += np.count_nonzero(null >= observed[None, :], axis=0)
+        return observed, int(arg[0, -1]), counts
 
 
 def _as_token_array(token_ids: Sequence[int] | Any, vocab_size: int) -> np.ndarray:

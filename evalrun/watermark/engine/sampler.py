@@ -5,12 +5,15 @@ a randomness source and a score."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from evalrun.kernels.backend import Ops
 from evalrun.kernels.keyed_hash import code, pair
 from evalrun.kernels.token_stats import first_occurrence
 from evalrun.watermark.engine.buffers import Workspace
+
+if TYPE_CHECKING:
+    from evalrun.kernels.offset_scores import CompiledStat
 
 
 class Sampler(ABC):
@@ -46,6 +49,14 @@ class Sampler(ABC):
     def centered_stat(self, ops: Ops, seeds: Any, tokens: Any, vocab_size: int) -> Any:
         """Evidence minus its null mean (0 contributes nothing to align/edit)."""
         return ops.f64(self.token_stat(ops, seeds, tokens, vocab_size)) - self.null_mean(vocab_size)
+
+    def compiled_offset_stat(self, vocab_size: int) -> "CompiledStat | None":
+        """:meth:`centered_stat` as the compiled fixed-key kernel computes it
+        (:mod:`evalrun.kernels.offset_scores`), or None: fixed-key detection then builds the
+        evidence with numpy. A sampler that returns one must compute exactly that statistic
+        (tests compare the two paths bit for bit); a subclass that changes the statistic
+        must return None or its own."""
+        return None
 
     #: :meth:`token_stat` from the pairs' words ``pair(seed, code(token))``: a method
     #: ``word_stat(ops, words)`` on samplers whose statistic is a function of that word alone

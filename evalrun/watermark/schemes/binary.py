@@ -26,7 +26,9 @@ from typing import Any
 import numpy as np
 
 from evalrun._util.specs import Spec
+from evalrun.kernels import offset_scores
 from evalrun.kernels.backend import Ops
+from evalrun.kernels.offset_scores import CompiledStat
 from evalrun.kernels.token_stats import bit_stat, bit_uniforms, first_occurrence, node_words
 from evalrun.watermark.engine.native import NativeScheme, Sampler, build_native
 from evalrun.watermark.engine.processing import sampling_probs
@@ -137,6 +139,12 @@ class Binary(Sampler):
 
     def null_mean(self, vocab_size: int) -> float:
         return 1.0
+
+    def compiled_offset_stat(self, vocab_size: int) -> CompiledStat | None:
+        if type(self) is not Binary:
+            return None
+        tree = huffman_tree(vocab_size)
+        return offset_scores.binary(tree.path_nodes, tree.path_bits, tree.path_len)
 
     def _bits(self, ops: Ops, seeds: Any, tokens: Any, vocab_size: int) -> tuple[Any, Any, Any]:
         """Hash words, per-bit evidence and validity, shape ``broadcast(seeds, tokens) + [D]``."""

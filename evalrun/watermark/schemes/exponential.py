@@ -17,7 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from evalrun._util.specs import Spec
+from evalrun.kernels import offset_scores
 from evalrun.kernels.backend import NUMPY, Ops
+from evalrun.kernels.offset_scores import CompiledStat
 from evalrun.kernels.token_stats import exp_gumbel, exp_stat, exp_word_stat
 from evalrun.watermark.engine.native import NativeScheme, Sampler, build_native
 from evalrun.watermark.engine.processing import add_rows, host_view
@@ -38,6 +40,9 @@ class Exponential(Sampler):
 
     def null_mean(self, vocab_size: int) -> float:
         return 1.0
+
+    def compiled_offset_stat(self, vocab_size: int) -> CompiledStat | None:
+        return offset_scores.exp() if type(self) is Exponential else None
 
     def seed_table(self, ops: Ops, seeds: Any, width: int, vocab_size: int) -> Any:
         return exp_gumbel(ops, seeds, vocab_size)

@@ -17,8 +17,10 @@ from typing import Any
 import numpy as np
 
 from evalrun._util.specs import Spec
+from evalrun.kernels import offset_scores
 from evalrun.kernels.backend import NUMPY, Ops
 from evalrun.kernels.keyed_hash import feistel_rank
+from evalrun.kernels.offset_scores import CompiledStat
 from evalrun.kernels.token_stats import its_null_mean, its_stat, its_uniform
 from evalrun.watermark.engine.native import NativeScheme, Sampler, build_native
 from evalrun.watermark.engine.processing import MEMO_LIMIT, host_view, sampling_probs
@@ -40,6 +42,9 @@ class InverseTransform(Sampler):
 
     def null_mean(self, vocab_size: int) -> float:
         return its_null_mean(vocab_size)
+
+    def compiled_offset_stat(self, vocab_size: int) -> CompiledStat | None:
+        return offset_scores.its() if type(self) is InverseTransform else None
 
     def seed_table(self, ops: Ops, seeds: Any, width: int, vocab_size: int) -> Any:
         """The token at each rank of the seed's permutation (the inverse of ``pi_s``)."""

@@ -18,9 +18,11 @@ from __future__ import annotations
 from typing import Any
 
 from evalrun._util.specs import Spec, spec_float
+from evalrun.kernels import offset_scores
 from evalrun.kernels.backend import Ops
 from evalrun.kernels.green import green_mask, is_green
 from evalrun.kernels.keyed_hash import below
+from evalrun.kernels.offset_scores import CompiledStat
 from evalrun.watermark.base import WatermarkScheme
 from evalrun.watermark.engine.native import Sampler, build_native
 from evalrun.watermark.engine.processing import add_rows
@@ -52,6 +54,9 @@ class DistributionShift(Sampler):
 
     def null_mean(self, vocab_size: int) -> float:
         return self.gamma
+
+    def compiled_offset_stat(self, vocab_size: int) -> CompiledStat | None:
+        return offset_scores.kgw(self.gamma) if type(self) is DistributionShift else None
 
     def seed_table(self, ops: Ops, seeds: Any, width: int, vocab_size: int) -> Any:
         """``delta`` at the green columns of each seed, 0 elsewhere."""
