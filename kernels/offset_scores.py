@@ -43,6 +43,9 @@ KIND_KGW, KIND_EXP, KIND_ITS, KIND_BINARY = 0, 1, 2, 3
 MODES = {"align": 0, "edit": 1}
 #: keys per kernel call (bounds the ``[keys, n]`` outputs, as CHUNK_ELEMENTS bounds numpy's)
 KEYS_PER_CALL_ELEMENTS = 1 << 20
+#: the build of the loops that calls without a ``variant`` run: "" for the widest this CPU
+#: runs, or one of :func:`variants` (benchmarks set it to time a plainer CPU's build)
+DEFAULT_VARIANT = ""
 
 
 def compiled_available() -> bool:
@@ -151,5 +154,5 @@ def offset_scores(stat: CompiledStat, mode: str, seq: np.ndarray, active: np.nda
             tok_bits, tok_len,
             k1 - k0, key_len, n, depth, float(null_mean), denom, threshold, all_green,
             vocab_size, bits, float(psi), best[k0:k1],
-            arg[k0:k1] if arg is not None else _EMPTY_I64, variant)
+            arg[k0:k1] if arg is not None else _EMPTY_I64, variant or DEFAULT_VARIANT)
     return best, arg

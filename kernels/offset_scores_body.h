@@ -30,9 +30,12 @@ static void BODY_FN(stat_row)(const plan_t *p, Py_ssize_t k, Py_ssize_t i, doubl
         break;
     }
     case KIND_EXP: { /* neg_log_uniform(complement(pair(seed, code(token)))) - 1.0 */
+        /* the words first, then the floats: two loops that vectorize on their own (the
+         * float one also where 64-bit multiplies do not, e.g. the portable x86-64 build) */
         const uint64_t code = p->tok_words[i];
+        for (Py_ssize_t m = 0; m < L; m++) scratch[m] = ~mix64(seeds[m] ^ code);
         for (Py_ssize_t m = 0; m < L; m++) {
-            double v = neg_log_uniform(~mix64(seeds[m] ^ code)) - 1.0;
+            double v = neg_log_uniform(scratch[m]) - 1.0;
             row[m] = select_bits(mask_of(active[m]), v, 0.0);
         }
         break;
@@ -57,13 +60,16 @@ static void BODY_FN(stat_row)(const plan_t *p, Py_ssize_t k, Py_ssize_t i, doubl
         const Py_ssize_t D = p->depth, len = p->tok_len[i];
         const uint64_t *restrict nodes = p->tok_words + i * D;
         const uint8_t *restrict bits = p->tok_bits + i * D;
-        for (Py_ssize_t d = 0; d < len; d++) { /* len >= 1: the root's bit starts the sum */
+        /* len >= 1: the root's bit starts the sum; bit 1 takes the complement of the word
+         * (its uniform is 1 - u) */
+        for (Py_ssize_t d = 0; d < len; d++) {
             const uint64_t node = nodes[d], flip = mask_of(bits[d]);
-            for (Py_ssize_t m = 0; m < L; m++) {
-                /* bit 1: the complement of the word (its uniform is 1 - u) */
-                double v = neg_log_uniform(mix64(seeds[m] ^ node) ^ flip) - 1.0;
-                row[m] = d ? row[m] + v : v;
-            }
+            for (Py_ssize_t m = 0; m < L; m++) scratch[m] = mix64(seeds[m] ^ node) ^ flip;
+            if (d == 0)
+                for (Py_ssize_t m = 0; m < L; m++) row[m] = neg_log_uniform(scratch[m]) - 1.0;
+            else
+                for (Py_ssize_t m = 0; m < L; m++)
+                    row[m] = row[m] + (neg_log_uniform(scratch[m]) - 1.0);
         }
         for (Py_ssize_t d = len; d < D; d++) /* the padding adds 0.0, as numpy's sum does */
             for (Py_ssize_t m = 0; m < L; m++) row[m] = row[m] + 0.0;
