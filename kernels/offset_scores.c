@@ -169,7 +169,8 @@ typedef void (*keys_fn)(const plan_t *, int mode, Py_ssize_t k0, Py_ssize_t k1, 
 /* Each variant's vector of doubles for the edit DP: VEC_N lanes, and load, store, +, -, a
  * broadcast and VEC_MAX(a, b) = a > b ? a : b (what x86's MAXPD computes, operand order
  * included).  Off x86 the "vector" is one double. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__APPLE__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__APPLE__) && \
+    !defined(OFFSET_SCORES_GENERIC) /* the generic code off x86, or where asked for (tests) */
 #define HAVE_X86_VARIANTS 1
 #include <immintrin.h>
 #endif

@@ -183,3 +183,37 @@ def test_the_kernel_is_built_where_a_compiler_is() -> None:
     """The extension is optional in setup.py, so a failed build would only show as slowness;
     where a compiler exists (CI), the install must have built it."""
     assert osk.compiled_available()
+
+
+@pytest.mark.skipif(not (shutil.which("cc") or shutil.which("gcc")) or
+                    not sysconfig.get_paths().get("include"),
+                    reason="no C compiler here")
+def test_the_code_built_off_x86_equals_numpy(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel as arm64 (or any CPU but x86-64) builds it, one double per "vector": built
+    here with OFFSET_SCORES_GENERIC, it must give numpy's bits too."""
+    import importlib.util
+    import subprocess
+    from pathlib import Path
+
+    src = Path(osk.__file__).with_name("offset_scores.c")
+    out = tmp_path / ("_offset_scores" + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
+    cc = shutil.which("cc") or shutil.which("gcc")
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-ffp-contract=off", "-DOFFSET_SCORES_GENERIC",
+                    f"-I{sysconfig.get_paths()['include']}", f"-I{src.parent}", str(src),
+                    "-o", str(out)], check=True, capture_output=True, timeout=300)
+    spec = importlib.util.spec_from_file_location("evalrun.kernels._offset_scores", out)
+    assert spec is not None and spec.loader is not None
+    generic = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generic)
+    assert generic.variants() == ["portable"]
+    monkeypatch.setattr(osk, "_compiled", generic)
+    for spec_text in SPECS:
+        scheme = parse_watermark(spec_text)
+        for text, make in TEXTS.items():
+            rng = np.random.default_rng(zlib.crc32(f"{spec_text} {text}".encode()))
+            tokens = make(rng, 1000).astype(np.int64)
+            keys = kr.null_keys(NUMPY, 13, 3)
+            want_best, want_arg = reference(scheme, keys, tokens, 1000)
+            best, arg = compiled(scheme, keys, tokens, 1000)
+            assert np.array_equal(bits(best), bits(want_best)), (spec_text, text)
+            assert np.array_equal(arg, want_arg), (spec_text, text)
