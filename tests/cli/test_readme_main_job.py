@@ -21,6 +21,8 @@ import pytest
 
 from evalrun.metrics.aggregates import params_key
 from evalrun.report.benchmark import SIZE, fmt
+from evalrun.testing.browser import Browser, find_chromium
+from evalrun.testing.layout import layout_problems
 
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -91,3 +93,11 @@ def test_the_main_job_reports_what_the_readme_shows(tmp_path: Path) -> None:
                 assert rec["ci_low"] - 5e-4 <= value <= rec["ci_high"] + 5e-4, (scheme, column, shown, rec)
         saturated = by_key[("tamper_resistance", scheme, "*", params_key({"quality": "mauve"}))]["params"]["saturated"]
         assert ("saturated" in row["tamper resistance R"]) == saturated, (scheme, row["tamper resistance R"])
+    # the closing lines name the report written, and the summary names watermarks by short name
+    assert f"evalrun: report: {args[args.index('--report') + 1].rstrip('/')}/report.md" in proc.stdout
+    assert "kgw γ=0.5 " in proc.stdout and "randomness=window" not in proc.stdout
+    # its report.html reads at 1280 px (.ci/run installs Chromium; elsewhere, when one is found)
+    if find_chromium() or os.environ.get("CI"):
+        with Browser.start(width=1280) as browser:
+            browser.open((report / "report.html").as_uri())
+            assert layout_problems(browser) == []
