@@ -32,11 +32,11 @@ def view_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
-def serve(db: Path, key: str | None) -> Iterator[str]:
-    """A viewer served on a free port, warming its caches as ``evalrun view`` does; stopped with
-    its warmer, so that no thread of it outlives the fixture."""
+def serve(db: Path, key: str | None, *, warm: bool = True) -> Iterator[str]:
+    """A viewer served on a free port, warming its caches as ``evalrun view`` does (unless not
+    ``warm``); stopped with its warmer, so that no thread of it outlives the fixture."""
     viewer = Viewer(db, key=key)
-    server = make_server(viewer, "127.0.0.1", 0)
+    server = make_server(viewer, "127.0.0.1", 0, warm=warm)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -45,7 +45,7 @@ def serve(db: Path, key: str | None) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         viewer.close()
-        assert viewer.warmed.wait(timeout=300), "the cache warmer did not stop"
+        assert not warm or viewer.warmed.wait(timeout=300), "the cache warmer did not stop"
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ import html
 import json
 import re
 import sqlite3
-import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -21,6 +20,8 @@ import pytest
 from evalrun.view import pages
 from evalrun.view.server import Viewer, make_server
 from evalrun.watermark.naming import short_name
+
+from .conftest import serve
 
 pytestmark = pytest.mark.slow
 
@@ -69,15 +70,7 @@ def two_kgw(view_db: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
 
 @pytest.fixture(scope="module")
 def two_kgw_url(two_kgw: tuple[Path, int]) -> Iterator[str]:
-    viewer = Viewer(two_kgw[0], key=None)
-    server = make_server(viewer, "127.0.0.1", 0, warm=False)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    yield from serve(two_kgw[0], None, warm=False)
 
 
 def test_the_list_shows_short_names_with_the_full_spec_on_hover(viewer_url: str, view_db: Path) -> None:
