@@ -18,8 +18,8 @@ from evalrun.model.generation import WATERMARKED_ELSEWHERE
 from evalrun.pack.loading import PACK_FILE, declared_report_view, discover_packs
 from evalrun.report.export import open_store, select_rows
 from evalrun.store.database import ATTACK_ERROR, GRADER_ERROR
-from evalrun.watermark.verdict import DETECTED, NOT_DETECTED
 from evalrun.watermark.naming import short_names
+from evalrun.watermark.verdict import DETECTED, NOT_DETECTED
 
 
 @dataclass(frozen=True)
