@@ -4,9 +4,10 @@
 (the other half, generation, is :mod:`evalrun.watermark.engine.processing`). Sum scores have exact
 nulls where the sampler declares one (binomial for green lists, Erlang for exponential
 evidence) and seeded permutation tests otherwise; the fixed-key randomness scores every
-cyclic offset of the key sequence (``align``/``edit`` scores, :mod:`evalrun.watermark.engine.scores`).
-Float evidence is summed in one fixed order on every backend, so numpy and torch give the same
-bits.
+cyclic offset of the key sequence (``align``/``edit`` scores, :mod:`evalrun.watermark.engine.scores`),
+on the numpy backend through the compiled kernel :mod:`evalrun.kernels.offset_scores` where the
+install built it. Float evidence is summed in one fixed order on every backend and in that
+kernel, so numpy, torch and the kernel give the same bits.
 """
 
 from __future__ import annotations
