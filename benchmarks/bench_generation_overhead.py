@@ -31,14 +31,26 @@ watermark's per-step work, which depends on the vocabulary and the batch only, s
 same. The embedded model (4 layers of 256) is the worst case for the ratio. A random model's
 near-uniform next-token distribution is also the worst case for the seed-table cache.
 
+``--vocab N`` gives that random model (of ``--shape``, else the embedded model's 4x256) a
+vocabulary of N tokens instead (e.g. 128256, Llama 3's): the watermark's per-step work then
+scales as with a real model of that vocabulary. The embedded tokenizer knows 8,192 tokens, so
+prompts are then random ids instead of text (12 ids per prompt, drawn from ``[3, N)`` with a
+generator seeded by the prompt's text, so both arms of a pair see the same ids; ids 0-2 are the
+tokenizer's bos, eos and pad); the provider's decoding of outputs skips ids it does not know.
+``--device`` runs the model (and the watermark's processors, which follow the logits) there.
+``--json PATH`` also writes ``{"ratios": {scheme: {batch_size: ratio}}}`` (the medians
+printed, batch sizes as strings).
+
 Usage: python benchmarks/bench_generation_overhead.py [--max-tokens 64] [--pairs 10]
-       [--batch-sizes 1,16] [--shape 12x768]
+       [--batch-sizes 1,16] [--shape 12x768] [--vocab 128256] [--device cpu] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
+import json
 import random
 import statistics
 import time
@@ -56,6 +68,19 @@ KEY = "benchmark-key"
 #: reference-compatible kgw takes the reference's integer hash key
 COMPAT = "kgw:seeding=lefthash"
 COMPAT_KEY = "15485863"
+#: schemes whose keys are integers: SynthID's one per tournament layer, Waterfall's owner id
+INTEGER_KEYS = {"synthid": "654,400,836,123,340,443,597,160,57,29,590,639,13,715,468,990,"
+                           "966,226,324,585,118,504,421,521,129,669,732,225,90,960",
+                "waterfall": "42"}
+
+
+def bench_key(watermark: str) -> str | None:
+    """The key the benchmark generates ``watermark`` with (None for no watermark)."""
+    if watermark == "none":
+        return None
+    if "seeding=" in watermark:
+        return COMPAT_KEY
+    return INTEGER_KEYS.get(watermark.split(":")[0], KEY)
 
 
 def requests(n: int, watermark: str, max_tokens: int, round_: int) -> list[GenerationRequest]:
@@ -63,8 +88,7 @@ def requests(n: int, watermark: str, max_tokens: int, round_: int) -> list[Gener
         gen_key=f"{watermark}-{round_}-{i}", pack="bench", case={"id": f"c{i}"},
         prompt=Prompt(None, f"Chapter {i + 1}. It was a fine morning, and"),
         params=GenParams(temperature=1.0, max_tokens=max_tokens, seed=round_),
-        repetition=i, watermark=watermark,
-        key=None if watermark == "none" else COMPAT_KEY if "seeding=" in watermark else KEY)
+        repetition=i, watermark=watermark, key=bench_key(watermark))
         for i in range(n)]
 
 
@@ -175,21 +199,46 @@ def available_schemes() -> list[str]:
     return names
 
 
-def random_model(provider: HFProvider, shape: str) -> None:
+#: prompt length in ids when ``--vocab`` makes prompts random ids
+PROMPT_IDS = 12
+#: ids below this are the embedded tokenizer's bos, eos and pad: never in a random prompt
+FIRST_PLAIN_ID = 3
+
+
+def random_model(provider: HFProvider, shape: str | None, vocab: int | None = None) -> None:
     """Replace ``provider.model`` by a seeded random Llama of ``LAYERSxHIDDEN`` (64-wide
-    heads, SwiGLU width 8/3 of the hidden size) with the embedded model's vocabulary."""
+    heads, SwiGLU width 8/3 of the hidden size; None: the embedded model's shape) with the
+    embedded model's vocabulary, or ``vocab`` tokens. With ``vocab`` the provider's prompts
+    become random ids (:func:`random_prompt_ids`)."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    layers, hidden = (int(x) for x in shape.lower().split("x"))
     config = provider.model.config
-    config.num_hidden_layers, config.hidden_size = layers, hidden
-    config.num_attention_heads = config.num_key_value_heads = hidden // 64
-    config.intermediate_size = hidden * 8 // 3
+    if shape:
+        layers, hidden = (int(x) for x in shape.lower().split("x"))
+        config.num_hidden_layers, config.hidden_size = layers, hidden
+        config.num_attention_heads = config.num_key_value_heads = hidden // 64
+        config.intermediate_size = hidden * 8 // 3
+    if vocab:
+        config.vocab_size = vocab
     torch.manual_seed(0)
-    provider.model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    provider.model = model.to(provider.device)
+    provider.vocab_size = int(model.get_output_embeddings().weight.shape[0])
+    if vocab:
+        provider._encode = lambda prompt: random_prompt_ids(prompt, vocab)
     params = sum(p.numel() for p in provider.model.parameters())
-    print(f"random model {shape}: {params / 1e6:.0f}M parameters")
+    print(f"random model {shape or 'embedded shape'}, vocabulary {provider.vocab_size}: "
+          f"{params / 1e6:.0f}M parameters")
+
+
+def random_prompt_ids(prompt: Prompt, vocab: int) -> list[int]:
+    """``PROMPT_IDS`` ids in ``[FIRST_PLAIN_ID, vocab)`` seeded by the prompt's text: the same
+    prompt gets the same ids in both arms of a pair."""
+    seed = int.from_bytes(hashlib.sha256(f"{prompt.system}\0{prompt.user}".encode()).digest()[:8],
+                          "little")
+    rng = random.Random(seed)
+    return [rng.randrange(FIRST_PLAIN_ID, vocab) for _ in range(PROMPT_IDS)]
 
 
 def main() -> None:
@@ -199,12 +248,20 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=4096, help="untimed tokens per watermark")
     ap.add_argument("--batch-sizes", default="1,16")
     ap.add_argument("--shape", default=None, help="LAYERSxHIDDEN of a random model, e.g. 12x768")
+    ap.add_argument("--vocab", type=int, default=None,
+                    help="vocabulary of a random model (of --shape, else the embedded shape); "
+                         "prompts become random ids")
+    ap.add_argument("--device", default="cpu", help="torch device of the model, e.g. cuda")
+    ap.add_argument("--json", default=None, metavar="PATH",
+                    help='also write {"ratios": {scheme: {batch_size: ratio}}} there')
     ap.add_argument("--only", default=None,
                     help="comma-separated scheme names to measure, e.g. kgw,its (kgw takes in "
                          "the reference-compatible kgw too; default: all)")
     args = ap.parse_args()
     if args.pairs < 2:
         ap.error("--pairs: at least 2 (the figures are medians and quartiles over pairs)")
+    if args.vocab is not None and args.vocab <= FIRST_PLAIN_ID:
+        ap.error(f"--vocab: more than {FIRST_PLAIN_ID} tokens")
     import torch
 
     schemes = available_schemes()
@@ -212,11 +269,14 @@ def main() -> None:
         wanted = set(args.only.split(","))
         schemes = [w for w in schemes if w.split(":")[0] in wanted]
     print(f"model {embedded_model_path()}  torch threads {torch.get_num_threads()}  "
-          f"max_tokens {args.max_tokens}  warmup {args.warmup} tokens  pairs {args.pairs}")
+          f"max_tokens {args.max_tokens}  warmup {args.warmup} tokens  pairs {args.pairs}  "
+          f"device {args.device}")
+    ratios: dict[str, dict[str, float]] = {}
     for batch in (int(b) for b in args.batch_sizes.split(",")):
-        provider = HFProvider(str(embedded_model_path()), spec="embedded", batch_size=batch)
-        if args.shape:
-            random_model(provider, args.shape)
+        provider = HFProvider(str(embedded_model_path()), spec="embedded", batch_size=batch,
+                              device=args.device)
+        if args.shape or args.vocab:
+            random_model(provider, args.shape, args.vocab)
         seed_tables().clear()
         base = statistics.median(timed_run(provider, batch, "none", args.max_tokens, 20_000).rate
                                  for _ in range(3))
@@ -227,8 +287,12 @@ def main() -> None:
         for spec, (r, hit_rate) in results.items():
             lo, med, hi = quartiles([x[0] for x in r])
             alo, amed, ahi = quartiles([100 * x[1] for x in r])
+            ratios.setdefault(spec, {})[str(batch)] = med
             print(f"{spec:<64} {med:>6.3f} {lo:.3f}-{hi:.3f}  {amed:>9.2f}% "
                   f"{alo:.2f}-{ahi:.2f}%  {hit_rate:>5.3f}", flush=True)
+        if args.json:  # rewritten after each batch size: a long run leaves what it measured
+            with open(args.json, "w") as f:
+                json.dump({"ratios": ratios}, f, indent=1, sort_keys=True)
 
 
 if __name__ == "__main__":
