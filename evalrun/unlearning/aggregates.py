@@ -10,7 +10,8 @@ Across models (:func:`summarize`, given each model's role): both aggregates scal
 original model is 1.0 (section 5: "all metrics are scaled to 1.0 when evaluated on the
 original model"), D1 = AUROC on the retrained model, D2 = :func:`evalrun.metrics.calibration_r2`
 of the scaled forget aggregate against k/|F| over the retrained (k = 0), calibration and
-original (k = |F|) models, as the seed's Fig. 3 uses 0 %, ..., 100 %.
+original (k = |F|) models, as the seed's Fig. 3 uses 0 %, ..., 100 %. The same function
+serves the baseline metrics (:mod:`evalrun.unlearning.baselines`), given their set aggregate.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from evalrun.metrics import auroc, auroc_ci, calibration_r2, calibration_r2_ci, proportional_fit, stats
 
@@ -94,10 +95,29 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else math.nan
 
 
-def summarize(per_model: Mapping[str, dict[str, dict[str, float]]],
-              roles: Mapping[str, Role]) -> Summary:
-    """D1, D2 and the scaled aggregates from each model's :func:`point_scores`; ``roles``
-    must name exactly one original and one retrained model."""
+#: a set's aggregate value from one model's point scores and the set's name
+SetAggregate = Callable[[Mapping[str, Mapping[str, float]], str], float]
+
+
+def uniform_mean(scores: Mapping[str, Mapping[str, float]], part: str) -> float:
+    """WaterDrum's aggregate (App. E.3) for every metric but MIA: the uniform mean over the
+    set's points; NaN for an empty set."""
+    return _mean(list(scores.get(part, {}).values()))
+
+
+def scale_to_original(value: float, original: float) -> float:
+    """``value / original``: WaterDrum section 5 scales every metric "to 1.0 when evaluated
+    on the original model", so metrics of different units share one axis; NaN when the
+    original's value is 0 or NaN."""
+    return value / original if original and math.isfinite(original) else math.nan
+
+
+def summarize(per_model: Mapping[str, Mapping[str, Mapping[str, float]]],
+              roles: Mapping[str, Role], aggregate: SetAggregate = uniform_mean) -> Summary:
+    """D1, D2 and the scaled aggregates from each model's :func:`point_scores` (or any
+    metric's per-point scores in that shape; ``aggregate`` turns a set's scores into its
+    value, :func:`uniform_mean` by default); ``roles`` must name exactly one original and
+    one retrained model."""
     originals = [m for m, r in roles.items() if r.kind == "original"]
     retrained = [m for m, r in roles.items() if r.kind == "retrained"]
     if len(originals) != 1 or len(retrained) != 1:
@@ -107,16 +127,16 @@ def summarize(per_model: Mapping[str, dict[str, dict[str, float]]],
     if missing:
         raise ValueError(f"no waterdrum results for model(s) {', '.join(missing)}")
     base = per_model[originals[0]]
-    base_f, base_r = _mean(list(base[FORGET].values())), _mean(list(base[RETAIN].values()))
+    base_f, base_r = aggregate(base, FORGET), aggregate(base, RETAIN)
     out = Summary()
     for model, role in roles.items():
         s = per_model[model]
-        f, r = _mean(list(s[FORGET].values())), _mean(list(s[RETAIN].values()))
+        f, r = aggregate(s, FORGET), aggregate(s, RETAIN)
         out.models[model] = {
             "role": role.kind, "label": role.label or role.kind, "fraction": role.fraction,
             "forget": f, "retain": r,
-            "forget_scaled": f / base_f if base_f else math.nan,
-            "retain_scaled": r / base_r if base_r else math.nan,
+            "forget_scaled": scale_to_original(f, base_f),
+            "retain_scaled": scale_to_original(r, base_r),
             "n_forget": len(s[FORGET]), "n_retain": len(s[RETAIN]),
             "auroc": auroc(list(s[RETAIN].values()), list(s[FORGET].values()))
             if s[FORGET] and s[RETAIN] else math.nan,
