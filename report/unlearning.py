@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from evalrun._util.files import atomic_open
 from evalrun.metrics.aggregates import record
@@ -82,7 +82,8 @@ def draw_calibration(summary: Summary, path: Path) -> Path:
     return path
 
 
-def records(summary: Summary, retrained: str, d4_auroc: float | None) -> list[Any]:
+def records(summary: Summary, retrained: str, d4_auroc: float | None,
+            similarity: str = "exact") -> list[Any]:
     """``metrics.json`` records: D1, D2 (and D4) plus each model's scaled aggregates
     (``waterdrum_forget_scaled`` / ``waterdrum_retain_scaled``, params ``{"label": <model label>}``)."""
     def est(value: float | None, low: float | None = None, high: float | None = None) -> Estimate:
@@ -94,8 +95,9 @@ def records(summary: Summary, retrained: str, d4_auroc: float | None) -> list[An
            record("waterdrum", "waterdrum_d2_calibration_r2", est(summary.d2_r2, *summary.d2_ci),
                   len(summary.calibration), "calibration models", "none", "none")]
     if d4_auroc is not None:
-        out.append(record("waterdrum", "waterdrum_d4_exact_duplicate_auroc", est(d4_auroc),
-                          r["n_forget"] + r["n_retain"], "retrained-d4", "none", "none"))
+        out.append(record("waterdrum", f"waterdrum_d4_{similarity}_duplicate_auroc", est(d4_auroc),
+                          r["n_forget"] + r["n_retain"], f"retrained with {similarity} duplicates",
+                          "none", "none"))
     for model, m in summary.models.items():
         for key in ("forget_scaled", "retain_scaled"):
             out.append(record("waterdrum", f"waterdrum_{key}", est(m[key]),
@@ -106,8 +108,14 @@ def records(summary: Summary, retrained: str, d4_auroc: float | None) -> list[An
 
 def write_report(db: Path, out: Path, summary: Summary, retrained: str, *, config: Any,
                  timings: dict[str, Any], d4_auroc: float | None,
-                 data: Sequence[dict[str, Any]], secret: bool) -> dict[str, Any]:
-    """Build the report (store report + WaterDrum section) into ``out``; the headline."""
+                 data: Sequence[dict[str, Any]], secret: bool,
+                 similarity: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Build the report (store report + WaterDrum section) into ``out``; the headline.
+    ``similarity``: the D4 setting's name (``setting``) and its copies' mean closeness to the
+    forget passages (``unigram_f1``, ``rouge_l_recall``)."""
+    sim_setting = dict(similarity or {"setting": "exact"})
+    sim_name = str(sim_setting.pop("setting"))
+    closeness = ", ".join(f"{k.replace('_', ' ')} {_fmt(v)}" for k, v in sim_setting.items())
     out.mkdir(parents=True, exist_ok=True)
     draw_fig4(summary, out / FIG4)
     draw_calibration(summary, out / FIG3)
@@ -134,8 +142,9 @@ def write_report(db: Path, out: Path, summary: Summary, retrained: str, *, confi
         f"(points {', '.join(f'({x:.2f}, {y:.3f})' for x, y in summary.calibration)}) = "
         f"{_fmt(summary.d2_r2)} (95% bootstrap CI over the points {_fmt(summary.d2_ci[0])}-"
         f"{_fmt(summary.d2_ci[1])}; target >= {TARGET_R2}, {'met' if d2_ok else 'NOT met'}; seed: "
-        f"{SEED_R2})." + (f" D4 (exact duplicates of the forget set in the retain set under "
-                          f"other owners' keys): AUROC {_fmt(d4_auroc)}." if d4_auroc is not None else ""),
+        f"{SEED_R2})." + (f" D4 ({sim_name} duplicates of the forget set in the retain set under "
+                          f"other owners' keys{'; mean closeness to the forget passages: ' + closeness if closeness else ''}): "
+                          f"AUROC {_fmt(d4_auroc)}." if d4_auroc is not None else ""),
         f"Setting: {config.owners} owners x {config.points} passages (owner(s) "
         f"{', '.join(map(str, config.forget_owners))} forgotten), {config.continuation_tokens}-token "
         f"watermarked continuations, full fine-tuning {config.train.epochs} epochs at lr "
@@ -160,8 +169,9 @@ def write_report(db: Path, out: Path, summary: Summary, retrained: str, *, confi
                caption=f"{FIG3}: WaterDrum Fig. 3 -- calibration curve and its line through the origin."),
         *[Paragraph(p) for p in paras[1:]],
     ])
-    build_report(db, out, sections=[section], metrics=records(summary, retrained, d4_auroc))
+    build_report(db, out, sections=[section], metrics=records(summary, retrained, d4_auroc, sim_name))
     return {"d1_auroc": summary.d1_auroc, "d2_r2": summary.d2_r2, "d4_auroc": d4_auroc,
+            "similarity": sim_name if d4_auroc is not None else "none",
             "report": str(out / "report.md"),
             "models": {m["label"]: {"forget_scaled": m["forget_scaled"],
                                     "retain_scaled": m["retain_scaled"]}

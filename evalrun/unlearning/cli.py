@@ -55,7 +55,11 @@ def unlearning_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", required=True, metavar="DIR", help="data, models, store and report go here (resumable)")
     demo.add_argument("--quick", action="store_true", help="4 owners x 12 passages, 2 outputs per query "
                       "(about 10 minutes on 2 CPU cores)")
-    demo.add_argument("--d4", action="store_true", help="also the 'exact duplicate' setting of WaterDrum D4")
+    demo.add_argument("--similarity", default="none", metavar="SETTING",
+                      help="WaterDrum D4's data-similarity setting: none (default), exact (a copy "
+                      "of each forget passage in the retain set) or semantic (an offline WordNet "
+                      "paraphrase of each); exact and semantic train one more retrained model")
+    demo.add_argument("--d4", action="store_true", help="the same as --similarity exact")
     demo.add_argument("--seed", type=int, default=0, help="seed of sampling, shuffling and initialisation (default 0)")
     demo.add_argument("--threads", type=int, help="torch threads (default 1: the tiny model gains "
                       "nothing from a second thread on a shared 2-core machine)")
@@ -87,7 +91,7 @@ def cmd_watermark_data(argv: Sequence[str]) -> int:
 def cmd_unlearning(argv: Sequence[str], write_report: Callable[..., dict[str, Any]]) -> int:
     args = unlearning_parser().parse_args(argv)
     headline = run_demo(Path(args.out), quick=args.quick, secret=_secret(args), d4=args.d4,
-                        seed=args.seed, threads=args.threads, log=lambda s: print(s, file=sys.stderr),
+                        similarity=args.similarity, seed=args.seed, threads=args.threads, log=lambda s: print(s, file=sys.stderr),
                         write_report=write_report)
     print(json.dumps(headline, indent=1))
     return 0

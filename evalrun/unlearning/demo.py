@@ -17,9 +17,10 @@ Steps, each resumable (a finished step's files are reused when the command is ru
    scaled to the original, D1 AUROC, D2 R^2, Fig. 4 and the calibration plot), with every
    number in ``metrics.json``, and ``timings.json`` (per step, with the machine's load).
 
-With ``d4`` the retain set also holds an exact duplicate of every forget passage, watermarked
-under a retain owner's key (WaterDrum D4, App. E.4 'exact duplicate'), and a second retrained
-model gives ``waterdrum_d4_auroc``.
+With ``similarity`` ``exact`` (``d4``) or ``semantic`` the retain set also holds a copy of every
+forget passage -- word for word, or paraphrased offline (:mod:`evalrun.unlearning.similarity`)
+-- watermarked under a retain owner's key (WaterDrum D4, App. E.4), and a second retrained
+model gives ``waterdrum_d4_<setting>_duplicate_auroc``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from evalrun.store.database import Store
 from evalrun.unlearning.aggregates import Role, point_scores, summarize
 from evalrun.unlearning.data import FORGET, case_of, load_owners, shipped_owners_path, watermark_data
 from evalrun.unlearning.finetune import TrainConfig, train, unlearn
+from evalrun.unlearning.similarity import mean_closeness, setting, similar_points
 
 WATERMARK = "waterfall:kappa=2"
 FRACTIONS = (0.25, 0.5, 0.75)
@@ -111,12 +113,11 @@ def select_points(config: DemoConfig, owners_file: Path | None = None) -> list[d
     return out
 
 
-def duplicates(points: list[dict[str, Any]], config: DemoConfig) -> list[dict[str, Any]]:
-    """D4 'exact duplicate': each forget passage again, owned by a retain owner (round robin)."""
-    retain_owners = [o for o in range(config.owners) if o not in config.forget_owners]
-    forget = [p for p in points if p["owner"] in config.forget_owners]
-    return [{**p, "id": f"dup-{p['id']}", "owner": retain_owners[i % len(retain_owners)],
-             "duplicate_of": p["id"]} for i, p in enumerate(forget)]
+def duplicates(points: list[dict[str, Any]], config: DemoConfig,
+               similarity: str = "exact") -> list[dict[str, Any]]:
+    """WaterDrum D4's D_s under setting ``similarity`` (:mod:`evalrun.unlearning.similarity`):
+    a copy of each forget passage, owned by a retain owner (round robin)."""
+    return similar_points(similarity, points, config.forget_owners, range(config.owners), config.seed)
 
 
 def write_pack(out: Path, cases: list[dict[str, Any]]) -> Path:
@@ -173,15 +174,21 @@ def choose_threads(threads: int | None) -> int:
 
 
 def run_demo(out: Path, *, quick: bool = False, secret: str | None = None, d4: bool = False,
-             seed: int = 0, threads: int | None = None, config: DemoConfig | None = None,
-             log: Callable[[str], None] = print, write_report: Callable[..., dict[str, Any]]) -> dict[str, Any]:
-    """The whole experiment into ``out``; returns the headline numbers. ``config`` replaces
-    the quick/full setting (tests use a tiny one). ``write_report`` is
+             similarity: str = "none", seed: int = 0, threads: int | None = None,
+             config: DemoConfig | None = None, log: Callable[[str], None] = print,
+             write_report: Callable[..., dict[str, Any]]) -> dict[str, Any]:
+    """The whole experiment into ``out``; returns the headline numbers. ``similarity`` names
+    the data-similarity setting whose D_s trains a second retrained model (``d4``: the
+    ``exact`` one, as before ``--similarity``). ``config`` replaces the quick/full setting
+    (tests use a tiny one). ``write_report`` is
     :func:`evalrun.report.unlearning.write_report`, handed in by the caller: the core does not
     import the report package (the CLI renders reports)."""
     import torch
 
-
+    if d4 and similarity not in ("none", "exact"):
+        raise EvalrunError(f"--d4 is --similarity exact; it cannot be combined with --similarity {similarity}")
+    similarity = "exact" if d4 else setting(similarity).name
+    d4 = similarity != "none"
     n_threads = choose_threads(threads)
     torch.set_num_threads(n_threads)
     log(f"evalrun unlearning: {n_threads} torch thread(s), load average {_load()}")
@@ -194,7 +201,7 @@ def run_demo(out: Path, *, quick: bool = False, secret: str | None = None, d4: b
     base = embedded_model_path()
     points = select_points(config)
     if d4:
-        points += duplicates(points, config)
+        points += duplicates(points, config, similarity)
 
     def mark() -> list[dict[str, Any]]:
         def progress(done: int, total: int) -> None:
@@ -229,9 +236,9 @@ def run_demo(out: Path, *, quick: bool = False, secret: str | None = None, d4: b
         clock.step(f"unlearn {method}", lambda: unlearn(models / "original", forget, retain, method,
                                                         path, config.unlearn, log))
         roles[path] = Role("unlearned", None, method)
-    d4_path = models / "retrained-d4"
+    d4_path = models / f"retrained-{setting(similarity).model_tag}"
     if d4:
-        clock.step(f"fine-tune retrained with exact duplicates ({len(retain) + len(dups)} points)",
+        clock.step(f"fine-tune retrained with {similarity} duplicates ({len(retain) + len(dups)} points)",
                    lambda: train(base, retain + dups, d4_path, config.train, log))
     cases = [case_of(p, config.forget_owners) for p in data]
     pack = write_pack(out / "pack" / "waterdrum", cases)
@@ -254,6 +261,7 @@ def run_demo(out: Path, *, quick: bool = False, secret: str | None = None, d4: b
                "cpu_count": os.cpu_count(), "torch_threads": n_threads, "quick": quick}
     headline = write_report(db, out / "report", summary, ident[models / "retrained"],
                             config=config, timings=timings, d4_auroc=d4_auroc,
+                            similarity={"setting": similarity, **mean_closeness(dups)},
                             data=data, secret=bool(secret))
     timings["total_seconds"] = round(clock.total(), 1)
     (out / "timings.json").write_text(json.dumps(timings, indent=1) + "\n", encoding="utf-8")
