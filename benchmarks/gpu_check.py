@@ -1,7 +1,7 @@
 """The GPU check: everything evalrun does on a GPU, in one command, with its figures.
 
-    python benchmarks/gpu_check.py                 # on a GPU machine (device cuda)
-    python benchmarks/gpu_check.py --device cpu    # the smoke run CI makes (torch on the CPU)
+    python benchmarks/gpu_check.py --json gpu_check.json   # on a GPU machine (device cuda)
+    python benchmarks/gpu_check.py --device cpu --skip-vllm  # the smoke run CI makes (torch on the CPU)
 
 1. Kernel parity: for every scheme with torch kernels (kgw, exp, binary, its; each randomness
    and score), detection on the device against numpy over seeded texts and vocabularies from 2
@@ -26,13 +26,20 @@
 2. Speed of the permutation-test detectors (align and edit scores over a fixed key): texts per
    second on the device against numpy on the CPU, measured in the same run (the ratio is the
    figure; absolute rates depend on the machine).
-3. A `vllm:embedded` run of nine book reports under kgw, graded in the run: at least eight
+3. Generation: a seeded random Llama (default on a GPU: Llama 3.2 1B's shape, 1.24 B
+   parameters, V = 128,256, bfloat16; ``--gen-shape`` picks another, and the CPU's default is a
+   tiny one) decoding batches of 16 and 64 rows, unwatermarked and with each registered
+   scheme's logits processor applied as the hf provider applies it: tokens per second and the
+   ratio to unwatermarked decoding. No network: the model is built from a config.
+4. A `vllm:embedded` run of nine book reports under kgw, graded in the run: at least eight
    DETECTED with the key, at most one with a wrong one (skipped, and said, where vLLM is not
    installed).
-4. The same run with vLLM engines in Ray actors, one per GPU (`--executor ray --workers N`;
+5. The same run with vLLM engines in Ray actors, one per GPU (`--executor ray --workers N`;
    skipped where Ray, vLLM or a GPU is missing).
 Prints one line per check and a summary; exits 1 when any check fails (a skip is no failure).
-``--json PATH`` also writes the figures.
+``--json PATH`` also writes the figures (rewritten after every check, so a run cut short keeps
+what it measured). ``--max-seconds`` (default 450) bounds the whole run: generation starts no
+new measurement past it, and says which it left out.
 """
 
 from __future__ import annotations
@@ -82,6 +89,7 @@ class Check:
     status: str  # passed, failed, skipped
     detail: str
     figures: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -370,6 +378,223 @@ def detector_speed(device: str, n_texts: int, tokens: int, min_seconds: float) -
     return Check("align/edit detector speed", "passed", f"{n_texts} texts of {tokens} tokens: {detail}", rows)
 
 
+#: Llama 3.2 1B's shape (1.24 B parameters with the embeddings tied): the generation row's model
+LLAMA_1B: dict[str, Any] = {"vocab_size": 128_256, "hidden_size": 2048, "num_hidden_layers": 16,
+                            "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 8192,
+                            "tie_word_embeddings": True}
+#: the CPU's default shape (the smoke run): LAYERSxHIDDENxVOCAB
+TINY_SHAPE = "2x64x2048"
+#: prompt ids per row (random, seeded; ids below 3 are left out, as special tokens would be)
+PROMPT_IDS = 16
+#: the reference-compatible kgw, measured besides the registered schemes' defaults
+COMPAT = "kgw:seeding=lefthash"
+#: keys tried in turn: a scheme takes the first its ``check_key`` accepts (synthid, waterfall
+#: and reference kgw take integers)
+GEN_KEYS = ("gpu-check-key", "15485863")
+
+
+def llama_config(shape: str) -> Any:
+    """``llama-1b`` (:data:`LLAMA_1B`) or ``LAYERSxHIDDEN[xVOCAB]`` (64-wide heads, SwiGLU
+    width 8/3 of the hidden size, vocabulary 128,256 unless given)."""
+    from transformers import LlamaConfig
+
+    if shape == "llama-1b":
+        return LlamaConfig(**LLAMA_1B)
+    parts = [int(x) for x in shape.lower().split("x")]
+    if len(parts) not in (2, 3) or min(parts) < 1 or parts[1] % 64 and parts[1] > 64:
+        raise ValueError(f"--gen-shape {shape!r}: llama-1b or LAYERSxHIDDEN[xVOCAB] (hidden a multiple of 64)")
+    layers, hidden = parts[:2]
+    heads = max(1, hidden // 64)
+    return LlamaConfig(vocab_size=parts[2] if len(parts) == 3 else LLAMA_1B["vocab_size"], hidden_size=hidden,
+                       num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
+                       intermediate_size=hidden * 8 // 3, tie_word_embeddings=True)
+
+
+def random_llama(shape: str, device: str) -> Any:
+    """A seeded random Llama of ``shape`` on ``device`` (bfloat16 on a GPU, float32 on the CPU),
+    built from its config: nothing is downloaded."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    torch.manual_seed(0)
+    with torch.device(device):  # initialised where it runs: 1.24 B parameters take seconds there
+        model = AutoModelForCausalLM.from_config(llama_config(shape), dtype=dtype)
+    return model.to(device).eval()
+
+
+def gen_schemes() -> list[tuple[str, Any, str]]:
+    """``(spec, scheme, key)`` of every registered scheme that builds with its defaults, and the
+    reference-compatible kgw."""
+    out = []
+    for name in [*SCHEMES.names(), COMPAT]:
+        try:
+            scheme = parse_watermark(name)
+        except Exception:  # kgw_compat needs a seeding (COMPAT is it)
+            continue
+        assert scheme is not None
+        for key in GEN_KEYS:
+            try:
+                scheme.check_key(key)
+            except Exception:
+                continue
+            out.append((name, scheme, key))
+            break
+    return out
+
+
+def _sample(scores: Any, generator: Any) -> Any:
+    import torch
+
+    return torch.multinomial(torch.softmax(scores.float(), dim=-1), 1, generator=generator).squeeze(1)
+
+
+def _pick(processors: list[Any] | None, shared: bool, history: Any, logits: Any, generator: Any) -> Any:
+    """Next token of every row, as the hf provider picks it (``HFProvider._pick``): one
+    processor for the batch where the scheme's ``shared_context`` allows it, else one per row;
+    ``choose`` (with ``reuse``) where the processor has it, the tokens it picks kept and the
+    other rows sampled; else the processor's scores sampled."""
+    import torch
+
+    if processors is None:
+        return _sample(logits, generator)
+    calls = [(processors[0], history, logits)] if shared else [
+        (p, history[i:i + 1], logits[i:i + 1]) for i, p in enumerate(processors)]
+    picked = []
+    for processor, context, step in calls:
+        choose = getattr(processor, "choose", None)
+        if choose is None:
+            picked.append(_sample(processor(context, step), generator))
+            continue
+        scores, tokens = choose(context, step, reuse=True)
+        if tokens is None:
+            picked.append(_sample(scores, generator))
+            continue
+        chosen = torch.from_numpy(tokens).to(logits.device)
+        picked.append(chosen if scores is None else torch.where(chosen >= 0, chosen, _sample(scores, generator)))
+    return picked[0] if shared else torch.cat(picked)
+
+
+def decode(model: Any, prompt: Any, processors: list[Any] | None, shared: bool, *, warmup: int, steps: int,
+           seconds: float) -> tuple[int, float]:
+    """``warmup`` untimed decoding steps (the prompt's forward pass first), then up to ``steps``
+    timed ones, stopping once ``seconds`` have passed in either phase (one timed step at
+    least): ``(timed steps, their seconds)``. Rows never stop early (no end-of-sequence), so a
+    step is ``batch`` tokens."""
+    import inspect
+
+    import torch
+
+    cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    device = prompt.device
+    generator = torch.Generator(device=device).manual_seed(0)
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    history, step_ids, past = prompt, prompt, None
+
+    def step() -> None:
+        nonlocal history, step_ids, past
+        out = model(input_ids=step_ids, use_cache=True, logits_to_keep=1, **{cache_arg: past})
+        past = getattr(out, cache_arg)
+        tokens = _pick(processors, shared, history, out.logits[:, -1, :].float(), generator)
+        step_ids = tokens.view(-1, 1).to(torch.long)
+        history = torch.cat([history, step_ids], dim=1)
+
+    with torch.inference_mode():
+        start = time.perf_counter()
+        for _ in range(warmup):
+            step()
+            if time.perf_counter() - start > seconds:
+                break
+        sync()
+        start, done = time.perf_counter(), 0
+        while done < steps:
+            step()
+            done += 1
+            if time.perf_counter() - start >= seconds:
+                break
+        sync()
+        return done, time.perf_counter() - start
+
+
+def generation(device: str, shape: str, batches: list[int], *, tokens: int, warmup: int, seconds: float,
+               deadline: float, only: list[str] | None = None) -> Check:
+    """Tokens per second of a seeded random Llama decoding ``batches`` rows, unwatermarked
+    (before and after the schemes, to show drift) and with each scheme's processor."""
+    import torch
+
+    name = "generation"
+    start = time.perf_counter()
+    if start > deadline:
+        return Check(name, "skipped", "the run's time budget (--max-seconds) was spent before it started")
+    try:
+        model = random_llama(shape, device)
+    except ImportError as exc:
+        return Check(name, "skipped", f"transformers is missing ({exc})")
+    config = model.config
+    vocab = int(config.vocab_size)
+    params = sum(p.numel() for p in model.parameters())
+    figures: dict[str, Any] = {
+        "model": {"shape": shape, "parameters": params, "vocab": vocab, "layers": config.num_hidden_layers,
+                  "hidden": config.hidden_size, "dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
+                  "build_seconds": round(time.perf_counter() - start, 1)},
+        "batches": batches, "timed_steps": tokens, "warmup_steps": warmup, "seconds_per_cell": seconds,
+        "rows": {}, "left_out": [], "errors": {}}
+    schemes = [s for s in gen_schemes() if only is None or s[0].split(":")[0] in only]
+    rows: dict[str, dict[str, Any]] = figures["rows"]
+    for batch in batches:
+        rng = np.random.default_rng(batch)
+        prompt = torch.as_tensor(rng.integers(3, vocab, (batch, PROMPT_IDS)), device=device)
+        arms: list[tuple[str, Any, str]] = [("none", None, ""), *schemes, ("none (again)", None, "")]
+        for spec, scheme, key in arms:
+            if time.perf_counter() > deadline:
+                figures["left_out"].append(f"{spec} at batch {batch}")
+                continue
+            shared = scheme is None or (scheme.shared_context is not None and scheme.shared_context <= PROMPT_IDS)
+            try:
+                processors = None if scheme is None else [
+                    scheme.logits_processor(key, vocab, temperature=1.0, seed=row)
+                    for row in range(1 if shared else batch)]
+                steps, elapsed = decode(model, prompt, processors, shared, warmup=warmup, steps=tokens,
+                                        seconds=seconds)
+            except Exception as exc:  # a processor that fails on this device is the finding
+                figures["errors"][f"{spec} at batch {batch}"] = f"{type(exc).__name__}: {exc}"[:500]
+                continue
+            cell: dict[str, Any] = {"tokens_per_s": batch * steps / elapsed,
+                                    "ms_per_step": 1000 * elapsed / steps, "steps": steps}
+            if scheme is not None:
+                cell["processors"] = "one for the batch" if shared else "one per row"
+            rows.setdefault(spec, {})[str(batch)] = cell
+    for b in map(str, batches):
+        plain = [rows[s][b]["tokens_per_s"] for s in ("none", "none (again)") if b in rows.get(s, {})]
+        if plain:
+            base = sum(plain) / len(plain)
+            for cells in rows.values():
+                if b in cells:
+                    cells[b]["ratio"] = cells[b]["tokens_per_s"] / base
+    figures["seconds"] = round(time.perf_counter() - start, 1)
+    parts = []
+    for b in map(str, batches):
+        measured = {s: c[b] for s, c in rows.items() if b in c and not s.startswith("none")}
+        first = rows.get("none", {}).get(b)
+        if first is None:
+            continue
+        ratios = sorted((c["ratio"], s) for s, c in measured.items())
+        parts.append(f"batch {b}: unwatermarked {first['tokens_per_s']:.0f} tokens/s, {len(measured)} schemes at "
+                     + (f"{ratios[0][0]:.2f}-{ratios[-1][0]:.2f}x of it (slowest {ratios[0][1]})" if ratios
+                        else "no scheme measured"))
+    size = f"{params / 1e9:.2f} B" if params >= 1e8 else f"{params / 1e6:.2f} M"
+    detail = (f"random Llama {shape} ({size} parameters, V = {vocab}, {figures['model']['dtype']}): "
+              + "; ".join(parts)
+              + (f"; errors: {figures['errors']}" if figures["errors"] else "")
+              + (f"; left out for time: {', '.join(figures['left_out'])}" if figures["left_out"] else ""))
+    status = "failed" if figures["errors"] else "passed" if rows else "skipped"
+    return Check(name, status, detail, figures)
+
+
 def _evalrun(args: list[str], cwd: Path, timeout: int) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "evalrun.cli", *args, "--no-progress"], cwd=cwd,
                           capture_output=True, text=True, timeout=timeout)
@@ -435,16 +660,38 @@ def machine(device: str) -> dict[str, Any]:
     return info
 
 
+def _batches(text: str) -> list[int]:
+    values = [int(b) for b in text.split(",") if b.strip()]
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: comma-separated batch sizes, e.g. 16,64")
+    return values
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda", help="torch device of the checks (default cuda; cpu: the smoke run)")
     parser.add_argument("--texts", type=int, default=12, help="seeded texts per spec in the parity check")
-    parser.add_argument("--speed-texts", type=int, default=20, help="texts per call in the speed check")
-    parser.add_argument("--speed-tokens", type=int, default=200, help="tokens per text in the speed check")
+    parser.add_argument("--speed-texts", type=int, default=None,
+                        help="texts per call in the speed check (default 20 on a GPU, 2 on the CPU)")
+    parser.add_argument("--speed-tokens", type=int, default=None,
+                        help="tokens per text in the speed check (default 200 on a GPU, 40 on the CPU)")
     parser.add_argument("--min-seconds", type=float, default=1.0, help="time per speed measurement")
+    parser.add_argument("--skip-generation", action="store_true", help="leave out the generation row")
+    parser.add_argument("--gen-shape", default=None,
+                        help=f"model of the generation row: llama-1b (default on a GPU) or LAYERSxHIDDEN[xVOCAB] "
+                             f"(default on the CPU: {TINY_SHAPE})")
+    parser.add_argument("--gen-batches", type=_batches, default=[16, 64], help="batch sizes (default 16,64)")
+    parser.add_argument("--gen-tokens", type=int, default=64, help="timed decoding steps per measurement")
+    parser.add_argument("--gen-warmup", type=int, default=4, help="untimed steps first (the prompt included)")
+    parser.add_argument("--gen-seconds", type=float, default=4.0,
+                        help="a measurement stops after this long (each of its phases)")
+    parser.add_argument("--gen-only", default=None, help="comma-separated scheme names to measure (default all)")
     parser.add_argument("--skip-vllm", action="store_true", help="leave out the vLLM runs")
-    parser.add_argument("--timeout", type=int, default=900, help="seconds per vLLM run")
-    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--timeout", type=int, default=240, help="seconds per vLLM run")
+    parser.add_argument("--max-seconds", type=float, default=450.0,
+                        help="the run's time budget: generation starts no measurement past it (less the vLLM "
+                             "runs' --timeout where vLLM is installed)")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file (after every check)")
     args = parser.parse_args(argv)
     import torch
 
@@ -452,22 +699,42 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu_check: --device {args.device}, but torch {torch.__version__} sees no CUDA device; "
               "run with --device cpu for the smoke run", file=sys.stderr)
         return 2
+    started = time.perf_counter()
+    gpu = args.device.startswith("cuda")
+    speed_texts = args.speed_texts or (20 if gpu else 2)  # torch on the CPU is slow at these:
+    speed_tokens = args.speed_tokens or (200 if gpu else 40)  # the smoke run only runs them
     info = machine(args.device)
-    print("gpu_check: " + ", ".join(f"{k} {v}" for k, v in info.items()))
-    checks = [kernel_parity(args.device, args.texts),
-              detector_speed(args.device, args.speed_texts, args.speed_tokens, args.min_seconds)]
+    print("gpu_check: " + ", ".join(f"{k} {v}" for k, v in info.items()), flush=True)
+    checks: list[Check] = []
+
+    def record(run: Callable[[], Check]) -> None:
+        begin = time.perf_counter()
+        check = run()
+        check.seconds = round(time.perf_counter() - begin, 1)
+        checks.append(check)
+        print(f"gpu_check: {check.name}: {check.status.upper()}: {check.detail} [{check.seconds} s]", flush=True)
+        if args.json:  # after every check: a run cut short keeps what it measured
+            args.json.write_text(json.dumps({"machine": info, "checks": [asdict(c) for c in checks],
+                                             "seconds": round(time.perf_counter() - started, 1)},
+                                            indent=2, default=str) + "\n", encoding="utf-8")
+
+    vllm_runs = 0 if args.skip_vllm or find_spec("vllm") is None else 1 + (find_spec("ray") is not None)
+    deadline = started + args.max_seconds - vllm_runs * args.timeout
+    record(lambda: kernel_parity(args.device, args.texts))
+    record(lambda: detector_speed(args.device, speed_texts, speed_tokens, args.min_seconds))
+    if not args.skip_generation:
+        shape = args.gen_shape or ("llama-1b" if gpu else TINY_SHAPE)
+        only = args.gen_only.split(",") if args.gen_only else None
+        record(lambda: generation(args.device, shape, args.gen_batches, tokens=args.gen_tokens,
+                                  warmup=args.gen_warmup, seconds=args.gen_seconds, deadline=deadline, only=only))
     if not args.skip_vllm:
         with tempfile.TemporaryDirectory(prefix="evalrun-gpu-check-") as tmp:
-            checks.append(vllm_run(args.device, Path(tmp), [], "vllm: run", args.timeout))
-            checks.append(vllm_in_ray(args.device, Path(tmp), args.timeout))
-    for check in checks:
-        print(f"gpu_check: {check.name}: {check.status.upper()}: {check.detail}")
+            record(lambda: vllm_run(args.device, Path(tmp), [], "vllm: run", args.timeout))
+            record(lambda: vllm_in_ray(args.device, Path(tmp), args.timeout))
     failed = [c.name for c in checks if c.status == "failed"]
     print(f"gpu_check: {len(checks) - len(failed)} of {len(checks)} checks passed or skipped"
-          + (f"; FAILED: {', '.join(failed)}" if failed else ""))
-    if args.json:
-        args.json.write_text(json.dumps({"machine": info, "checks": [asdict(c) for c in checks]}, indent=2) + "\n",
-                             encoding="utf-8")
+          + (f"; FAILED: {', '.join(failed)}" if failed else "")
+          + f" in {time.perf_counter() - started:.0f} s")
     return 1 if failed else 0
 
 

@@ -9,6 +9,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,8 @@ import numpy as np
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.py"
-QUICK = ["--device", "cpu", "--texts", "2", "--speed-texts", "2", "--speed-tokens", "40", "--min-seconds", "0.05"]
+QUICK = ["--device", "cpu", "--texts", "2", "--speed-texts", "2", "--speed-tokens", "40", "--min-seconds", "0.05",
+         "--gen-shape", "2x64x2048", "--gen-batches", "2,4", "--gen-tokens", "3", "--gen-warmup", "1"]
 
 
 def load_script() -> ModuleType:
@@ -33,14 +35,18 @@ def load_script() -> ModuleType:
 
 def test_cpu_smoke_run_passes_and_writes_its_figures(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
+    # one torch thread: on a busy 2-core machine its worker threads wait out scheduler slices
+    # (a quarter second a decoding step of the tiny model, against a millisecond with one)
     proc = subprocess.run([sys.executable, str(SCRIPT), *QUICK, "--skip-vllm", "--json", str(out)],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.strip().splitlines()[-1] == "gpu_check: 2 of 2 checks passed or skipped"
+    assert re.fullmatch(r"gpu_check: 3 of 3 checks passed or skipped in \d+ s", proc.stdout.strip().splitlines()[-1])
     figures = json.loads(out.read_text())
-    assert figures["machine"]["device"] == "cpu"
-    parity, speed = figures["checks"]
-    assert parity["status"] == "passed" and parity["figures"]["mismatches"] == []
+    assert figures["machine"]["device"] == "cpu" and figures["seconds"] > 0
+    parity, speed, generation = figures["checks"]
+    assert [c["name"] for c in figures["checks"]] == ["kernel parity", "align/edit detector speed", "generation"]
+    assert all(c["status"] == "passed" and c["seconds"] > 0 for c in figures["checks"])
+    assert parity["figures"]["mismatches"] == []
     # every spec's detections (2 texts) and its logits processor were compared; torch on the CPU
     # divides as numpy does, so all of them bit for bit
     assert parity["figures"]["comparisons"] == 3 * len(load_script().PARITY_SPECS) == parity["figures"]["bit_identical"]
@@ -51,6 +57,33 @@ def test_cpu_smoke_run_passes_and_writes_its_figures(tmp_path: Path) -> None:
     assert set(parity["figures"]["numpy_only"]) == {"kgw_compat", "synthid", "unigram", "waterfall", "dipmark",
                                                     "pf", "exp_gumbel", "morphmark", "sweet", "ewd", "unbiased"}
     assert all(row["ratio"] > 0 for row in speed["figures"].values()) and len(speed["figures"]) == 3
+    # the generation table: every registered scheme's processor (and reference kgw) at both
+    # batch sizes, against unwatermarked decoding measured before and after them
+    gen = generation["figures"]
+    assert gen["model"]["shape"] == "2x64x2048" and gen["model"]["vocab"] == 2048 and gen["batches"] == [2, 4]
+    assert gen["errors"] == {} and gen["left_out"] == []
+    schemes = {"binary", "dipmark", "ewd", "exp", "exp_gumbel", "its", "kgw", "morphmark", "pf", "sweet", "synthid",
+               "unbiased", "unigram", "waterfall", "kgw:seeding=lefthash"}
+    assert set(gen["rows"]) == schemes | {"none", "none (again)"}
+    for spec, cells in gen["rows"].items():
+        assert set(cells) == {"2", "4"}, spec
+        for batch, cell in cells.items():
+            assert cell["tokens_per_s"] > 0 and cell["ratio"] > 0 and 1 <= cell["steps"] <= 3, (spec, batch)
+            assert ("processors" in cell) == (not spec.startswith("none")), spec
+    assert gen["rows"]["dipmark"]["4"]["processors"] == "one per row"  # no shared_context: as the hf provider
+    assert gen["rows"]["kgw"]["4"]["processors"] == "one for the batch"
+
+
+def test_generation_defaults_to_a_tiny_model_on_the_cpu_and_llama_1b_on_a_gpu() -> None:
+    module = load_script()
+    config = module.llama_config("llama-1b")
+    assert (config.vocab_size, config.hidden_size, config.num_hidden_layers, config.num_attention_heads,
+            config.num_key_value_heads, config.intermediate_size) == (128_256, 2048, 16, 32, 8, 8192)
+    assert module.TINY_SHAPE == "2x64x2048"
+    tiny = module.llama_config("3x128")
+    assert (tiny.num_hidden_layers, tiny.hidden_size, tiny.num_attention_heads, tiny.vocab_size) == (3, 128, 2, 128_256)
+    with pytest.raises(ValueError, match="--gen-shape"):
+        module.llama_config("3x100")
 
 
 def test_a_device_result_that_differs_from_numpy_fails_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
