@@ -18,5 +18,12 @@ setup(
         Extension("evalrun.kernels._offset_scores", ["kernels/offset_scores.c"],
                   depends=["kernels/offset_scores_body.h"],
                   extra_compile_args=["-O3", "-ffp-contract=off"], optional=True),
+        # optional too: the logits processors' vocabulary-wide keyed work (green lists, Feistel
+        # permutations, keyed noise argmax) falls back on the numpy twins of
+        # kernels/vocab_rows.py, with the same results, more slowly; -ffp-contract=off as above
+        Extension("evalrun.kernels._vocab_rows", ["kernels/vocab_rows.c"],
+                  depends=["kernels/vocab_rows_body.h"],
+                  extra_compile_args=["-O3", "-ffp-contract=off"], libraries=["m"],
+                  optional=True),
     ],
 )

@@ -16,6 +16,7 @@ import numpy as np
 
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec
+from evalrun.kernels import vocab_rows
 from evalrun.kernels.backend import NUMPY, Ops, TorchOps, get_ops, is_torch
 from evalrun.watermark.engine.buffers import Workspace
 from evalrun.watermark.engine.mask_tables import add_packed, previous_tokens
@@ -93,6 +94,18 @@ def host_view(x: Any) -> np.ndarray | None:
     return None
 
 
+def host_f32(x: Any) -> np.ndarray | None:
+    """:func:`host_view` of ``x`` when it is a C-contiguous float32 ``[B, W]`` array in host
+    memory and the compiled vocabulary kernels were built (what
+    :meth:`~evalrun.watermark.engine.sampler.Sampler.apply_words` works on), else None."""
+    if not vocab_rows.compiled_available():
+        return None
+    h = host_view(x)
+    if h is None or h.dtype != np.float32 or h.ndim != 2 or not h.flags.c_contiguous:
+        return None
+    return h
+
+
 def add_rows(x: Any, rows: list[Any]) -> None:
     """``x[b] += rows[b]`` in place, row by row, through :func:`host_view` when it applies
     (table rows are numpy exactly then): no ``[B, W]`` table is assembled."""
@@ -114,8 +127,10 @@ class WatermarkProcessor:
     sampling cannot watermark greedy decoding).
 
     The vocabulary-wide work of a position depends on its seed alone and is memoised per
-    seed (:mod:`evalrun.watermark.engine.seed_tables`); scores are computed in their own dtype and
-    on their own device. Providers that sample themselves call :meth:`choose`, which hands
+    seed (:mod:`evalrun.watermark.engine.seed_tables`), except where the sampler computes its
+    step from the seed words directly (:meth:`~evalrun.watermark.engine.sampler.Sampler.apply_words`:
+    the compiled vocabulary kernels, for float32 scores in host memory), which costs less than
+    building a row; scores are computed in their own dtype and on their own device. Providers that sample themselves call :meth:`choose`, which hands
     back the tokens the scheme picked instead of one-hot scores.
     """
 
@@ -189,8 +204,10 @@ class WatermarkProcessor:
             rows = [b for b in range(batch) if not skips[b]]
             words = [words[b] for b in rows]
             logits = scores[ops.i64(rows)]
-        result = s.apply(ops, self._table(hops, ops, host, words, scores), logits, tau,
-                         self.vocab_size, hops, words)
+        result = s.apply_words(ops, logits, tau, self.vocab_size, hops, words) if host else None
+        if result is None:
+            result = s.apply(ops, self._table(hops, ops, host, words, scores), logits, tau,
+                             self.vocab_size, hops, words)
         if s.chooses:
             tokens = np.full(batch, -1, dtype=np.int64)
             tokens[rows if rows is not None else slice(None)] = NUMPY.i64(result)

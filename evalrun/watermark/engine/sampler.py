@@ -118,6 +118,16 @@ class Sampler(ABC):
         nonzero entries of :meth:`seed_table`; samplers may compute the mask directly."""
         return self.seed_table(ops, seeds, width, width) != 0
 
+    def apply_words(self, ops: Ops, logits: Any, temperature: float, vocab_size: int,
+                    hash_ops: Ops, words: list[int]) -> Any | None:
+        """:meth:`apply` without table rows: the same result computed from the seed words
+        alone (the compiled vocabulary kernels of :mod:`evalrun.kernels.vocab_rows`), for
+        float32 scores in host memory; None when this sampler or these scores have no such
+        path, and then ``logits`` is left untouched and the caller takes :meth:`apply`. A
+        vocabulary-wide table row costs more to build than this step, and at a real model's
+        vocabulary most seeds are new: this path keeps no table."""
+        return None
+
     @abstractmethod
     def apply(self, ops: Ops, rows: list[Any], logits: Any, temperature: float, vocab_size: int,
               hash_ops: Ops, words: list[int]) -> Any:

@@ -18,16 +18,18 @@ No sampler-specific keys: ``binary:context=1``.
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from evalrun._util.specs import Spec
 from evalrun.kernels import offset_scores
 from evalrun.kernels.backend import Ops
+from evalrun.kernels.keyed_hash import _M1, _M2, GOLDEN, TAG_NODE
 from evalrun.kernels.offset_scores import CompiledStat
 from evalrun.kernels.token_stats import bit_stat, bit_uniforms, first_occurrence, node_words
 from evalrun.watermark.engine.native import NativeScheme, Sampler, build_native
@@ -186,8 +188,24 @@ class Binary(Sampler):
         nodes = ops.arange(vocab_size - 1)[None, :]
         return bit_uniforms(ops, seeds[:, None], nodes)
 
+    def apply_words(self, ops: Ops, logits: Any, temperature: float, vocab_size: int,
+                    hash_ops: Ops, words: list[int]) -> Any | None:
+        """:meth:`apply` with the uniforms of the nodes each row's walk visits hashed as it
+        visits them (a token costs ~depth nodes, the table all V - 1), on any backend."""
+        if type(self).seed_table is not Binary.seed_table:
+            return None
+        tagged = [_mix64_int(w ^ TAG_NODE) for w in words]
+        return self._walk(ops, logits, temperature, vocab_size,
+                          [functools.partial(_node_uniform, t) for t in tagged])
+
     def apply(self, ops: Ops, rows: list[Any], logits: Any, temperature: float, vocab_size: int,
               hash_ops: Ops, words: list[int]) -> Any:
+        return self._walk(ops, logits, temperature, vocab_size, [row.item for row in rows])
+
+    def _walk(self, ops: Ops, logits: Any, temperature: float, vocab_size: int,
+              uniforms: list[Callable[[int], float]]) -> Any:
+        """The tokens of the rows of ``logits``: each row walks the tree from the root, taking
+        bit 0 at node x when ``uniforms[b](x)`` (its keyed uniform) is below ``P[0]``."""
         tree = huffman_tree(vocab_size)
         probs = sampling_probs(ops, logits, temperature, vocab_size)
         work = self.workspace
@@ -199,7 +217,7 @@ class Binary(Sampler):
         tokens = []
         for b in range(int(cum.shape[0])):
             # one row's walk touches ~depth entries: scalar reads beat [B]-wide array steps
-            c, u = cum[b].item, rows[b].item
+            c, u = cum[b].item, uniforms[b]
             node = tree.root
             while True:
                 base = c(lo[node] - 1) if lo[node] else 0.0
@@ -217,6 +235,25 @@ class Binary(Sampler):
         if key not in self._cache:
             self._cache[key] = ops.i64(tree.leaf_order)[None, :]
         return self._cache[key]
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def _mix64_int(x: int) -> int:
+    """:func:`evalrun.kernels.keyed_hash.mix64` of one word, in Python integers."""
+    x ^= x >> 30
+    x = (x * _M1) & _MASK64
+    x ^= x >> 27
+    x = (x * _M2) & _MASK64
+    return x ^ (x >> 31)
+
+
+def _node_uniform(tagged_seed: int, node: int) -> float:
+    """:func:`~evalrun.kernels.token_stats.bit_uniforms` of one (seed, node) pair, given
+    ``tag(seed, TAG_NODE)``: ``(top53(pair) + 0.5) * 2**-53``, the same float."""
+    h = _mix64_int(tagged_seed ^ ((node * GOLDEN) & _MASK64))
+    return (float(h >> 11) + 0.5) * (2.0 ** -53)
 
 
 @lru_cache(maxsize=8)

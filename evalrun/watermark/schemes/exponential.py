@@ -17,12 +17,12 @@ from __future__ import annotations
 from typing import Any
 
 from evalrun._util.specs import Spec
-from evalrun.kernels import offset_scores
+from evalrun.kernels import offset_scores, vocab_rows
 from evalrun.kernels.backend import NUMPY, Ops
 from evalrun.kernels.offset_scores import CompiledStat
 from evalrun.kernels.token_stats import exp_gumbel, exp_stat, exp_word_stat
 from evalrun.watermark.engine.native import NativeScheme, Sampler, build_native
-from evalrun.watermark.engine.processing import add_rows, host_view
+from evalrun.watermark.engine.processing import add_rows, host_f32, host_view
 
 WHAT = "--watermark"
 
@@ -48,6 +48,20 @@ class Exponential(Sampler):
         return exp_gumbel(ops, seeds, vocab_size)
 
     overwrites = True
+
+    def apply_words(self, ops: Ops, logits: Any, temperature: float, vocab_size: int,
+                    hash_ops: Ops, words: list[int]) -> Any | None:
+        """:meth:`apply` without the Gumbel rows: the argmax of ``x + f32(G)`` from the seed
+        words, the exact noise computed only for the tokens that could win
+        (:func:`evalrun.kernels.vocab_rows.keyed_argmax`)."""
+        h = host_f32(logits)
+        if h is None or type(self).seed_table is not Exponential.seed_table:
+            return None
+        if temperature != 1:
+            x = logits if int(logits.shape[1]) == vocab_size else logits[:, :vocab_size]
+            x /= temperature
+        return vocab_rows.keyed_argmax(h, words, vocab_size, vocab_rows.NOISE_GUMBEL,
+                                       vocab_rows.COMBINE_F32)
 
     def apply(self, ops: Ops, rows: list[Any], logits: Any, temperature: float, vocab_size: int,
               hash_ops: Ops, words: list[int]) -> Any:

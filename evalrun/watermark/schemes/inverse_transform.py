@@ -17,13 +17,13 @@ from typing import Any
 import numpy as np
 
 from evalrun._util.specs import Spec
-from evalrun.kernels import offset_scores
+from evalrun.kernels import offset_scores, vocab_rows
 from evalrun.kernels.backend import NUMPY, Ops
 from evalrun.kernels.keyed_hash import feistel_rank
 from evalrun.kernels.offset_scores import CompiledStat
 from evalrun.kernels.token_stats import its_null_mean, its_stat, its_uniform
 from evalrun.watermark.engine.native import NativeScheme, Sampler, build_native
-from evalrun.watermark.engine.processing import MEMO_LIMIT, host_view, sampling_probs
+from evalrun.watermark.engine.processing import MEMO_LIMIT, host_f32, host_view, sampling_probs
 
 WHAT = "--watermark"
 
@@ -52,6 +52,19 @@ class InverseTransform(Sampler):
         ranks = ops.i64(feistel_rank(ops, seeds[:, None], tokens, vocab_size))
         return ops.put_along(ops.zeros(tuple(ranks.shape), "i64"), ranks,
                              tokens + ops.zeros(tuple(ranks.shape), "i64"), axis=1)
+
+    def apply_words(self, ops: Ops, logits: Any, temperature: float, vocab_size: int,
+                    hash_ops: Ops, words: list[int]) -> Any | None:
+        """:meth:`apply` with each row's permutation ranked as its probabilities are put in
+        order (:func:`evalrun.kernels.vocab_rows.its_choose`); None for rows with a NaN."""
+        if type(self).seed_table is not InverseTransform.seed_table or vocab_size < 2 or \
+                host_f32(logits) is None:
+            return None
+        probs = host_f32(sampling_probs(ops, logits, temperature, vocab_size))
+        if probs is None:
+            return None
+        tokens = vocab_rows.its_choose(probs, words, self._uniforms(hash_ops, words), vocab_size)
+        return None if (tokens < 0).any() else tokens
 
     def apply(self, ops: Ops, rows: list[Any], logits: Any, temperature: float, vocab_size: int,
               hash_ops: Ops, words: list[int]) -> Any:

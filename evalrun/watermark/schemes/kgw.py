@@ -18,14 +18,14 @@ from __future__ import annotations
 from typing import Any
 
 from evalrun._util.specs import Spec, spec_float
-from evalrun.kernels import offset_scores
+from evalrun.kernels import offset_scores, vocab_rows
 from evalrun.kernels.backend import Ops
 from evalrun.kernels.green import green_mask, is_green
 from evalrun.kernels.keyed_hash import below
 from evalrun.kernels.offset_scores import CompiledStat
 from evalrun.watermark.base import WatermarkScheme
 from evalrun.watermark.engine.native import Sampler, build_native
-from evalrun.watermark.engine.processing import add_rows
+from evalrun.watermark.engine.processing import add_rows, host_f32
 from evalrun.watermark.strength import GREEN_LIST_GRID
 
 WHAT = "--watermark"
@@ -70,6 +70,18 @@ class DistributionShift(Sampler):
         return green_mask(ops, seeds, width, self.gamma)
 
     overwrites = True
+
+    def apply_words(self, ops: Ops, logits: Any, temperature: float, vocab_size: int,
+                    hash_ops: Ops, words: list[int]) -> Any | None:
+        """:meth:`apply` with each row's green list hashed as its bias is added (one pass a
+        row, no table: :func:`evalrun.kernels.vocab_rows.green_add`)."""
+        x = host_f32(logits)
+        if x is None or type(self).seed_table is not DistributionShift.seed_table:
+            return None
+        vocab_rows.green_add(x, words, int(x.shape[1]), self.gamma, self.delta)
+        if temperature > 0 and temperature != 1:
+            logits /= temperature
+        return logits
 
     def apply(self, ops: Ops, rows: list[Any], logits: Any, temperature: float, vocab_size: int,
               hash_ops: Ops, words: list[int]) -> Any:

@@ -1,0 +1,748 @@
+/*
+ * evalrun.kernels._vocab_rows: the vocabulary-wide keyed work of the logits processors, for
+ * every row of a decoding step in one call (kernels/vocab_rows.py states the contract and
+ * keeps the numpy twin of every function, which tests hold to the same bits).
+ *
+ * Why compiled: at each step a processor hashes its row's seed with every token of the
+ * vocabulary (128,256 of them for Llama 3), and numpy spends ten passes over [V] arrays on
+ * one SplitMix64 finaliser, each pass coming cold from memory after the forward pass. Here
+ * a row is hashed in one pass that stays in registers, and the passes that follow read
+ * what they need.
+ *
+ * Same bits as numpy, by construction:
+ *  - integer hashing (SplitMix64's finaliser, the Feistel ranks) is exact;
+ *  - every float is made by the operations numpy (or torch) performs, in the same order,
+ *    each rounded to its type (IEEE basic operations and frexp); setup.py builds this file
+ *    with -ffp-contract=off so that no a * b + c becomes an FMA; exact_log is the
+ *    polynomial of kernels/keyed_hash.py, not libm's log;
+ *  - argmax is the first maximal index, NaN counting as the largest (numpy's and torch's);
+ *  - running sums add in numpy.cumsum's order (s[i] = s[i - 1] + x[i], s[0] = x[0]).
+ * keyed_argmax skips the exact noise of tokens that provably cannot win (bounds read off a
+ * table of the noise at 4,096 quantiles, with a wide margin for rounding): the token it
+ * returns is the argmax over all tokens, as if every one had been computed.
+ * Vector widths do not change results (each lane performs the same scalar operations), so
+ * the builds of the loops (portable, AVX2, AVX-512, picked at load time) agree.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GOLDEN 0x9E3779B97F4A7C15ULL
+#define MIX_M1 0xBF58476D1CE4E5B9ULL
+#define MIX_M2 0x94D049BB133111EBULL
+#define SQRT_HALF 0.7071067811865476
+#define LN2_HI 6.93147180369123816490e-01
+#define LN2_LO 1.90821492927058770002e-10
+/* tokens hashed per block of keyed_argmax's first pass (their words stay in the L1 cache) */
+#define BLOCK 1024
+/* buckets of the noise bounds: the top 12 bits of a word */
+#define BUCKET_BITS 12
+#define BUCKETS (1 << BUCKET_BITS)
+
+enum { NOISE_GUMBEL = 0, NOISE_EXP = 1 };
+enum { COMBINE_F32 = 0, COMBINE_F64_OF_F32 = 1, COMBINE_F64 = 2 };
+
+static const uint64_t TAG_ROUNDS[4] = {0x2545F4914F6CDD1DULL, 0x7F4A7C159E3779B9ULL,
+                                       0x4CF5AD432745937FULL, 0x1B873593CC9E2D51ULL};
+
+static inline __attribute__((always_inline)) uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= MIX_M1;
+    x ^= x >> 27;
+    x *= MIX_M2;
+    return x ^ (x >> 31);
+}
+
+static inline __attribute__((always_inline)) uint32_t float_bits(float x) {
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    return b;
+}
+
+static inline __attribute__((always_inline)) uint64_t double_bits(double x) {
+    uint64_t b;
+    memcpy(&b, &x, sizeof b);
+    return b;
+}
+
+static inline __attribute__((always_inline)) double bits_double(uint64_t b) {
+    double x;
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
+
+static inline __attribute__((always_inline)) float bits_float(uint32_t b) {
+    float x;
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
+
+/* keyed_hash._feistel_once */
+static inline __attribute__((always_inline)) uint64_t feistel_once(uint64_t seed, uint64_t x,
+                                                                  int bits) {
+    int hi_bits = bits / 2, lo_bits = bits - bits / 2;
+    for (int r = 0; r < 4; r++) {
+        uint64_t lo_mask = (1ULL << lo_bits) - 1, hi_mask = (1ULL << hi_bits) - 1;
+        uint64_t hi = x >> lo_bits, lo = x & lo_mask;
+        uint64_t f = mix64(seed ^ TAG_ROUNDS[r] ^ (lo * GOLDEN)) & hi_mask;
+        x = (lo << hi_bits) | (hi ^ f);
+        int t = hi_bits;
+        hi_bits = lo_bits;
+        lo_bits = t;
+    }
+    return x;
+}
+
+/* keyed_hash.exact_log, numpy's operations in numpy's order, frexp included (C's frexp is
+ * what numpy's calls: 0 and -0 give a zero mantissa and exponent 0, as there) */
+static double exact_log(double x) {
+    int ei;
+    double m = frexp(x, &ei);
+    double e = (double)ei;
+    if (m < SQRT_HALF) { /* numpy computes both sides of its where and keeps these */
+        m = m * 2.0;
+        e = e - 1.0;
+    }
+    double s = (m - 1.0) / (m + 1.0);
+    double z = s * s;
+    double poly = z * (1.0 / 21.0);
+    poly += 1.0 / 19.0;
+    poly *= z; poly += 1.0 / 17.0;
+    poly *= z; poly += 1.0 / 15.0;
+    poly *= z; poly += 1.0 / 13.0;
+    poly *= z; poly += 1.0 / 11.0;
+    poly *= z; poly += 1.0 / 9.0;
+    poly *= z; poly += 1.0 / 7.0;
+    poly *= z; poly += 1.0 / 5.0;
+    poly *= z; poly += 1.0 / 3.0;
+    poly *= z; poly += 1.0 / 1.0;
+    double log_m = 2.0 * s * poly;
+    return (e * LN2_LO + log_m) + e * LN2_HI;
+}
+
+/* keyed_hash.uniform: (f64(top53(h)) + 0.5) * 2**-53 (the int -> double conversion is exact) */
+static inline double uniform(uint64_t h) { return ((double)(h >> 11) + 0.5) * 0x1p-53; }
+
+/* the noise of a word: exp_gumbel's -exact_log(-exact_log(u)) or neg_log_uniform's
+ * -exact_log(u) */
+static inline double noise_of(uint64_t w, int noise) {
+    double e = -exact_log(uniform(w));
+    return noise == NOISE_GUMBEL ? -exact_log(e) : e;
+}
+
+/* the largest noise of the words of each bucket (top BUCKET_BITS bits), made at import */
+static double BOUND_HI[2][BUCKETS];
+
+static void make_bounds(void) {
+    for (int k = 0; k < BUCKETS; k++) {
+        /* a bucket's uniforms lie in [k / B, (k + 1) / B] and in [2**-54, 1 - 2**-54] */
+        double u_lo = k ? (double)k / BUCKETS : 0x1p-54;
+        double q_hi = k < BUCKETS - 1 ? (double)(BUCKETS - 1 - k) / BUCKETS : 0x1p-54; /* 1 - u_hi */
+        double e_at_lo = -log(u_lo), e_at_hi = -log1p(-q_hi); /* -log u, decreasing in u */
+        BOUND_HI[NOISE_EXP][k] = e_at_lo;
+        BOUND_HI[NOISE_GUMBEL][k] = -log(e_at_hi); /* -log(-log u), increasing in u */
+    }
+    /* the top word's uniform, (2**53 - 0.5) * 2**-53, rounds to 1.0, whose noise is -0.0
+     * (exp) and exact_log(-0.0)'s odd value (gumbel): the bound must cover it too */
+    for (int noise = 0; noise < 2; noise++) {
+        double top = noise_of(~0ULL, noise);
+        if (top > BOUND_HI[noise][BUCKETS - 1]) BOUND_HI[noise][BUCKETS - 1] = top;
+    }
+}
+
+/* What keyed_argmax's first pass learns of a block of tokens */
+typedef struct {
+    uint64_t top_w, bottom_w; /* the largest and the least word */
+    int64_t top_key; /* the order key of the largest input (float32: its int32 key) */
+    double top_abs;  /* the largest finite |input| */
+    int odd;         /* a NaN or +inf input */
+} block_t;
+
+/* The loops, once per build variant (kernels/vocab_rows_body.h) */
+typedef struct {
+    const char *name;
+    void (*words)(uint64_t, Py_ssize_t, Py_ssize_t, uint64_t *);
+    void (*green_add)(float *, Py_ssize_t, uint64_t, uint64_t, uint32_t, float);
+    void (*green_mask)(uint8_t *, Py_ssize_t, uint64_t, uint64_t, uint8_t);
+    void (*ranks)(uint64_t, Py_ssize_t, Py_ssize_t, uint64_t, int, uint64_t *);
+    void (*block_f32)(uint64_t, Py_ssize_t, Py_ssize_t, const float *, uint64_t *, block_t *);
+    void (*block_f64)(uint64_t, Py_ssize_t, Py_ssize_t, const double *, uint64_t *, block_t *);
+    void (*flags_f32)(uint64_t, Py_ssize_t, Py_ssize_t, const float *, uint64_t, uint64_t, double,
+                      uint8_t *);
+    void (*flags_f64)(uint64_t, Py_ssize_t, Py_ssize_t, const double *, double, uint64_t,
+                      uint64_t, double, uint8_t *);
+} variant_t;
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__APPLE__) && \
+    !defined(VOCAB_ROWS_GENERIC)
+#define HAVE_X86_VARIANTS 1
+#endif
+
+#define BODY_SUFFIX portable
+#define BODY_TARGET
+#include "vocab_rows_body.h"
+#undef BODY_SUFFIX
+#undef BODY_TARGET
+#ifdef HAVE_X86_VARIANTS
+#define BODY_SUFFIX avx2
+#define BODY_TARGET __attribute__((target("avx2")))
+#include "vocab_rows_body.h"
+#undef BODY_SUFFIX
+#undef BODY_TARGET
+#define BODY_SUFFIX avx512
+#define BODY_TARGET __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw")))
+#include "vocab_rows_body.h"
+#undef BODY_SUFFIX
+#undef BODY_TARGET
+#endif
+
+#define VARIANT(s)                                                                          \
+    {#s, words_##s, green_add_##s, green_mask_##s, ranks_##s, block_f32_##s, block_f64_##s,  \
+     flags_f32_##s, flags_f64_##s}
+static const variant_t VARIANTS[] = {
+    VARIANT(portable),
+#ifdef HAVE_X86_VARIANTS
+    VARIANT(avx2),
+    VARIANT(avx512),
+#endif
+};
+#define NUM_VARIANTS ((int)(sizeof VARIANTS / sizeof VARIANTS[0]))
+
+static int runs(int v) {
+#ifdef HAVE_X86_VARIANTS
+    __builtin_cpu_init();
+    if (v == 1) return __builtin_cpu_supports("avx2");
+    if (v == 2)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+#endif
+    return v == 0;
+}
+
+/* the variant to run: `want` ("", or a variant's name) or the widest the CPU runs */
+static const variant_t *pick(const char *want) {
+    for (int v = NUM_VARIANTS - 1; v >= 0; v--)
+        if (runs(v) && (!want || !*want || !strcmp(want, VARIANTS[v].name))) return &VARIANTS[v];
+    if (want && *want)
+        PyErr_Format(PyExc_ValueError, "variant '%s' is not built or not run by this CPU", want);
+    else
+        PyErr_SetString(PyExc_RuntimeError, "no build of the loops runs on this CPU");
+    return NULL;
+}
+
+static int need(Py_buffer *b, Py_ssize_t items, Py_ssize_t itemsize, const char *name) {
+    if (b->len != items * itemsize) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd bytes, expected %zd items of %zd bytes", name,
+                     b->len, items, itemsize);
+        return -1;
+    }
+    return 0;
+}
+
+/* rows of `width` items `stride` apart in a buffer of `len` bytes */
+static int need_rows(Py_buffer *b, Py_ssize_t rows, Py_ssize_t stride, Py_ssize_t width,
+                     Py_ssize_t itemsize, const char *name) {
+    if (width < 0 || stride < width || (rows > 0 && b->len < ((rows - 1) * stride + width) * itemsize)) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd bytes do not hold %zd rows of %zd items %zd apart",
+                     name, b->len, rows, width, stride);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+PyDoc_STRVAR(green_add_doc,
+"green_add(scores, stride, seeds, active, n, threshold, all_green, delta, variant='')\n\n"
+"scores (float32, writable, row b at b * stride) gets, at column v < n of each row b,\n"
+"scores + delta (float32) where v is green for seeds[b] (pair(seed, code(v)) below\n"
+"threshold = threshold53(gamma) << 11, or all_green) and active[b], else scores + 0.0.\n"
+"seeds: uint64 [B]; active: uint8 [B].  Releases the GIL.");
+
+static PyObject *green_add(PyObject *self, PyObject *args, PyObject *kwargs) {
+    (void)self;
+    static char *keywords[] = {"scores", "stride", "seeds", "active", "n", "threshold",
+                               "all_green", "delta", "variant", NULL};
+    Py_buffer sc, sd, ac;
+    Py_ssize_t stride, n;
+    unsigned long long threshold;
+    int all_green;
+    float delta;
+    const char *want = "";
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "w*ny*y*nKpf|s", keywords, &sc, &stride, &sd,
+                                     &ac, &n, &threshold, &all_green, &delta, &want))
+        return NULL;
+    PyObject *result = NULL;
+    const variant_t *fn = pick(want);
+    Py_ssize_t rows = sd.len / 8;
+    if (!fn || need(&sd, rows, 8, "seeds") || need(&ac, rows, 1, "active") ||
+        need_rows(&sc, rows, stride, n, 4, "scores"))
+        goto done;
+    float *x = sc.buf;
+    const uint64_t *seeds = sd.buf;
+    const uint8_t *active = ac.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t b = 0; b < rows; b++)
+        fn->green_add(x + b * stride, n, seeds[b], active[b] ? threshold : 0,
+                      active[b] && all_green ? 1u : 0u, delta);
+    Py_END_ALLOW_THREADS
+    result = PyUnicode_FromString(fn->name);
+done:
+    PyBuffer_Release(&sc);
+    PyBuffer_Release(&sd);
+    PyBuffer_Release(&ac);
+    return result;
+}
+
+PyDoc_STRVAR(green_mask_doc,
+"green_mask(seeds, n, threshold, all_green, out, variant='')\n\n"
+"out (uint8 [B, n], written) = 1 where column v is green for seeds[b] (see green_add).\n"
+"Releases the GIL.");
+
+static PyObject *green_mask(PyObject *self, PyObject *args, PyObject *kwargs) {
+    (void)self;
+    static char *keywords[] = {"seeds", "n", "threshold", "all_green", "out", "variant", NULL};
+    Py_buffer sd, out;
+    Py_ssize_t n;
+    unsigned long long threshold;
+    int all_green;
+    const char *want = "";
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nKpw*|s", keywords, &sd, &n, &threshold,
+                                     &all_green, &out, &want))
+        return NULL;
+    PyObject *result = NULL;
+    const variant_t *fn = pick(want);
+    Py_ssize_t rows = sd.len / 8;
+    if (!fn || need(&sd, rows, 8, "seeds") || n < 0 || need(&out, rows * n, 1, "out")) goto done;
+    const uint64_t *seeds = sd.buf;
+    uint8_t *o = out.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t b = 0; b < rows; b++)
+        fn->green_mask(o + b * n, n, seeds[b], threshold, all_green ? 1 : 0);
+    Py_END_ALLOW_THREADS
+    result = PyUnicode_FromString(fn->name);
+done:
+    PyBuffer_Release(&sd);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+PyDoc_STRVAR(ranks_doc,
+"ranks(seeds, n, vocab, bits, out, inverse=False, variant='')\n\n"
+"out (int64 [B, n], written): out[b, v] = feistel_rank(seeds[b], v, vocab) for v < n\n"
+"(n <= vocab); with inverse (n == vocab) the permutation itself instead,\n"
+"out[b, feistel_rank(seeds[b], v, vocab)] = v, which is argsort of the ranks.  bits =\n"
+"feistel_bits(vocab).  Releases the GIL.");
+
+static PyObject *ranks(PyObject *self, PyObject *args, PyObject *kwargs) {
+    (void)self;
+    static char *keywords[] = {"seeds", "n", "vocab", "bits", "out", "inverse", "variant", NULL};
+    Py_buffer sd, out;
+    Py_ssize_t n;
+    unsigned long long vocab;
+    int bits, inverse = 0;
+    const char *want = "";
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nKiw*|ps", keywords, &sd, &n, &vocab, &bits,
+                                     &out, &inverse, &want))
+        return NULL;
+    PyObject *result = NULL;
+    uint64_t *y = NULL;
+    const variant_t *fn = pick(want);
+    Py_ssize_t rows = sd.len / 8;
+    if (!fn || need(&sd, rows, 8, "seeds") || need(&out, rows * n, 8, "out")) goto done;
+    if (bits < 2 || bits > 62 || vocab < 1 || vocab > (1ULL << bits) || n < 0 ||
+        (unsigned long long)n > vocab || (inverse && (unsigned long long)n != vocab)) {
+        PyErr_SetString(PyExc_ValueError, "ranks: need 2 <= bits <= 62, 1 <= vocab <= 2**bits, "
+                        "n <= vocab (n == vocab for the inverse)");
+        goto done;
+    }
+    y = malloc(sizeof(uint64_t) * (n ? n : 1));
+    if (!y) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const uint64_t *seeds = sd.buf;
+    int64_t *o = out.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t b = 0; b < rows; b++) {
+        int64_t *row = o + b * n;
+        if (inverse) {
+            fn->ranks(seeds[b], 0, n, vocab, bits, y);
+            for (Py_ssize_t v = 0; v < n; v++) row[y[v]] = v;
+        } else {
+            fn->ranks(seeds[b], 0, n, vocab, bits, (uint64_t *)row);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    result = PyUnicode_FromString(fn->name);
+done:
+    free(y);
+    PyBuffer_Release(&sd);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+PyDoc_STRVAR(its_choose_doc,
+"its_choose(probs, stride, seeds, u, vocab, bits, out, variant='')\n\n"
+"Inverse-transform sampling of each row b of probs (float32, row b at b * stride, vocab\n"
+"columns): the probabilities in the order of the ranks of seeds[b]'s Feistel permutation,\n"
+"their float64 cumsum (numpy's order), the first rank whose cdf reaches u[b] (numpy's\n"
+"searchsorted), else the last rank with positive probability; out[b] = the token at that\n"
+"rank, or -1 where the row holds a NaN (the caller takes numpy's path there).  seeds:\n"
+"uint64 [B]; u: float64 [B]; out: int64 [B].  Releases the GIL.");
+
+static PyObject *its_choose(PyObject *self, PyObject *args, PyObject *kwargs) {
+    (void)self;
+    static char *keywords[] = {"probs", "stride", "seeds", "u", "vocab", "bits", "out",
+                               "variant", NULL};
+    Py_buffer pr, sd, uu, out;
+    Py_ssize_t stride, vocab;
+    int bits;
+    const char *want = "";
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*ny*y*niw*|s", keywords, &pr, &stride, &sd,
+                                     &uu, &vocab, &bits, &out, &want))
+        return NULL;
+    PyObject *result = NULL;
+    uint64_t *y = NULL;
+    float *perm = NULL;
+    const variant_t *fn = pick(want);
+    Py_ssize_t rows = sd.len / 8;
+    if (!fn || need(&sd, rows, 8, "seeds") || need(&uu, rows, 8, "u") ||
+        need(&out, rows, 8, "out") || need_rows(&pr, rows, stride, vocab, 4, "probs"))
+        goto done;
+    if (bits < 2 || bits > 62 || vocab < 2 || (uint64_t)vocab > (1ULL << bits)) {
+        PyErr_SetString(PyExc_ValueError, "its_choose: need 2 <= bits <= 62, 2 <= vocab <= 2**bits");
+        goto done;
+    }
+    y = malloc(sizeof(uint64_t) * vocab);
+    perm = malloc(sizeof(float) * vocab);
+    if (!y || !perm) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const float *p = pr.buf;
+    const uint64_t *seeds = sd.buf;
+    const double *u = uu.buf;
+    int64_t *o = out.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t b = 0; b < rows; b++) {
+        const float *row = p + b * stride;
+        int nan = 0;
+        for (Py_ssize_t v = 0; v < vocab; v++) nan |= row[v] != row[v];
+        if (nan) {
+            o[b] = -1;
+            continue;
+        }
+        fn->ranks(seeds[b], 0, vocab, (uint64_t)vocab, bits, y);
+        for (Py_ssize_t v = 0; v < vocab; v++) perm[y[v]] = row[v];
+        Py_ssize_t k = vocab;
+        double cdf = 0.0, target = u[b];
+        for (Py_ssize_t j = 0; j < vocab; j++) {
+            cdf = j ? cdf + (double)perm[j] : (double)perm[0];
+            if (!(cdf < target)) { /* searchsorted: the ranks whose cdf lies below u */
+                k = j;
+                break;
+            }
+        }
+        if (k == vocab) { /* the last rank with positive probability; -1 (Python's row[-1])
+                           * when none has any */
+            k = -1;
+            for (Py_ssize_t j = vocab - 1; j >= 0; j--)
+                if (perm[j] > 0) {
+                    k = j;
+                    break;
+                }
+            if (k < 0) k = vocab - 1;
+        }
+        Py_ssize_t token = 0; /* the token at rank k */
+        for (Py_ssize_t v = 0; v < vocab; v++)
+            if (y[v] == (uint64_t)k) {
+                token = v;
+                break;
+            }
+        o[b] = token;
+    }
+    Py_END_ALLOW_THREADS
+    result = PyUnicode_FromString(fn->name);
+done:
+    free(y);
+    free(perm);
+    PyBuffer_Release(&pr);
+    PyBuffer_Release(&sd);
+    PyBuffer_Release(&uu);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* One row of keyed_argmax: the value of token v is combine(x[v], noise(word v)), its argmax
+ * the first maximal index (NaN the largest). */
+typedef struct {
+    const void *x; /* float32 or float64 row */
+    int x_f64, noise, combine;
+    double offset; /* COMBINE_F64: subtracted from x first (x - offset, then + noise) */
+} argrow_t;
+
+static inline double input_of(const argrow_t *r, Py_ssize_t v) {
+    if (r->x_f64) return ((const double *)r->x)[v] - r->offset;
+    return (double)((const float *)r->x)[v];
+}
+
+static inline double value_of(const argrow_t *r, Py_ssize_t v, double noise) {
+    if (r->combine == COMBINE_F32) {
+        float s = ((const float *)r->x)[v] + (float)noise; /* numpy: x += f32(row) */
+        return (double)s;
+    }
+    return input_of(r, v) + noise;
+}
+
+static Py_ssize_t argmax_all(const argrow_t *r, uint64_t seed, Py_ssize_t n) {
+    Py_ssize_t best_i = 0;
+    double best = 0.0;
+    for (Py_ssize_t v = 0; v < n; v++) {
+        double val = value_of(r, v, noise_of(mix64(seed ^ ((uint64_t)v * GOLDEN)), r->noise));
+        if (val != val) return v;
+        if (v == 0 || val > best) {
+            best = val;
+            best_i = v;
+        }
+    }
+    return best_i;
+}
+
+static inline double exact_at(const argrow_t *r, uint64_t seed, Py_ssize_t v) {
+    return value_of(r, v, noise_of(mix64(seed ^ ((uint64_t)v * GOLDEN)), r->noise));
+}
+
+/* The argmax of one row without the exact noise of every token.
+ *
+ * A lower bound of the largest value: the exact values of a few tokens likely to be near it
+ * (the largest input, and the token of the largest noise of each block: its largest word
+ * for the Gumbel noise, its least for the exponential).
+ * An upper bound of each token's value: its input plus the largest noise of its word's
+ * bucket (the top BUCKET_BITS bits; BOUND_HI).  A token whose upper bound is below the lower
+ * bound, less a margin for rounding, can neither be the argmax nor tie with it: its value
+ * is computed only otherwise.  Two vectorized filters come first (a word outside the
+ * buckets any token could win from, given the largest input; an input too small for the
+ * largest noise of all), and the table is read only for the tokens they let through.
+ * w: BLOCK words, flags: BLOCK bytes of scratch. */
+static Py_ssize_t argmax_row(const variant_t *fn, const argrow_t *r, uint64_t seed, Py_ssize_t n,
+                             uint64_t *restrict w, uint8_t *restrict flags) {
+    const double *hi_tab = BOUND_HI[r->noise];
+    double lower = -INFINITY, biggest = 0.0;
+    int64_t top_key = INT64_MIN;
+    Py_ssize_t top_block = 0; /* the first block holding the largest input */
+    Py_ssize_t best_i = -1; /* the token of `lower` (its first, among equal values) */
+    for (Py_ssize_t v0 = 0; v0 < n; v0 += BLOCK) {
+        Py_ssize_t m = n - v0 < BLOCK ? n - v0 : BLOCK;
+        block_t blk;
+        if (r->x_f64)
+            fn->block_f64(seed, v0, m, (const double *)r->x + v0, w, &blk);
+        else
+            fn->block_f32(seed, v0, m, (const float *)r->x + v0, w, &blk);
+        if (blk.odd) return argmax_all(r, seed, n); /* a NaN or +inf: every token computed */
+        biggest = blk.top_abs > biggest ? blk.top_abs : biggest;
+        if (blk.top_key > top_key) {
+            top_key = blk.top_key;
+            top_block = v0;
+        }
+        /* the word of the largest noise: the largest (gumbel) or the least (exp) */
+        uint64_t loudest = r->noise == NOISE_GUMBEL ? blk.top_w : blk.bottom_w;
+        for (Py_ssize_t i = 0; i < m; i++)
+            if (w[i] == loudest) {
+                double val = exact_at(r, seed, v0 + i);
+                if (val > lower || (val == lower && v0 + i < best_i)) {
+                    lower = val;
+                    best_i = v0 + i;
+                }
+                break;
+            }
+    }
+    /* the largest input and its first token */
+    double x_max;
+    if (r->x_f64) {
+        uint64_t b = (uint64_t)top_key ^ ((uint64_t)(top_key >> 63) >> 1);
+        x_max = bits_double(b) - r->offset; /* x - offset rounds monotonically */
+        if (!(fabs(r->offset) < HUGE_VAL)) return argmax_all(r, seed, n);
+        biggest += fabs(r->offset);
+        for (Py_ssize_t v = top_block; v < n; v++)
+            if (double_bits(((const double *)r->x)[v]) == b) {
+                double val = exact_at(r, seed, v);
+                if (val > lower || (val == lower && v < best_i)) {
+                    lower = val;
+                    best_i = v;
+                }
+                break;
+            }
+    } else {
+        uint32_t b = (uint32_t)(int32_t)top_key ^ ((uint32_t)((int32_t)top_key >> 31) >> 1);
+        x_max = (double)bits_float(b);
+        for (Py_ssize_t v = top_block; v < n; v++)
+            if (float_bits(((const float *)r->x)[v]) == b) {
+                double val = exact_at(r, seed, v);
+                if (val > lower || (val == lower && v < best_i)) {
+                    lower = val;
+                    best_i = v;
+                }
+                break;
+            }
+    }
+    if (lower == -INFINITY) return argmax_all(r, seed, n); /* every input is -inf */
+    /* a token's value lies within margin / 2 of its bounds (float32 rounding of values up
+     * to |x| + 38, relative 2**-24, and a few double ulps) */
+    double threshold = lower - (biggest + 64.0) * 0x1p-17;
+    /* the buckets a token could win from, given the largest input; the least input that
+     * could win, given the largest noise */
+    int k_lo = BUCKETS, k_hi = -1;
+    double noise_max = -INFINITY;
+    for (int k = 0; k < BUCKETS; k++) {
+        noise_max = hi_tab[k] > noise_max ? hi_tab[k] : noise_max;
+        if (x_max + hi_tab[k] >= threshold) {
+            k_lo = k < k_lo ? k : k_lo;
+            k_hi = k;
+        }
+    }
+    if (k_hi < 0) return best_i; /* no token but those already computed can reach it */
+    uint64_t w_lo = (uint64_t)k_lo << (64 - BUCKET_BITS);
+    uint64_t w_hi = ((uint64_t)k_hi << (64 - BUCKET_BITS)) | (~0ULL >> BUCKET_BITS);
+    double x_min = threshold - noise_max;
+    double best = lower;
+    for (Py_ssize_t v0 = 0; v0 < n; v0 += BLOCK) {
+        Py_ssize_t m = n - v0 < BLOCK ? n - v0 : BLOCK;
+        if (r->x_f64)
+            fn->flags_f64(seed, v0, m, (const double *)r->x + v0, r->offset, w_lo, w_hi, x_min,
+                          flags);
+        else
+            fn->flags_f32(seed, v0, m, (const float *)r->x + v0, w_lo, w_hi, x_min, flags);
+        for (Py_ssize_t i = 0; i < m; i += 8) {
+            uint64_t eight = 0;
+            memcpy(&eight, flags + i, m - i < 8 ? (size_t)(m - i) : 8);
+            if (!eight) continue;
+            for (Py_ssize_t j = i; j < i + 8 && j < m; j++) {
+                if (!flags[j]) continue;
+                Py_ssize_t v = v0 + j;
+                uint64_t word = mix64(seed ^ ((uint64_t)v * GOLDEN));
+                if (!(input_of(r, v) + hi_tab[word >> (64 - BUCKET_BITS)] >= threshold)) continue;
+                double val = value_of(r, v, noise_of(word, r->noise));
+                if (val > best || (val == best && v < best_i)) {
+                    best = val;
+                    best_i = v;
+                }
+            }
+        }
+    }
+    return best_i;
+}
+
+PyDoc_STRVAR(keyed_argmax_doc,
+"keyed_argmax(x, x_f64, stride, seeds, offsets, n, noise, combine, out, variant='')\n\n"
+"out[b] (int64 [B]) = the first index of the maximum over v < n (NaN the largest) of\n"
+"row b's value at v, from x (float32, or float64 when x_f64; row b at b * stride) and the\n"
+"noise of the word pair(seeds[b], code(v)): noise 0 exp_gumbel's -exact_log(-exact_log(u)),\n"
+"1 neg_log_uniform's -exact_log(u).  combine 0: f32(x + f32(noise)) (float32 x);\n"
+"1: f64(x) + noise (float32 x); 2: (x - offsets[b]) + noise (float64 x).  seeds: uint64\n"
+"[B]; offsets: float64 [B] (combine 2) or empty.  Releases the GIL.");
+
+static PyObject *keyed_argmax(PyObject *self, PyObject *args, PyObject *kwargs) {
+    (void)self;
+    static char *keywords[] = {"x", "x_f64", "stride", "seeds", "offsets", "n", "noise",
+                               "combine", "out", "variant", NULL};
+    Py_buffer xb, sd, of, out;
+    int x_f64, noise, combine;
+    Py_ssize_t stride, n;
+    const char *want = "";
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*pny*y*niiw*|s", keywords, &xb, &x_f64,
+                                     &stride, &sd, &of, &n, &noise, &combine, &out, &want))
+        return NULL;
+    PyObject *result = NULL;
+    uint64_t *buf = NULL;
+    uint8_t *flags = NULL;
+    const variant_t *fn = pick(want);
+    Py_ssize_t rows = sd.len / 8;
+    if (!fn || need(&sd, rows, 8, "seeds") || need(&out, rows, 8, "out") ||
+        need_rows(&xb, rows, stride, n, x_f64 ? 8 : 4, "x") ||
+        (combine == COMBINE_F64 && need(&of, rows, 8, "offsets")))
+        goto done;
+    if (n < 1 || (noise != NOISE_GUMBEL && noise != NOISE_EXP) ||
+        (combine == COMBINE_F64) != (x_f64 != 0) || combine < 0 || combine > COMBINE_F64) {
+        PyErr_SetString(PyExc_ValueError, "keyed_argmax: need n >= 1, noise 0 or 1, and combine "
+                        "0 or 1 with float32 x, 2 with float64 x");
+        goto done;
+    }
+    buf = malloc(sizeof(uint64_t) * BLOCK);
+    flags = malloc(BLOCK);
+    if (!buf || !flags) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const uint64_t *seeds = sd.buf;
+    const double *offsets = combine == COMBINE_F64 ? of.buf : NULL;
+    int64_t *o = out.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t b = 0; b < rows; b++) {
+        argrow_t r = {.x_f64 = x_f64, .noise = noise, .combine = combine,
+                      .offset = offsets ? offsets[b] : 0.0};
+        r.x = x_f64 ? (const void *)((const double *)xb.buf + b * stride)
+                    : (const void *)((const float *)xb.buf + b * stride);
+        o[b] = argmax_row(fn, &r, seeds[b], n, buf, flags);
+    }
+    Py_END_ALLOW_THREADS
+    result = PyUnicode_FromString(fn->name);
+done:
+    free(buf);
+    free(flags);
+    PyBuffer_Release(&xb);
+    PyBuffer_Release(&sd);
+    PyBuffer_Release(&of);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+PyDoc_STRVAR(variants_doc,
+"variants() -> list of str\n\nThe builds of the loops this CPU runs, narrowest first.");
+
+static PyObject *variants(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    for (int v = 0; v < NUM_VARIANTS; v++) {
+        if (!runs(v)) continue;
+        PyObject *s = PyUnicode_FromString(VARIANTS[v].name);
+        if (!s || PyList_Append(out, s)) {
+            Py_XDECREF(s);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(s);
+    }
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"green_add", (PyCFunction)(void (*)(void))green_add, METH_VARARGS | METH_KEYWORDS,
+     green_add_doc},
+    {"green_mask", (PyCFunction)(void (*)(void))green_mask, METH_VARARGS | METH_KEYWORDS,
+     green_mask_doc},
+    {"ranks", (PyCFunction)(void (*)(void))ranks, METH_VARARGS | METH_KEYWORDS, ranks_doc},
+    {"its_choose", (PyCFunction)(void (*)(void))its_choose, METH_VARARGS | METH_KEYWORDS,
+     its_choose_doc},
+    {"keyed_argmax", (PyCFunction)(void (*)(void))keyed_argmax, METH_VARARGS | METH_KEYWORDS,
+     keyed_argmax_doc},
+    {"variants", variants, METH_NOARGS, variants_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_vocab_rows",
+    "the logits processors' vocabulary-wide keyed work, compiled (kernels/vocab_rows.c).",
+    -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__vocab_rows(void) {
+    make_bounds();
+    return PyModule_Create(&module);
+}

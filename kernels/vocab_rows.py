@@ -1,0 +1,186 @@
+"""The logits processors' vocabulary-wide keyed work, a decoding step's rows in one call.
+
+At every step a processor hashes its row's seed word with every token of the vocabulary:
+green lists (kgw, SWEET, EWD, MorphMark), Feistel permutations (its, DiPmark), keyed noise
+for a Gumbel-max or permute-and-flip choice (exp, EXPGumbel, PF). numpy takes ten passes over
+``[V]`` arrays for one SplitMix64 finaliser; at V = 128,256 and 16 rows that is most of a
+decoding step of a small model. The compiled kernel ``evalrun.kernels._vocab_rows``
+(``kernels/vocab_rows.c``, built at install when a C compiler is present) hashes a row in one
+pass and, for the argmax choices, computes the exact noise only of the tokens that could win.
+
+Every function here has a numpy twin made of the kernels the processors used before
+(:mod:`evalrun.kernels.green`, :mod:`evalrun.kernels.keyed_hash`,
+:mod:`evalrun.kernels.token_stats`): the twins define the results, run where the kernel was
+not built (``compiled=False`` asks for them), and tests hold the kernel to their bits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from evalrun.kernels.backend import NUMPY
+from evalrun.kernels.green import green_mask as _green_mask
+from evalrun.kernels.keyed_hash import feistel_bits, feistel_rank, neg_log_uniform, pair, range_codes, threshold53
+from evalrun.kernels.token_stats import exp_gumbel
+
+try:  # built by setup.py when a C compiler is available (the extension is optional)
+    from evalrun.kernels import _vocab_rows as _compiled
+except ImportError:  # pragma: no cover - exercised where the build was skipped
+    _compiled = None
+
+#: :func:`keyed_argmax`'s noises: exp_gumbel's ``-log(-log u)`` and ``-log u`` (PF's)
+NOISE_GUMBEL, NOISE_EXP = 0, 1
+#: :func:`keyed_argmax`'s sums: ``f32(x + f32(noise))`` for float32 x (exp), ``f64(x) +
+#: noise`` for float32 x (EXPGumbel), ``(x - offset) + noise`` for float64 x (PF)
+COMBINE_F32, COMBINE_F64_OF_F32, COMBINE_F64 = 0, 1, 2
+#: the build of the loops that calls without a ``variant`` run: "" for the widest this CPU
+#: runs, or one of :func:`variants` (tests set it to check every build)
+DEFAULT_VARIANT = ""
+
+
+def compiled_available() -> bool:
+    """Whether the compiled kernel was built with this install."""
+    return _compiled is not None
+
+
+def variants() -> list[str]:
+    """The builds of the kernel's loops this CPU runs (``portable``, ``avx2``, ``avx512``)."""
+    return list(_compiled.variants()) if _compiled is not None else []
+
+
+def _use(compiled: bool | None) -> bool:
+    if compiled and _compiled is None:
+        raise RuntimeError("the compiled vocabulary kernel was not built with this install "
+                           "(evalrun.kernels._vocab_rows; it needs a C compiler at install)")
+    return _compiled is not None and compiled is not False
+
+
+def _seeds(seeds: Any) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(seeds, dtype=np.uint64).reshape(-1))
+
+
+def _rows(x: np.ndarray, dtype: Any, what: str) -> np.ndarray:
+    if x.dtype != dtype or x.ndim != 2 or not x.flags.c_contiguous:
+        raise ValueError(f"{what}: a C-contiguous 2-D {np.dtype(dtype).name} array, "
+                         f"got {x.dtype} {x.shape}")
+    return x
+
+
+def green_add(scores: np.ndarray, seeds: Any, n: int, gamma: float, delta: float,
+              active: Any = None, *, compiled: bool | None = None) -> None:
+    """``scores[b, :n] += where(green, f32(delta), f32(0))`` in place, green being native
+    kgw's list of ``seeds[b]`` (:func:`evalrun.kernels.green.green_mask`; nothing where
+    ``active[b]`` is False). ``scores``: C-contiguous float32 ``[B, W]``, ``n <= W``."""
+    _rows(scores, np.float32, "green_add: scores")
+    seeds = _seeds(seeds)
+    flags = (np.ones(len(seeds), dtype=np.uint8) if active is None
+             else np.ascontiguousarray(np.asarray(active, dtype=bool).reshape(-1)).view(np.uint8))
+    if len(seeds) != scores.shape[0] or len(flags) != len(seeds) or not 0 <= n <= scores.shape[1]:
+        raise ValueError("green_add: one seed and flag per row, n within the row")
+    t = threshold53(gamma)
+    if _use(compiled):
+        _compiled.green_add(scores, scores.shape[1], seeds, flags, n, t << 11 if t < 1 << 53 else 0,
+                            t >= 1 << 53, float(np.float32(delta)), DEFAULT_VARIANT)
+        return
+    bias = np.float32(delta)
+    for b in range(len(seeds)):
+        mask = np.asarray(_green_mask(NUMPY, seeds[b:b + 1], n, gamma))[0] & bool(flags[b])
+        view = scores[b, :n]
+        view += np.where(mask, bias, np.float32(0.0))
+
+
+def green_mask(seeds: Any, n: int, gamma: float, *, compiled: bool | None = None) -> np.ndarray:
+    """:func:`evalrun.kernels.green.green_mask` of ``seeds [B]`` over ``n`` columns: bool ``[B, n]``."""
+    seeds = _seeds(seeds)
+    if not _use(compiled):
+        return np.asarray(_green_mask(NUMPY, seeds, n, gamma), dtype=bool)
+    out = np.empty((len(seeds), n), dtype=np.uint8)
+    t = threshold53(gamma)
+    _compiled.green_mask(seeds, n, t << 11 if t < 1 << 53 else 0, t >= 1 << 53, out, DEFAULT_VARIANT)
+    return out.view(bool)
+
+
+def ranks(seeds: Any, n: int, vocab_size: int, *, inverse: bool = False,
+          compiled: bool | None = None) -> np.ndarray:
+    """int64 ``[B, n]``: ``feistel_rank(seeds[b], v, vocab_size)`` for ``v < n`` (``n <=
+    vocab_size``); with ``inverse`` (``n == vocab_size``) the permutation itself, ``argsort``
+    of the ranks: ``out[b, rank] = v``."""
+    seeds = _seeds(seeds)
+    if inverse and n != vocab_size:
+        raise ValueError("ranks: the inverse needs n == vocab_size")
+    if not _use(compiled):
+        r = np.asarray(feistel_rank(NUMPY, seeds[:, None], np.arange(n, dtype=np.int64)[None, :],
+                                    vocab_size)).astype(np.int64).reshape(len(seeds), n)
+        return np.argsort(r, axis=1, kind="stable") if inverse else r
+    out = np.empty((len(seeds), n), dtype=np.int64)
+    _compiled.ranks(seeds, n, vocab_size, feistel_bits(vocab_size), out, inverse, DEFAULT_VARIANT)
+    return out
+
+
+def its_choose(probs: np.ndarray, seeds: Any, u: Any, vocab_size: int, *,
+               compiled: bool | None = None) -> np.ndarray:
+    """Inverse-transform sampling (the ``its`` sampler's step): per row of ``probs`` (float32
+    ``[B, vocab_size]``, C-contiguous), the probabilities in the rank order of ``seeds[b]``'s
+    Feistel permutation, their float64 cumsum, the first rank whose cdf reaches ``u[b]``
+    (else the last rank with positive probability) and the token at that rank. int64 ``[B]``;
+    the compiled kernel gives -1 for rows holding a NaN, which the caller computes itself."""
+    _rows(probs, np.float32, "its_choose: probs")
+    seeds = _seeds(seeds)
+    u = np.ascontiguousarray(np.asarray(u, dtype=np.float64).reshape(-1))
+    if probs.shape != (len(seeds), vocab_size) or len(u) != len(seeds):
+        raise ValueError("its_choose: probs [B, vocab_size], one seed and u per row")
+    out = np.empty(len(seeds), dtype=np.int64)
+    if _use(compiled):
+        _compiled.its_choose(probs, vocab_size, seeds, u, vocab_size, feistel_bits(vocab_size), out,
+                             DEFAULT_VARIANT)
+        return out
+    table = ranks(seeds, vocab_size, vocab_size, inverse=True, compiled=False)
+    permuted = np.take_along_axis(probs, table, axis=1)
+    cdf = np.cumsum(permuted, axis=1, dtype=np.float64)
+    for b in range(len(seeds)):
+        k = int(np.searchsorted(cdf[b], u[b]))
+        if k == vocab_size:
+            positive = np.flatnonzero(permuted[b] > 0)
+            k = int(positive[-1]) if len(positive) else -1
+        out[b] = table[b, k]
+    return out
+
+
+def keyed_argmax(x: np.ndarray, seeds: Any, n: int, noise: int, combine: int,
+                 offsets: Any = None, *, compiled: bool | None = None) -> np.ndarray:
+    """Per row ``b`` of ``x`` (C-contiguous ``[B, W]``, ``n <= W``): the first index of the
+    maximum (NaN the largest, as numpy's and torch's argmax) over ``v < n`` of
+
+    * ``COMBINE_F32``: ``f32(x[b, v] + f32(noise))`` (float32 ``x``; the exp sampler),
+    * ``COMBINE_F64_OF_F32``: ``f64(x[b, v]) + noise`` (float32 ``x``; EXPGumbel),
+    * ``COMBINE_F64``: ``(x[b, v] - offsets[b]) + noise`` (float64 ``x``; PF),
+
+    the noise being that of ``seeds[b]`` and token v: ``NOISE_GUMBEL``, the float64
+    :func:`~evalrun.kernels.token_stats.exp_gumbel` row, or ``NOISE_EXP``,
+    ``neg_log_uniform(pair(seed, code(v)))``. int64 ``[B]``."""
+    f64 = combine == COMBINE_F64
+    _rows(x, np.float64 if f64 else np.float32, "keyed_argmax: x")
+    seeds = _seeds(seeds)
+    if len(seeds) != x.shape[0] or not 1 <= n <= x.shape[1]:
+        raise ValueError("keyed_argmax: one seed per row, 1 <= n <= the row's width")
+    off = np.ascontiguousarray(np.asarray(offsets if f64 else [], dtype=np.float64).reshape(-1))
+    out = np.empty(len(seeds), dtype=np.int64)
+    if _use(compiled):
+        _compiled.keyed_argmax(x, f64, x.shape[1], seeds, off, n, noise, combine, out,
+                               DEFAULT_VARIANT)
+        return out
+    for b in range(len(seeds)):
+        if noise == NOISE_GUMBEL:
+            g = np.asarray(exp_gumbel(NUMPY, seeds[b:b + 1], n))[0]
+        else:
+            g = np.asarray(neg_log_uniform(NUMPY, pair(NUMPY, seeds[b], range_codes(NUMPY, n))))
+        if combine == COMBINE_F32:
+            values = x[b, :n] + g.astype(np.float32)
+        elif combine == COMBINE_F64_OF_F32:
+            values = x[b, :n].astype(np.float64) + g
+        else:
+            values = (x[b, :n] - off[b]) + g
+        out[b] = int(np.argmax(values))
+    return out

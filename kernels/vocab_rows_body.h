@@ -1,0 +1,122 @@
+/*
+ * The vocabulary-wide loops of kernels/vocab_rows.c, included there once per build variant
+ * with BODY_SUFFIX (a name suffix) and BODY_TARGET (a target attribute, or nothing) defined.
+ * Every variant performs the same scalar operations element by element: only the vector
+ * width differs, never a result.  Branch-free loops, so that they vectorize.
+ */
+#define BODY_JOIN2(a, b) a##_##b
+#define BODY_JOIN(a, b) BODY_JOIN2(a, b)
+#define BODY_FN(name) BODY_JOIN(name, BODY_SUFFIX)
+
+/* out[v] = pair(seed, code(v)) = mix64(seed ^ v * GOLDEN) for v in [v0, v0 + n) */
+BODY_TARGET
+static void BODY_FN(words)(uint64_t seed, Py_ssize_t v0, Py_ssize_t n, uint64_t *restrict out) {
+    for (Py_ssize_t i = 0; i < n; i++) out[i] = mix64(seed ^ ((uint64_t)(v0 + i) * GOLDEN));
+}
+
+/* x[v] = x[v] + (green ? delta : 0.0f) for v < n: green when the word is below threshold
+ * (threshold53(gamma) << 11) or all_green; float32 adds, as numpy's and torch's */
+BODY_TARGET
+static void BODY_FN(green_add)(float *restrict x, Py_ssize_t n, uint64_t seed, uint64_t threshold,
+                               uint32_t all_green, float delta) {
+    const uint32_t bits = float_bits(delta);
+    for (Py_ssize_t v = 0; v < n; v++) {
+        uint32_t green = (uint32_t)(mix64(seed ^ ((uint64_t)v * GOLDEN)) < threshold) | all_green;
+        x[v] = x[v] + bits_float(bits & ((uint32_t)0 - green));
+    }
+}
+
+/* out[v] = green (0 or 1) for v < n */
+BODY_TARGET
+static void BODY_FN(green_mask)(uint8_t *restrict out, Py_ssize_t n, uint64_t seed,
+                                uint64_t threshold, uint8_t all_green) {
+    for (Py_ssize_t v = 0; v < n; v++)
+        out[v] = (uint8_t)(mix64(seed ^ ((uint64_t)v * GOLDEN)) < threshold) | all_green;
+}
+
+/* y[i] = feistel_rank(seed, v0 + i, vocab) for i < n: one pass of the network over all, then
+ * cycle walking for the few that land outside [0, vocab) */
+BODY_TARGET
+static void BODY_FN(ranks)(uint64_t seed, Py_ssize_t v0, Py_ssize_t n, uint64_t vocab, int bits,
+                           uint64_t *restrict y) {
+    for (Py_ssize_t i = 0; i < n; i++) y[i] = feistel_once(seed, (uint64_t)(v0 + i), bits);
+    for (Py_ssize_t i = 0; i < n; i++)
+        while (y[i] >= vocab) y[i] = feistel_once(seed, y[i], bits);
+}
+
+/* keyed_argmax's first pass over a block of m tokens from v0 (x points at token v0): their
+ * words into w, and the block's largest word, largest input (as an order key of its bits),
+ * largest finite |input| (as its bits, which order like the values) and whether it holds a
+ * NaN or +inf.  Integer reductions only, so that the loop vectorizes. */
+BODY_TARGET
+static void BODY_FN(block_words)(uint64_t seed, Py_ssize_t v0, Py_ssize_t m,
+                                 uint64_t *restrict w, block_t *out) {
+    uint64_t top = 0, bottom = ~0ULL;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        uint64_t word = mix64(seed ^ ((uint64_t)(v0 + i) * GOLDEN));
+        w[i] = word;
+        top = word > top ? word : top;
+        bottom = word < bottom ? word : bottom;
+    }
+    out->top_w = top;
+    out->bottom_w = bottom;
+}
+
+#define BLOCK_STATS(suffix, type, utype, itype, ABS, INF, NEG_INF, SIGN_SHIFT, as_float)     \
+    BODY_TARGET                                                                               \
+    static void BODY_FN(block_##suffix)(uint64_t seed, Py_ssize_t v0, Py_ssize_t m,           \
+                                        const type *restrict x, uint64_t *restrict w,         \
+                                        block_t *out) {                                       \
+        BODY_FN(block_words)(seed, v0, m, w, out);                                            \
+        const utype *restrict xb = (const utype *)x;                                          \
+        itype top_key = (itype)((utype)1 << SIGN_SHIFT);                                      \
+        utype top_abs = 0;                                                                    \
+        for (Py_ssize_t i = 0; i < m; i++) { /* two max reductions: they vectorize */         \
+            utype b = xb[i], a = b & ABS;                                                     \
+            itype key = (itype)(b ^ ((utype)((itype)b >> SIGN_SHIFT) >> 1));                  \
+            top_key = key > top_key ? key : top_key;                                          \
+            top_abs = a > top_abs ? a : top_abs;                                              \
+        }                                                                                     \
+        out->top_key = top_key;                                                               \
+        out->odd = 0;                                                                         \
+        if (top_abs >= INF) { /* an infinity or NaN: only -inf is an ordinary input */        \
+            top_abs = 0;                                                                      \
+            for (Py_ssize_t i = 0; i < m; i++) {                                              \
+                utype b = xb[i], a = b & ABS;                                                 \
+                if (a < INF) top_abs = a > top_abs ? a : top_abs;                             \
+                else if (b != NEG_INF) out->odd = 1;                                          \
+            }                                                                                 \
+        }                                                                                     \
+        out->top_abs = (double)as_float(top_abs);                                             \
+    }
+
+BLOCK_STATS(f32, float, uint32_t, int32_t, 0x7FFFFFFFu, 0x7F800000u, 0xFF800000u, 31, bits_float)
+BLOCK_STATS(f64, double, uint64_t, int64_t, 0x7FFFFFFFFFFFFFFFULL, 0x7FF0000000000000ULL,
+            0xFFF0000000000000ULL, 63, bits_double)
+#undef BLOCK_STATS
+
+/* keyed_argmax's second pass: flags[i] = 1 for the tokens whose word lies in [w_lo, w_hi]
+ * and whose input reaches x_min (float32 inputs widened to double; float64 ones less
+ * offset, as the values take them) */
+BODY_TARGET
+static void BODY_FN(flags_f32)(uint64_t seed, Py_ssize_t v0, Py_ssize_t m, const float *restrict x,
+                               uint64_t w_lo, uint64_t w_hi, double x_min, uint8_t *restrict flags) {
+    for (Py_ssize_t i = 0; i < m; i++) {
+        uint64_t word = mix64(seed ^ ((uint64_t)(v0 + i) * GOLDEN));
+        flags[i] = (uint8_t)((word >= w_lo) & (word <= w_hi) & ((double)x[i] >= x_min));
+    }
+}
+
+BODY_TARGET
+static void BODY_FN(flags_f64)(uint64_t seed, Py_ssize_t v0, Py_ssize_t m, const double *restrict x,
+                               double offset, uint64_t w_lo, uint64_t w_hi, double x_min,
+                               uint8_t *restrict flags) {
+    for (Py_ssize_t i = 0; i < m; i++) {
+        uint64_t word = mix64(seed ^ ((uint64_t)(v0 + i) * GOLDEN));
+        flags[i] = (uint8_t)((word >= w_lo) & (word <= w_hi) & (x[i] - offset >= x_min));
+    }
+}
+
+#undef BODY_FN
+#undef BODY_JOIN
+#undef BODY_JOIN2

@@ -1,0 +1,137 @@
+"""The compiled vocabulary kernel (kernels/vocab_rows.c) against its numpy twins
+(kernels/vocab_rows.py), bit for bit, in every build of its loops this CPU runs; and the twins
+against the kernels the processors used before (green_mask, feistel_rank, exp_gumbel)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evalrun.kernels import vocab_rows as vr
+from evalrun.kernels.backend import NUMPY
+from evalrun.kernels.green import green_mask
+from evalrun.kernels.keyed_hash import feistel_rank
+
+pytestmark = pytest.mark.skipif(not vr.compiled_available(),
+                                reason="the compiled vocabulary kernel was not built with this install")
+
+
+@pytest.fixture(params=vr.variants() or ["none"])
+def variant(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setattr(vr, "DEFAULT_VARIANT", request.param)
+    return str(request.param)
+
+
+def _seeds(rng: np.random.Generator, n: int) -> np.ndarray:
+    return rng.integers(0, 2**64 - 1, size=n, dtype=np.uint64, endpoint=True)
+
+
+@pytest.mark.parametrize("vocab", [1, 7, 300, 8192, 50_257])
+def test_green_lists(vocab: int, variant: str) -> None:
+    rng = np.random.default_rng(vocab)
+    seeds = _seeds(rng, 5)
+    for gamma in (0.25, 0.5, 1e-9, 1.0):
+        want = np.asarray(green_mask(NUMPY, seeds, vocab, gamma), dtype=bool)
+        assert np.array_equal(vr.green_mask(seeds, vocab, gamma, compiled=True), want)
+        assert np.array_equal(vr.green_mask(seeds, vocab, gamma, compiled=False), want)
+        x = rng.normal(size=(5, vocab + 2)).astype(np.float32)
+        x[0, 0], x[1, :1] = -0.0, -np.inf  # -0.0 + 0.0 is +0.0 in both
+        a, b = x.copy(), x.copy()
+        active = [True, False, True, True, True]
+        vr.green_add(a, seeds, vocab, gamma, 2.0, active, compiled=True)
+        vr.green_add(b, seeds, vocab, gamma, 2.0, active, compiled=False)
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+        assert np.array_equal(a[:, vocab:], x[:, vocab:])
+
+
+@pytest.mark.parametrize("vocab", [2, 3, 1000, 32_768, 50_257])
+def test_feistel_permutations(vocab: int, variant: str) -> None:
+    seeds = _seeds(np.random.default_rng(vocab), 3)
+    ranks = vr.ranks(seeds, vocab, vocab, compiled=True)
+    want = np.asarray(feistel_rank(NUMPY, seeds[:, None], np.arange(vocab)[None, :], vocab))
+    assert np.array_equal(ranks, want.astype(np.int64))
+    inverse = vr.ranks(seeds, vocab, vocab, inverse=True, compiled=True)
+    assert np.array_equal(inverse, np.argsort(want, axis=1, kind="stable"))
+    assert np.array_equal(vr.ranks(seeds, vocab // 2 + 1, vocab, compiled=True),
+                          want[:, :vocab // 2 + 1])
+
+
+@pytest.mark.parametrize("vocab", [2, 5, 1000, 50_257])
+def test_inverse_transform_choice(vocab: int, variant: str) -> None:
+    rng = np.random.default_rng(vocab)
+    seeds = _seeds(rng, 6)
+    probs = rng.dirichlet(np.full(vocab, 0.05), size=6).astype(np.float32)
+    probs[1] = 0.0
+    probs[1, vocab - 1] = 1.0  # one token holds all the mass
+    probs[2, : vocab // 2] = 0.0  # no mass early in token order
+    u = rng.random(6)
+    u[3] = 1.0  # above every cdf: the last rank with mass
+    u[4] = 0.0
+    got = vr.its_choose(probs, seeds, u, vocab, compiled=True)
+    assert np.array_equal(got, vr.its_choose(probs, seeds, u, vocab, compiled=False))
+    probs[5, 0] = np.nan
+    assert vr.its_choose(probs, seeds, u, vocab, compiled=True)[5] == -1
+
+
+ARGMAX = [(vr.NOISE_GUMBEL, vr.COMBINE_F32), (vr.NOISE_GUMBEL, vr.COMBINE_F64_OF_F32),
+          (vr.NOISE_EXP, vr.COMBINE_F64), (vr.NOISE_GUMBEL, vr.COMBINE_F64),
+          (vr.NOISE_EXP, vr.COMBINE_F32)]
+
+
+def _argmax_rows(rng: np.random.Generator, batch: int, width: int, dtype: type) -> np.ndarray:
+    x = rng.normal(size=(batch, width))
+    x[0] *= 1e-6  # flat: the noise decides
+    x[1] *= 30.0  # peaked: the logits decide
+    x[2] = np.round(x[2])  # many ties
+    x[3, ::2] = -np.inf
+    x[4] *= 1e4  # large logits: float32 rounding of the sums matters
+    x[5] = -np.inf
+    x[5, width // 2] = 0.0
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("vocab", [1, 2, 3, 1000, 50_257])
+@pytest.mark.parametrize(("noise", "combine"), ARGMAX)
+def test_keyed_argmax(vocab: int, noise: int, combine: int, variant: str) -> None:
+    rng = np.random.default_rng(vocab + 10 * noise + combine)
+    dtype = np.float64 if combine == vr.COMBINE_F64 else np.float32
+    width = vocab + 3
+    x = _argmax_rows(rng, 8, width, dtype)
+    seeds = _seeds(rng, 8)
+    offsets = rng.normal(size=8) * 5
+    got = vr.keyed_argmax(x, seeds, vocab, noise, combine, offsets, compiled=True)
+    want = vr.keyed_argmax(x, seeds, vocab, noise, combine, offsets, compiled=False)
+    assert np.array_equal(got, want)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@pytest.mark.parametrize(("noise", "combine"), ARGMAX)
+def test_keyed_argmax_odd_rows(noise: int, combine: int, variant: str) -> None:
+    """NaN, +inf and all -inf rows take the exhaustive path: numpy's argmax (first NaN, first
+    maximum) exactly."""
+    rng = np.random.default_rng(7)
+    dtype = np.float64 if combine == vr.COMBINE_F64 else np.float32
+    x = rng.normal(size=(4, 500)).astype(dtype)
+    x[0, 17] = np.nan
+    x[1, [40, 41]] = np.inf
+    x[2] = -np.inf
+    x[3, 3] = np.nan
+    x[3, 200] = np.inf
+    seeds = _seeds(rng, 4)
+    offsets = np.array([0.0, 1.0, 2.0, np.inf])
+    got = vr.keyed_argmax(x, seeds, 500, noise, combine, offsets, compiled=True)
+    assert np.array_equal(got, vr.keyed_argmax(x, seeds, 500, noise, combine, offsets, compiled=False))
+
+
+def test_argument_checks() -> None:
+    seeds = np.zeros(2, dtype=np.uint64)
+    with pytest.raises(ValueError):
+        vr.green_add(np.zeros((2, 5), dtype=np.float64), seeds, 5, 0.5, 1.0)
+    with pytest.raises(ValueError):
+        vr.green_add(np.zeros((2, 5), dtype=np.float32), seeds, 6, 0.5, 1.0)
+    with pytest.raises(ValueError):
+        vr.keyed_argmax(np.zeros((2, 5), dtype=np.float32), seeds, 5, vr.NOISE_EXP, vr.COMBINE_F64)
+    with pytest.raises(ValueError):
+        vr.ranks(seeds, 4, 5, inverse=True)
+    with pytest.raises(ValueError, match="variant"):
+        vr._compiled.green_mask(seeds, 5, 0, False, np.zeros(10, dtype=np.uint8), "no-such-build")

@@ -1,0 +1,136 @@
+"""Today's logits processors against verbatim copies of the processors before the vocabulary
+kernels (``pinned_processors.py``): same inputs, same tokens and same processed scores, bit
+for bit, at a small vocabulary and at Llama 3's (128,256), over several decoding steps (so
+that seed memos, tables, histories and the processors' own state are exercised as in a
+provider's loop), with and without the compiled kernel of :mod:`evalrun.kernels.vocab_rows`.
+
+The inputs are the worst cases the fast paths must survive besides ordinary logits: nearly
+flat rows (a random model's, where the keyed noise decides), peaked rows (a trained model's,
+where the logits do), rows with -inf entries, padded score widths, temperatures other than 1,
+and rows whose histories are too short to be watermarked.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from evalrun.kernels import vocab_rows  # noqa: E402
+from evalrun.watermark.registry import parse_watermark  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+import pinned_processors as pinned  # noqa: E402
+
+KEY = "identity-key"
+SYNTHID_KEYS = "654,400,836,123,340,443,597,160,57,29"
+LARGE_V = 128_256
+
+
+def _bits(x: Any) -> np.ndarray:
+    """The bytes of an output (torch or numpy; floats compared bit for bit, -0.0 and NaN
+    payloads included)."""
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().contiguous().numpy()
+    a = np.ascontiguousarray(np.asarray(x))
+    return a.view(np.uint8)
+
+
+def _scores(rng: np.random.Generator, batch: int, width: int, vocab: int, kind: str) -> Any:
+    """float32 scores [batch, width]: ``flat`` (a random model's), ``peaked`` (a trained one's:
+    a few tokens far above the rest), ``masked`` (peaked, with -inf entries and a row of
+    ties)."""
+    x = rng.normal(size=(batch, width)).astype(np.float32)
+    if kind == "flat":
+        x *= np.float32(0.05)
+    else:
+        x *= np.float32(3.0)
+        top = rng.integers(0, vocab, size=(batch, 5))
+        np.put_along_axis(x, top, np.float32(25.0) + rng.random((batch, 5)).astype(np.float32), axis=1)
+    if kind == "masked":
+        x[:, rng.integers(0, vocab, size=vocab // 3)] = -np.inf
+        x[0, :] = np.float32(1.5)  # every token tied
+    if width > vocab:
+        x[:, vocab:] = np.float32(-7.0)
+    return torch.from_numpy(x)
+
+
+def _run(spec: str, key: str, pinned_class: type, vocab: int, *, width: int | None = None,
+         batch: int = 3, steps: int = 3, kind: str = "flat", temperature: float = 1.0,
+         prompt: int = 6, call: str = "call") -> None:
+    """Decode ``steps`` steps with today's processor and the pinned one side by side, asserting
+    the same output at every step; the tokens fed back are the old processor's choice (or
+    random ids where it only reshapes scores)."""
+    width = width or vocab
+    scheme = parse_watermark(spec)
+    new = scheme.logits_processor(key, vocab, temperature=temperature, seed=7)
+    old = scheme.logits_processor(key, vocab, temperature=temperature, seed=7)
+    assert isinstance(old, pinned_class.__mro__[1])
+    old.__class__ = pinned_class
+    rng = np.random.default_rng(abs(hash((spec, vocab, width, kind, temperature, call))) % 2**32)
+    ids = torch.from_numpy(rng.integers(0, vocab, size=(batch, prompt)))
+    for _ in range(steps):
+        scores = _scores(rng, batch, width, vocab, kind)
+        if call == "choose":
+            got_scores, got_tokens = new.choose(ids.clone(), scores.clone(), reuse=True)
+            want_scores, want_tokens = old.choose(ids.clone(), scores.clone(), reuse=True)
+            assert (got_tokens is None) == (want_tokens is None)
+            if want_tokens is not None:
+                assert np.array_equal(got_tokens, want_tokens), (got_tokens, want_tokens)
+            assert (got_scores is None) == (want_scores is None)
+            if want_scores is not None:
+                assert np.array_equal(_bits(got_scores), _bits(want_scores))
+            picked = want_tokens
+        else:
+            got = new(ids.clone(), scores.clone())
+            want = old(ids.clone(), scores.clone())
+            assert type(got) is type(want) and got.dtype == want.dtype and got.shape == want.shape
+            assert np.array_equal(_bits(got), _bits(want)), spec
+            picked = want.argmax(dim=-1).numpy()
+        if picked is None or (np.asarray(picked) < 0).any():
+            picked = rng.integers(0, vocab, size=batch)
+        ids = torch.cat([ids, torch.as_tensor(np.asarray(picked) % vocab).reshape(-1, 1)], dim=1)
+
+
+KERNEL = [pytest.param(True, id="kernel"), pytest.param(False, id="numpy")]
+
+
+@pytest.fixture(params=KERNEL)
+def kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Runs a test with the compiled vocabulary kernel and again with its numpy twins (the
+    paths an install without a C compiler takes)."""
+    if request.param and not vocab_rows.compiled_available():
+        pytest.skip("the compiled vocabulary kernel was not built with this install")
+    if not request.param:
+        monkeypatch.setattr(vocab_rows, "_compiled", None)
+    return bool(request.param)
+
+
+NATIVE = ["kgw", "kgw:context=2,gamma=0.5,delta=1.5,skip=0.2", "kgw:randomness=minhash,context=3",
+          "exp", "exp:context=2,skip=0.3", "its", "its:context=3", "binary", "binary:context=2"]
+
+
+@pytest.mark.parametrize("spec", NATIVE)
+@pytest.mark.parametrize("kind", ["flat", "peaked", "masked"])
+def test_native_samplers_small_vocab(spec: str, kind: str, kernel: bool) -> None:
+    for call in ("choose", "call"):
+        for temperature in (1.0, 0.7):
+            _run(spec, KEY, pinned.PinnedWatermarkProcessor, 1000, kind=kind, call=call,
+                 temperature=temperature)
+    _run(spec, KEY, pinned.PinnedWatermarkProcessor, 1000, width=1003, kind=kind, call="choose")
+
+
+@pytest.mark.parametrize("spec", ["kgw", "kgw:gamma=0.5,skip=0.2", "exp", "its", "binary"])
+def test_native_samplers_llama3_vocab(spec: str, kernel: bool) -> None:
+    for kind in ("flat", "peaked"):
+        _run(spec, KEY, pinned.PinnedWatermarkProcessor, LARGE_V, batch=4, steps=2, kind=kind,
+             call="choose", temperature=0.8 if kind == "peaked" else 1.0)
+
+
+def test_greedy_green_list_is_unchanged(kernel: bool) -> None:
+    _run("kgw", KEY, pinned.PinnedWatermarkProcessor, 1000, temperature=0.0, call="choose")
