@@ -176,3 +176,69 @@ def write_report(db: Path, out: Path, summary: Summary, retrained: str, *, confi
             "models": {m["label"]: {"forget_scaled": m["forget_scaled"],
                                     "retain_scaled": m["retain_scaled"]}
                        for m in summary.models.values()}}
+
+
+
+def compare_records(results: Sequence[Any]) -> list[Any]:
+    """``unlearning_d1`` / ``unlearning_d2`` records, params ``{method, similarity}``, with the
+    95% bootstrap intervals of :func:`evalrun.unlearning.aggregates.summarize`."""
+    out = []
+    for r in results:
+        s = r.summary
+        retrained = [m for m in s.models.values() if m["role"] == "retrained"][0]
+        params = {"method": r.method, "similarity": r.similarity}
+        out.append(record("waterdrum", "unlearning_d1", Estimate(s.d1_auroc, *s.d1_ci),
+                          retrained["n_forget"] + retrained["n_retain"], "retrained", "none", "none",
+                          params=params))
+        out.append(record("waterdrum", "unlearning_d2", Estimate(s.d2_r2, *s.d2_ci),
+                          len(s.calibration), "calibration models", "none", "none", params=params))
+    return out
+
+
+def write_compare_report(db: Path, out: Path, results: Sequence[Any], *, config: Any,
+                         fractions: Sequence[float], timings: dict[str, Any],
+                         closeness: Mapping[str, Mapping[str, float]], seed: int) -> dict[str, Any]:
+    """The comparison's report (WaterDrum Tables 2 and 3, offline) into ``out``; the headline."""
+    out.mkdir(parents=True, exist_ok=True)
+    methods = list(dict.fromkeys(r.method for r in results))
+    settings = list(dict.fromkeys(r.similarity for r in results))
+    by = {(r.method, r.similarity): r.summary for r in results}
+
+    def cell(value: float, ci: tuple[float, float]) -> str:
+        return f"{_fmt(value)} ({_fmt(ci[0])}-{_fmt(ci[1])})"
+
+    tables = []
+    for key, title, attr in (("d1", "D1 separability: AUROC of retain vs forget values on the retrained model",
+                              ("d1_auroc", "d1_ci")),
+                             ("d2", "D2 calibration: R² through the origin of the scaled forget aggregate "
+                              "against k/|F|", ("d2_r2", "d2_ci"))):
+        rows = [[name, *(cell(getattr(by[(m, name)], attr[0]), getattr(by[(m, name)], attr[1]))
+                         for m in methods)] for name in settings]
+        tables.append(Table(id=f"unlearning-{key}", headers=["data similarity", *methods], rows=rows,
+                            caption=f"{title} (95% bootstrap interval; seed {seed})."))
+    steps = "; ".join(f"{s['step']}: {s['seconds']:.0f} s" for s in timings["steps"])
+    close = "; ".join(f"{name}: " + ", ".join(f"{k.replace('_', ' ')} {_fmt(v)}" for k, v in c.items())
+                      for name, c in closeness.items() if c)
+    paras = [
+        f"WaterDrum's Tables 2 and 3 on the embedded model: {config.owners} owners x {config.points} "
+        f"passages, owner(s) {', '.join(map(str, config.forget_owners))} forgotten, calibration at "
+        f"k/|F| in {{0, {', '.join(f'{f:g}' for f in fractions)}, 1}}, {config.repetitions} outputs per "
+        f"query, seed {seed}. Per setting the retain set is R plus that setting's copies D_s of the "
+        f"forget passages (mean closeness of the copies to them: {close or 'n/a'}).",
+        "Methods: waterdrum (owner-keyed Waterfall q-score of the answer); rouge_l_recall and "
+        "rouge_l_f (the answer against the watermarked data point after its query, which is what "
+        "the models were trained on -- WaterDrum's App. F.4 / Table 9 setting, where watermarking "
+        "de-duplicates the copies and ROUGE keeps more of its AUROC than in Table 2); mia_min_k and "
+        "mia_min_k_pp (Min-K% / Min-K%++ at K = 40% of the data point under the model; aggregate "
+        "2 AUROC - 1 against a holdout; WaterDrum reports no D1 for MIA, the retain-vs-forget AUROC "
+        "is shown for completeness).",
+        f"Timings ({'--quick' if timings.get('quick') else 'full'}, {timings.get('date')}; "
+        f"{timings.get('cpu_count')} CPUs; load average at start {timings.get('load_avg_start')}, "
+        f"at the end {timings.get('load_avg_end')}; total {timings.get('total_seconds')} s): {steps}.",
+    ]
+    section = Section("WaterDrum against the baseline unlearning metrics", "unlearning-compare", 2,
+                      [Paragraph(paras[0]), tables[0], tables[1], *[Paragraph(p) for p in paras[1:]]])
+    build_report(db, out, sections=[section], metrics=compare_records(results))
+    return {"report": str(out / "report.md"),
+            "d1": {f"{m}/{s}": by[(m, s)].d1_auroc for m, s in by},
+            "d2": {f"{m}/{s}": by[(m, s)].d2_r2 for m, s in by}}

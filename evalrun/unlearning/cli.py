@@ -8,10 +8,11 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from evalrun._util.errors import EvalrunError
 from evalrun.model.providers import model_argument
+from evalrun.unlearning.compare import run_compare
 from evalrun.unlearning.data import load_owners, watermark_data
 from evalrun.unlearning.demo import run_demo
 from evalrun.watermark.key_strength import warn_if_weak
@@ -64,6 +65,14 @@ def unlearning_parser() -> argparse.ArgumentParser:
     demo.add_argument("--threads", type=int, help="torch threads (default 1: the tiny model gains "
                       "nothing from a second thread on a shared 2-core machine)")
     demo.add_argument("--key", help="secret from which owner ids are derived (default: $EVALRUN_WATERMARK_KEY)")
+    cmp_ = sub.add_parser("compare", allow_abbrev=False, help="WaterDrum's Tables 2 and 3: D1 and D2 of "
+                          "WaterDrum and the baseline metrics in each data-similarity setting")
+    cmp_.add_argument("--out", required=True, metavar="DIR", help="data, models, store and report go here (resumable)")
+    cmp_.add_argument("--quick", action="store_true", help="4 owners x 12 passages, 2 outputs per query "
+                      "(about 10 minutes on 2 shared CPU cores)")
+    cmp_.add_argument("--seed", type=int, default=0, help="seed of sampling, shuffling and initialisation (default 0)")
+    cmp_.add_argument("--threads", type=int, help="torch threads (default 1)")
+    cmp_.add_argument("--key", help="secret from which owner ids are derived (default: $EVALRUN_WATERMARK_KEY)")
     return p
 
 
@@ -88,22 +97,44 @@ def cmd_watermark_data(argv: Sequence[str]) -> int:
     return 0
 
 
-def cmd_unlearning(argv: Sequence[str], write_report: Callable[..., dict[str, Any]]) -> int:
+def _log(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def _demo(args: argparse.Namespace, reports: Mapping[str, Callable[..., dict[str, Any]]]) -> dict[str, Any]:
+    return run_demo(Path(args.out), quick=args.quick, secret=_secret(args), d4=args.d4,
+                    similarity=args.similarity, seed=args.seed, threads=args.threads, log=_log,
+                    write_report=reports["demo"])
+
+
+def _compare(args: argparse.Namespace, reports: Mapping[str, Callable[..., dict[str, Any]]]) -> dict[str, Any]:
+    return run_compare(Path(args.out), quick=args.quick, secret=_secret(args), seed=args.seed,
+                       threads=args.threads, log=_log, write_report=reports["compare"])
+
+
+#: ``evalrun unlearning ACTION``: the function that runs it
+ACTIONS: dict[str, Callable[[argparse.Namespace, Mapping[str, Callable[..., dict[str, Any]]]], dict[str, Any]]] = {
+    "demo": _demo, "compare": _compare}
+
+
+def cmd_unlearning(argv: Sequence[str], reports: Mapping[str, Callable[..., dict[str, Any]]]) -> int:
     args = unlearning_parser().parse_args(argv)
-    headline = run_demo(Path(args.out), quick=args.quick, secret=_secret(args), d4=args.d4,
-                        similarity=args.similarity, seed=args.seed, threads=args.threads, log=lambda s: print(s, file=sys.stderr),
-                        write_report=write_report)
-    print(json.dumps(headline, indent=1))
+    print(json.dumps(ACTIONS[args.action](args, reports), indent=1))
     return 0
 
 
-def main(argv: Sequence[str], *, write_report: Callable[..., dict[str, Any]]) -> int:
-    """``argv`` starts with the command name (one of :data:`COMMANDS`); ``write_report``
-    renders the demo's report (:mod:`evalrun.report.unlearning`, passed in by the CLI)."""
+def main(argv: Sequence[str], *, write_report: Callable[..., dict[str, Any]],
+         write_compare_report: Callable[..., dict[str, Any]] | None = None) -> int:
+    """``argv`` starts with the command name (one of :data:`COMMANDS`); ``write_report`` and
+    ``write_compare_report`` render the demo's and the comparison's reports
+    (:mod:`evalrun.report.unlearning`, passed in by the CLI)."""
+    reports = {"demo": write_report}
+    if write_compare_report is not None:
+        reports["compare"] = write_compare_report
     try:
         if argv[0] == "watermark-data":
             return cmd_watermark_data(argv[1:])
-        return cmd_unlearning(argv[1:], write_report)
+        return cmd_unlearning(argv[1:], reports)
     except EvalrunError as exc:
         print(f"evalrun: error: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,45 @@
+"""``evalrun unlearning compare`` end to end with a tiny setting: unlearning_d1 / unlearning_d2
+records for WaterDrum and every baseline in every similarity setting."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from evalrun.unlearning.baselines import BASELINES
+from evalrun.unlearning.compare import WATERDRUM, run_compare
+from evalrun.unlearning.demo import DemoConfig
+from evalrun.unlearning.finetune import TrainConfig
+from evalrun.unlearning.similarity import SETTINGS
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+TINY = DemoConfig(owners=2, points=4, continuation_tokens=12, repetitions=1,
+                  train=TrainConfig(epochs=2, lr=1e-3, batch_size=8),
+                  unlearn=TrainConfig(epochs=1, lr=1e-4, batch_size=8))
+
+
+@pytest.mark.slow
+def test_tiny_compare_writes_d1_d2_per_method_and_setting(tmp_path: Path) -> None:
+    from evalrun.report.unlearning import write_compare_report
+
+    headline = run_compare(tmp_path, config=TINY, threads=1, fractions=(0.5,), log=lambda s: None,
+                           write_report=write_compare_report)
+    metrics = json.loads((tmp_path / "report" / "metrics.json").read_text())
+    methods = [WATERDRUM, *BASELINES]
+    for name in ("unlearning_d1", "unlearning_d2"):
+        got = {(m["params"]["method"], m["params"]["similarity"]) for m in metrics if m["metric"] == name}
+        assert got == {(m, s) for m in methods for s in SETTINGS}
+    d1 = [m for m in metrics if m["metric"] == "unlearning_d1"]
+    assert all(m["value"] is None or 0.0 <= m["value"] <= 1.0 for m in d1)
+    wd = [m for m in d1 if m["params"]["method"] == WATERDRUM]
+    assert all(m["value"] is not None and m["ci_low"] is not None for m in wd)
+    assert not math.isnan(headline["d1"]["waterdrum/none"])
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "D1 separability" in md and "D2 calibration" in md and "rouge_l_recall" in md
+    models = {p.parent.name + "/" + p.name for p in (tmp_path / "models").glob("*/*")}
+    assert models == {f"{s}/{m}" for s in SETTINGS for m in ("original", "retrained", "calibration-0.5")}
