@@ -14,7 +14,8 @@ from evalrun._util.errors import EvalrunError
 from evalrun.model.providers import model_argument
 from evalrun.unlearning.compare import run_compare
 from evalrun.unlearning.data import load_owners, watermark_data
-from evalrun.unlearning.demo import run_demo
+from evalrun.unlearning.demo import DEFAULT_ALGORITHMS, run_demo
+from evalrun.unlearning.finetune import ALGORITHMS
 from evalrun.watermark.key_strength import warn_if_weak
 from evalrun.watermark.registry import KEY_ENV
 
@@ -61,6 +62,9 @@ def unlearning_parser() -> argparse.ArgumentParser:
                       "of each forget passage in the retain set) or semantic (an offline WordNet "
                       "paraphrase of each); exact and semantic train one more retrained model")
     demo.add_argument("--d4", action="store_true", help="the same as --similarity exact")
+    demo.add_argument("--algorithms", default=",".join(DEFAULT_ALGORITHMS), metavar="A,B,...",
+                      help="unlearning algorithms applied to the original model, placed on Fig. 4: "
+                      f"{', '.join(ALGORITHMS)} (default {','.join(DEFAULT_ALGORITHMS)})")
     demo.add_argument("--seed", type=int, default=0, help="seed of sampling, shuffling and initialisation (default 0)")
     demo.add_argument("--threads", type=int, help="torch threads (default 1: the tiny model gains "
                       "nothing from a second thread on a shared 2-core machine)")
@@ -103,7 +107,8 @@ def _log(line: str) -> None:
 
 def _demo(args: argparse.Namespace, reports: Mapping[str, Callable[..., dict[str, Any]]]) -> dict[str, Any]:
     return run_demo(Path(args.out), quick=args.quick, secret=_secret(args), d4=args.d4,
-                    similarity=args.similarity, seed=args.seed, threads=args.threads, log=_log,
+                    similarity=args.similarity, algorithms=[a for a in args.algorithms.split(",") if a],
+                    seed=args.seed, threads=args.threads, log=_log,
                     write_report=reports["demo"])
 
 

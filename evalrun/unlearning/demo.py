@@ -11,7 +11,8 @@ Steps, each resumable (a finished step's files are reused when the command is ru
 3. fine-tune the embedded model (torch, CPU, seeded): the original model on all data, the
    retrained model on the retain set R, calibration models on R plus the first k points of F
    for k/|F| in {0.25, 0.5, 0.75} (WaterDrum App. E.5 partitions F sequentially);
-4. unlearn the original with gradient difference and with KL (WaterDrum Fig. 4, App. E.6);
+4. unlearn the original with each of ``algorithms`` (default gradient difference and KL;
+   ``ga``, ``tv`` and ``scrub`` too: WaterDrum Fig. 4, App. E.6);
 5. run the ``waterdrum`` pack (this experiment's cases) on every model with ``evalrun run``;
 6. write the report: the store's report plus the WaterDrum section (per-model aggregates
    scaled to the original, D1 AUROC, D2 R^2, Fig. 4 and the calibration plot), with every
@@ -32,7 +33,7 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from evalrun._util.errors import EvalrunError
 from evalrun.metrics import auroc
@@ -42,11 +43,13 @@ from evalrun.pack.loading import shipped_packs_dir
 from evalrun.store.database import Store
 from evalrun.unlearning.aggregates import Role, point_scores, summarize
 from evalrun.unlearning.data import FORGET, case_of, load_owners, shipped_owners_path, watermark_data
-from evalrun.unlearning.finetune import TrainConfig, train, unlearn
+from evalrun.unlearning.finetune import ALGORITHMS, TrainConfig, train, unlearn
 from evalrun.unlearning.similarity import mean_closeness, setting, similar_points
 
 WATERMARK = "waterfall:kappa=2"
 FRACTIONS = (0.25, 0.5, 0.75)
+#: WaterDrum Fig. 4's gradient difference and KL (the demo's algorithms before ``--algorithms``)
+DEFAULT_ALGORITHMS = ("gd", "kl")
 
 
 @dataclass(frozen=True)
@@ -174,12 +177,14 @@ def choose_threads(threads: int | None) -> int:
 
 
 def run_demo(out: Path, *, quick: bool = False, secret: str | None = None, d4: bool = False,
-             similarity: str = "none", seed: int = 0, threads: int | None = None,
+             similarity: str = "none", algorithms: Sequence[str] = DEFAULT_ALGORITHMS,
+             seed: int = 0, threads: int | None = None,
              config: DemoConfig | None = None, log: Callable[[str], None] = print,
              write_report: Callable[..., dict[str, Any]]) -> dict[str, Any]:
     """The whole experiment into ``out``; returns the headline numbers. ``similarity`` names
     the data-similarity setting whose D_s trains a second retrained model (``d4``: the
-    ``exact`` one, as before ``--similarity``). ``config`` replaces the quick/full setting
+    ``exact`` one, as before ``--similarity``); ``algorithms`` the unlearning algorithms
+    applied to the original (:data:`evalrun.unlearning.finetune.ALGORITHMS`). ``config`` replaces the quick/full setting
     (tests use a tiny one). ``write_report`` is
     :func:`evalrun.report.unlearning.write_report`, handed in by the caller: the core does not
     import the report package (the CLI renders reports)."""
@@ -188,6 +193,10 @@ def run_demo(out: Path, *, quick: bool = False, secret: str | None = None, d4: b
     if d4 and similarity not in ("none", "exact"):
         raise EvalrunError(f"--d4 is --similarity exact; it cannot be combined with --similarity {similarity}")
     similarity = "exact" if d4 else setting(similarity).name
+    unknown = [a for a in algorithms if a not in ALGORITHMS]
+    if unknown or not algorithms:
+        raise EvalrunError(f"--algorithms {','.join(algorithms)}: unknown {', '.join(unknown) or '(none given)'}; "
+                           f"known: {', '.join(ALGORITHMS)}")
     d4 = similarity != "none"
     n_threads = choose_threads(threads)
     torch.set_num_threads(n_threads)
@@ -231,7 +240,7 @@ def run_demo(out: Path, *, quick: bool = False, secret: str | None = None, d4: b
         clock.step(f"fine-tune {name} ({len(train_points)} points)",
                    lambda: train(base, train_points, path, config.train, log))
         roles[path] = role
-    for method in ("gradient_difference", "kl"):
+    for method in dict.fromkeys(algorithms):
         path = models / f"unlearned-{method}"
         clock.step(f"unlearn {method}", lambda: unlearn(models / "original", forget, retain, method,
                                                         path, config.unlearn, log))

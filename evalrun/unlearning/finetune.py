@@ -6,15 +6,24 @@ no system prompt), then the data point's completion tokens and EOS. The loss cov
 completion only, so the model learns "after this query comes this watermarked text" -- the
 influence WaterDrum verifies (P1: the model owner trains on watermarked data).
 
-Unlearning algorithms applied to the original model (WaterDrum Fig. 4 and App. E.6):
+Unlearning algorithms applied to the original model (WaterDrum Fig. 4 and App. E.6), registered
+in :data:`ALGORITHMS`:
 
-* ``gradient_difference``: maximise the loss on the forget set while minimising it on the
-  retain set (loss = retain NLL - forget NLL), the "GD"-family baseline;
+* ``ga``: gradient ascent on the forget set (loss = - forget NLL; Jang et al., 2023);
+* ``gd`` (also ``gradient_difference``): maximise the loss on the forget set while minimising
+  it on the retain set (loss = retain NLL - forget NLL);
 * ``kl``: KL minimisation (Maini et al., 2024): maximise the forget loss while keeping the
   model's next-token distributions on the retain set close to the original's
-  (loss = KL(original || model) on retain - forget NLL).
+  (loss = KL(original || model) on retain - forget NLL);
+* ``scrub`` (Kurmanji et al., 2023), in one step instead of SCRUB's alternating max and min
+  steps: move away from the original (the teacher) on the forget set while staying close to
+  it, and fitting the data, on the retain set (loss = KL on retain + retain NLL - KL on forget);
+* ``tv``: task vector (Ilharco et al., 2023, as MUSE applies it): fine-tune the original on the
+  forget set for the same epochs, then subtract the change: theta = theta_o - (theta_ft -
+  theta_o). On a model that has already memorised F (as the demo's has) the fine-tune barely
+  moves, so neither does the result: a finding, not a fault.
 
-Gradient ascent is unbounded, so both clip the gradient norm to 1 and run a fixed number of
+Gradient ascent is unbounded, so all clip the gradient norm to 1 and run a fixed number of
 epochs. Models are saved as ordinary HF directories (``save_pretrained`` plus the
 tokenizer), usable as ``hf:<dir>`` by any pack.
 """
@@ -31,7 +40,6 @@ from typing import Any, Callable, Mapping, Sequence
 from evalrun.model.generation import Prompt
 from evalrun.model.tokenization import encode_prompt
 
-UNLEARNING = ("gradient_difference", "kl")
 DONE_FILE = "training.json"
 
 
@@ -155,6 +163,110 @@ def train(base_dir: str | Path, points: Sequence[Mapping[str, Any]], out_dir: st
     return save(model, tok, out, info)
 
 
+def _kl_to(model: Any, reference: Any, batch: tuple[Any, Any, Any]) -> Any:
+    """KL(reference || model) over the batch's completion positions."""
+    import torch
+
+    ids, mask, labels = batch
+    logits = model(input_ids=ids, attention_mask=mask).logits
+    with torch.no_grad():
+        ref = reference(input_ids=ids, attention_mask=mask).logits
+    sel = labels != -100  # the completion positions (shifted below)
+    sel = torch.cat([sel[:, 1:], torch.zeros_like(sel[:, :1])], dim=1)
+    logp = torch.log_softmax(logits[sel], -1)
+    ref_logp = torch.log_softmax(ref[sel], -1)
+    return torch.nn.functional.kl_div(logp, ref_logp, log_target=True, reduction="batchmean")
+
+
+#: (model, original model or None, forget batch, retain batch) -> (loss, forget NLL, the
+#: term kept low), the last two for the log
+StepLoss = Callable[[Any, Any, Any, Any], tuple[Any, Any, Any]]
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """An unlearning algorithm: a per-step loss (ascent on F in some form), or ``None`` for
+    the task vector, which is not a loop of steps."""
+
+    name: str
+    description: str
+    loss: StepLoss | None
+    #: whether the loss reads the original model's distributions
+    reference: bool = False
+
+
+def _ga(model: Any, ref: Any, f: Any, r: Any) -> tuple[Any, Any, Any]:
+    nll = _nll(model, f)
+    return -nll, nll, nll * 0.0
+
+
+def _gd(model: Any, ref: Any, f: Any, r: Any) -> tuple[Any, Any, Any]:
+    nll = _nll(model, f)
+    keep = _nll(model, r)
+    return keep - nll, nll, keep
+
+
+def _kl(model: Any, ref: Any, f: Any, r: Any) -> tuple[Any, Any, Any]:
+    nll = _nll(model, f)
+    keep = _kl_to(model, ref, r)
+    return keep - nll, nll, keep
+
+
+def _scrub(model: Any, ref: Any, f: Any, r: Any) -> tuple[Any, Any, Any]:
+    import torch
+
+    keep = _kl_to(model, ref, r) + _nll(model, r)
+    with torch.no_grad():
+        nll = _nll(model, f)
+    return keep - _kl_to(model, ref, f), nll, keep
+
+
+ALGORITHMS: dict[str, Algorithm] = {}
+
+
+def register(algorithm: Algorithm, *aliases: str) -> Algorithm:
+    for name in (algorithm.name, *aliases):
+        if name in ALGORITHMS:
+            raise ValueError(f"unlearning algorithm {name!r} is registered twice")
+        ALGORITHMS[name] = algorithm
+    return algorithm
+
+
+register(Algorithm("ga", "gradient ascent on the forget set", _ga))
+register(Algorithm("gd", "gradient difference: ascent on forget, descent on retain", _gd),
+         "gradient_difference")
+register(Algorithm("kl", "KL minimisation: ascent on forget, retain kept close to the original", _kl,
+                   reference=True))
+register(Algorithm("scrub", "SCRUB: away from the original on forget, close to it on retain", _scrub,
+                   reference=True))
+register(Algorithm("tv", "task vector: the original minus its fine-tuning on the forget set", None))
+#: the registered names (aliases included), for error messages and ``--algorithms``
+UNLEARNING = tuple(ALGORITHMS)
+
+
+def _task_vector(model: Any, f_seqs: Sequence[tuple[list[int], int]], pad: int, config: TrainConfig,
+                 rng: Any) -> list[dict[str, float]]:
+    """Fine-tune ``model`` on the forget set, then set it to original - (fine-tuned - original)."""
+    import torch
+
+    original = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    opt = torch.optim.AdamW(model.parameters(), lr=config.lr)
+    history = []
+    for _ in range(config.epochs):
+        for idx in _batches(f_seqs, config.batch_size, rng):
+            loss = _nll(model, _batch([f_seqs[i] for i in idx], pad))
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad()
+            history.append({"forget_nll": round(float(loss.detach()), 4), "keep": 0.0})
+    tuned = model.state_dict()
+    with torch.no_grad():
+        model.load_state_dict({k: 2 * original[k] - tuned[k] if original[k].is_floating_point() else original[k]
+                               for k in original})
+    return history
+
+
 def unlearn(original_dir: str | Path, forget: Sequence[Mapping[str, Any]],
             retain: Sequence[Mapping[str, Any]], method: str, out_dir: str | Path,
             config: TrainConfig, log: Callable[[str], None] = lambda s: None) -> Path:
@@ -162,49 +274,41 @@ def unlearn(original_dir: str | Path, forget: Sequence[Mapping[str, Any]],
     passes over the forget set, each forget batch paired with a random retain batch."""
     import torch
 
-    if method not in UNLEARNING:
+    algorithm = ALGORITHMS.get(method)
+    if algorithm is None:
         raise ValueError(f"unknown unlearning method {method!r}; known: {', '.join(UNLEARNING)}")
     out = Path(out_dir)
     if is_done(out):
         return out
     model, tok, rng = _training_start(original_dir, config)
     reference = None
-    if method == "kl":
+    if algorithm.reference:
         reference, _ = load(original_dir)
         reference.eval()
     pad = int(tok.pad_token_id)
     f_seqs, r_seqs = sequences(tok, forget), sequences(tok, retain)
-    opt = torch.optim.AdamW(model.parameters(), lr=config.lr)
-    t0, history = time.perf_counter(), []
-    for epoch in range(config.epochs):
-        for idx in _batches(f_seqs, config.batch_size, rng):
-            f_batch = _batch([f_seqs[i] for i in idx], pad)
-            r_idx = rng.choice(len(r_seqs), size=min(config.batch_size, len(r_seqs)), replace=False)
-            r_batch = _batch([r_seqs[i] for i in r_idx], pad)
-            forget_nll = _nll(model, f_batch)
-            if method == "gradient_difference":
-                keep = _nll(model, r_batch)
-            else:
-                assert reference is not None  # method is "kl" here (checked against UNLEARNING)
-                ids, mask, labels = r_batch
-                logits = model(input_ids=ids, attention_mask=mask).logits
-                with torch.no_grad():
-                    ref = reference(input_ids=ids, attention_mask=mask).logits
-                sel = labels != -100  # the completion positions (shifted below)
-                sel = torch.cat([sel[:, 1:], torch.zeros_like(sel[:, :1])], dim=1)
-                logp = torch.log_softmax(logits[sel], -1)
-                ref_logp = torch.log_softmax(ref[sel], -1)
-                keep = torch.nn.functional.kl_div(logp, ref_logp, log_target=True,
-                                                  reduction="batchmean")
-            loss = keep - forget_nll
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            opt.zero_grad()
-            history.append({"forget_nll": round(float(forget_nll.detach()), 4),
-                            "keep": round(float(keep.detach()), 4)})
-        log(f"  {method} epoch {epoch + 1}/{config.epochs}: forget NLL {history[-1]['forget_nll']:.3f}, "
-            f"retain term {history[-1]['keep']:.3f}")
+    t0 = time.perf_counter()
+    if algorithm.loss is None:
+        history = _task_vector(model, f_seqs, pad, config, rng)
+        log(f"  {method}: forget NLL while fine-tuning {history[0]['forget_nll']:.3f} -> "
+            f"{history[-1]['forget_nll']:.3f}, then subtracted")
+    else:
+        history = []
+        opt = torch.optim.AdamW(model.parameters(), lr=config.lr)
+        for epoch in range(config.epochs):
+            for idx in _batches(f_seqs, config.batch_size, rng):
+                f_batch = _batch([f_seqs[i] for i in idx], pad)
+                r_idx = rng.choice(len(r_seqs), size=min(config.batch_size, len(r_seqs)), replace=False)
+                r_batch = _batch([r_seqs[i] for i in r_idx], pad)
+                loss, forget_nll, keep = algorithm.loss(model, reference, f_batch, r_batch)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                opt.zero_grad()
+                history.append({"forget_nll": round(float(forget_nll.detach()), 4),
+                                "keep": round(float(keep.detach()), 4)})
+            log(f"  {method} epoch {epoch + 1}/{config.epochs}: forget NLL {history[-1]['forget_nll']:.3f}, "
+                f"retain term {history[-1]['keep']:.3f}")
     info = {"kind": f"unlearning:{method}", "base": str(original_dir), "forget": len(f_seqs),
             "retain": len(r_seqs), "config": asdict(config), "history": history,
             "seconds": round(time.perf_counter() - t0, 1)}

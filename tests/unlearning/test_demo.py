@@ -21,12 +21,16 @@ TINY = DemoConfig(owners=2, points=4, continuation_tokens=12, repetitions=1,
                   unlearn=TrainConfig(epochs=1, lr=1e-4, batch_size=8))
 
 
+#: WaterDrum Fig. 4's algorithms
+ALL = ("ga", "gd", "kl", "tv", "scrub")
+
+
 @pytest.mark.slow
 def test_tiny_demo_writes_models_report_and_metrics(tmp_path: Path) -> None:
     headline = run_demo(tmp_path, config=TINY, threads=1, d4=True, secret="tiny-secret-42",
-                        log=lambda s: None, write_report=write_report)
+                        algorithms=ALL, log=lambda s: None, write_report=write_report)
     models = tmp_path / "models"
-    names = {"original", "retrained", "unlearned-gradient_difference", "unlearned-kl",
+    names = {"original", "retrained", *(f"unlearned-{a}" for a in ALL),
              "retrained-d4", *(f"calibration-{f:g}" for f in FRACTIONS)}
     assert {p.name for p in models.iterdir()} == names
     for name in names:  # ordinary HF directories
@@ -62,7 +66,7 @@ def test_tiny_demo_writes_models_report_and_metrics(tmp_path: Path) -> None:
     # resumable: a second call reuses data and models (no model directory is rewritten)
     stamp = {n: (models / n / "model.safetensors").stat().st_mtime_ns for n in names}
     again = run_demo(tmp_path, config=TINY, threads=1, d4=True, secret="tiny-secret-42",
-                     log=lambda s: None, write_report=write_report)
+                     algorithms=ALL, log=lambda s: None, write_report=write_report)
     assert again["d1_auroc"] == pytest.approx(headline["d1_auroc"])
     assert stamp == {n: (models / n / "model.safetensors").stat().st_mtime_ns for n in names}
 
@@ -94,3 +98,12 @@ def test_paraphrase_mode_queries_the_watermarked_text(tmp_path: Path) -> None:
     assert line["prompt"] == " ".join(words[:PROMPT_WORDS])
     assert line["completion"] == " ".join(words[PROMPT_WORDS:])
     assert line["original"] == rec["text"]
+
+
+def test_unknown_algorithm_names_the_option(tmp_path: Path) -> None:
+    from evalrun._util.errors import EvalrunError
+
+    with pytest.raises(EvalrunError, match=r"^--algorithms gd,bogus: unknown bogus; known: ga, gd, "):
+        run_demo(tmp_path, config=TINY, algorithms=("gd", "bogus"), log=lambda s: None,
+                 write_report=write_report)
+    assert not (tmp_path / "models").exists()
