@@ -341,6 +341,9 @@ def pinned_dip_reweight(logits: Any, perm: Any, alpha: float) -> Any:
 class PinnedDiPmark(DiPmarkLogitsProcessor):
     """DiPmark's (and Unbiased's) processor of 3201803."""
 
+    #: the old processor had no ``choose``: the provider sampled its scores
+    choose = None
+
     def _permutation(self, context: np.ndarray, width: int) -> Any:
         """The context's permutation of the first ``width`` tokens (a CPU int64 tensor)."""
         import torch
@@ -380,6 +383,9 @@ class PinnedDiPmark(DiPmarkLogitsProcessor):
 
 class PinnedPermuteFlip(PermuteFlipLogitsProcessor):
     """PF's processor of 3201803."""
+
+    #: the old processor had no ``choose``: the provider sampled its scores
+    choose = None
 
     def _contexts(self, input_ids: Any, batch: int) -> list[list[int]]:
         ids = input_ids.detach().cpu().numpy() if hasattr(input_ids, "detach") else np.asarray(input_ids)
@@ -450,6 +456,9 @@ class PinnedPermuteFlip(PermuteFlipLogitsProcessor):
 class PinnedExpGumbel(ExpGumbelLogitsProcessor):
     """EXPGumbel's processor of 3201803 (its own row cache)."""
 
+    #: the old processor had no ``choose``: the provider sampled its scores
+    choose = None
+
     def gumbel_row(self, r: int) -> Any:
         """MarkLLM's ``gumbel[r]``: ``-log(clamp(-log(U[r]), min=eps))`` in float32 torch;
         native: the float64 ``exp_gumbel`` noise of row r's seed word."""
@@ -487,6 +496,9 @@ class PinnedExpGumbel(ExpGumbelLogitsProcessor):
 
 class PinnedMorphMark(MorphMarkLogitsProcessor):
     """MorphMark's processor of 3201803."""
+
+    #: the old processor had no ``choose``: the provider sampled its scores
+    choose = None
 
     def _mask_row(self, history: list[int]) -> np.ndarray:
         s = self.scheme
@@ -555,6 +567,9 @@ class PinnedGreenBias(GreenBiasProcessor):
     """SWEET's and EWD's processor of 3201803 (the green rows and the gate of the scheme's
     own methods, copied below)."""
 
+    #: the old processor had no ``choose``: the provider sampled its scores
+    choose = None
+
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import torch
 
@@ -575,6 +590,9 @@ class PinnedGreenBias(GreenBiasProcessor):
 
 class PinnedWaterfall(WaterfallLogitsProcessor):
     """Waterfall's processor of 3201803."""
+
+    #: the old processor had no ``choose``: the provider sampled its scores
+    choose = None
 
     def _rows(self, contexts: list[tuple[int, ...]], scores: Any) -> list[Any]:
         host = host_view(scores[:0])
@@ -646,6 +664,9 @@ def pinned_tournament_log_probs(scores: Any, g: Any) -> Any:
 
 class PinnedSynthID(SynthIDLogitsProcessor):
     """SynthID's processor of 3201803."""
+
+    #: the old processor had no ``choose``: the provider sampled its scores
+    choose = None
 
     def _g_values(self, context_hash: int, width: int) -> np.ndarray:
         """g-values ``[width, depth]`` of every candidate token after a context."""

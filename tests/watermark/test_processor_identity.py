@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pytest
@@ -76,7 +76,19 @@ def _run(spec: str, key: str, pinned_class: type, vocab: int, *, width: int | No
     ids = torch.from_numpy(rng.integers(0, vocab, size=(batch, prompt)))
     for _ in range(steps):
         scores = _scores(rng, batch, width, vocab, kind)
-        if call == "choose":
+        if call == "onehot":  # today's choose against the pinned one-hot scores' token
+            got_scores, got_tokens = new.choose(ids.clone(), scores.clone(), reuse=True)
+            want = old(ids.clone(), scores.clone())
+            if temperature == 0:
+                assert got_tokens is None and np.array_equal(_bits(got_scores), _bits(want))
+                picked = want.argmax(dim=-1).numpy()
+            else:
+                assert got_scores is None
+                picked = want.argmax(dim=-1).numpy()
+                assert np.array_equal(got_tokens, picked)
+                assert bool((want[np.arange(batch), picked] == 0).all())
+                assert bool(torch.isinf(want).sum(dim=-1).eq(width - 1).all())
+        elif call == "choose":
             got_scores, got_tokens = new.choose(ids.clone(), scores.clone(), reuse=True)
             want_scores, want_tokens = old.choose(ids.clone(), scores.clone(), reuse=True)
             assert (got_tokens is None) == (want_tokens is None)
@@ -134,3 +146,93 @@ def test_native_samplers_llama3_vocab(spec: str, kernel: bool) -> None:
 
 def test_greedy_green_list_is_unchanged(kernel: bool) -> None:
     _run("kgw", KEY, pinned.PinnedWatermarkProcessor, 1000, temperature=0.0, call="choose")
+
+
+CHOOSERS = [("pf", KEY, pinned.PinnedPermuteFlip), ("pf:ngram=2", KEY, pinned.PinnedPermuteFlip),
+            ("pf:compat=markllm,ngram=3", "12345", pinned.PinnedPermuteFlip),
+            ("exp_gumbel", KEY, pinned.PinnedExpGumbel),
+            ("exp_gumbel:prefix_length=3,temperature=1.3", KEY, pinned.PinnedExpGumbel)]
+
+
+@pytest.mark.parametrize(("spec", "key", "cls"), CHOOSERS)
+@pytest.mark.parametrize("kind", ["flat", "peaked", "masked"])
+def test_choosers_small_vocab(spec: str, key: str, cls: type, kind: str, kernel: bool) -> None:
+    for temperature in (1.0, 0.7):
+        for prompt in (1, 6):
+            for call in ("call", "onehot"):
+                _run(spec, key, cls, 1000, kind=kind, temperature=temperature, prompt=prompt,
+                     call=call)
+    _run(spec, key, cls, 1000, width=1011, kind=kind)
+    _run(spec, key, cls, 1000, width=1011, kind=kind, call="onehot")
+    if spec.startswith("pf"):
+        _run(spec, key, cls, 1000, kind=kind, temperature=0.0, call="onehot")
+
+
+@pytest.mark.parametrize(("spec", "key", "cls"), [c for c in CHOOSERS if "markllm" not in c[0]])
+def test_choosers_llama3_vocab(spec: str, key: str, cls: type, kernel: bool) -> None:
+    for kind in ("flat", "peaked"):
+        _run(spec, key, cls, LARGE_V, batch=4, steps=2, kind=kind,
+             call="onehot" if kind == "flat" else "call")
+
+
+# ---- through the hf provider ---------------------------------------------------------------
+PINNED_CLASS = {"WatermarkProcessor": pinned.PinnedWatermarkProcessor,
+                "DiPmarkLogitsProcessor": pinned.PinnedDiPmark,
+                "PermuteFlipLogitsProcessor": pinned.PinnedPermuteFlip,
+                "ExpGumbelLogitsProcessor": pinned.PinnedExpGumbel,
+                "MorphMarkLogitsProcessor": pinned.PinnedMorphMark,
+                "GreenBiasProcessor": pinned.PinnedGreenBias,
+                "WaterfallLogitsProcessor": pinned.PinnedWaterfall,
+                "SynthIDLogitsProcessor": pinned.PinnedSynthID}
+PROVIDER_SPECS = [("kgw:context=2", KEY), ("exp", KEY), ("its", KEY), ("binary", KEY),
+                  ("pf:ngram=2", KEY), ("exp_gumbel", KEY), ("dipmark", KEY), ("unbiased", KEY),
+                  ("morphmark", KEY), ("sweet", KEY), ("ewd", KEY), ("waterfall", "42"),
+                  ("synthid", SYNTHID_KEYS)]
+
+
+@pytest.fixture(scope="module")
+def provider() -> Any:
+    from evalrun.model.embedded import embedded_model_path
+    from evalrun.plugins.providers.hf import HFProvider
+
+    return HFProvider(str(embedded_model_path()), spec="embedded", batch_size=4)
+
+
+def _generate(provider: Any, spec: str, key: str, temperature: float) -> list[list[int]]:
+    from evalrun.model.generation import GenerationRequest, GenParams, Prompt
+
+    reqs = [GenerationRequest(
+        gen_key=f"g{i}", pack="unit", case={"id": f"c{i}"},
+        prompt=Prompt(None, f"Miss Bennet walked to the village, number {i}."),
+        params=GenParams(temperature=temperature, max_tokens=12, seed=5), repetition=0,
+        watermark=spec, key=key) for i in range(4)]
+    got: dict[str, list[int]] = {}
+    provider.generate(reqs, lambda req, gen: got.__setitem__(req.gen_key, gen.token_ids))
+    return [got[f"g{i}"] for i in range(4)]
+
+
+@pytest.mark.parametrize(("spec", "key"), PROVIDER_SPECS)
+def test_provider_generates_the_same_tokens(provider: Any, spec: str, key: str,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embedded model's generations through the hf provider (shared processor calls, the
+    provider's own sampler, ``choose`` where a processor offers it) are the tokens the
+    pinned processors give."""
+    from evalrun.watermark.engine.seed_tables import seed_tables
+
+    for temperature in (1.0, 0.0):
+        seed_tables().clear()
+        new = _generate(provider, spec, key, temperature)
+        make = type(provider)._processor
+
+        def pinned_processor(self: Any, request: Any, _make: Callable = make) -> Any:
+            proc = _make(self, request)
+            if proc is not None:
+                proc.__class__ = PINNED_CLASS[type(proc).__name__]
+            return proc
+
+        with monkeypatch.context() as m:
+            m.setattr(type(provider), "_processor", pinned_processor)
+            seed_tables().clear()
+            old = _generate(provider, spec, key, temperature)
+        assert new == old
+        assert sum(len(t) for t in new) > 20

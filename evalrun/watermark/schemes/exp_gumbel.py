@@ -76,6 +76,7 @@ from scipy import stats
 from evalrun._util.errors import SpecError
 from evalrun._util.lru import LRU
 from evalrun._util.specs import Spec, check_keys, spec_float, spec_int
+from evalrun.kernels import vocab_rows
 from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.keyed_hash import code, complement, pair, tag, uniform
 from evalrun.kernels.token_stats import exp_gumbel, first_occurrence
@@ -459,6 +460,36 @@ class ExpGumbelLogitsProcessor:
         seed = pair(NUMPY, self._key_word, code(NUMPY, np.array([r], dtype=np.int64)))
         return torch.from_numpy(np.asarray(exp_gumbel(NUMPY, seed, self.vocab_size))[0])
 
+    def _choose_native(self, hist: Any, scores: Any, n: int) -> np.ndarray:
+        """Native mode, every row's history long enough: the argmax over the first ``n``
+        tokens of ``f32(logits / temperature) + gumbel[r]`` in float64 (what torch computes
+        row by row), from the rows' seed words, the exact noise computed only where it could
+        win (:func:`evalrun.kernels.vocab_rows.keyed_argmax`)."""
+        import torch
+
+        assert self._key_word is not None
+        r = hist[:, -self.prefix_length:].sum(dim=1).numpy() % self.rows
+        seeds = pair(NUMPY, self._key_word, code(NUMPY, r))
+        x = (scores[:, :n].detach().float().cpu() / self.temperature).contiguous()
+        assert x.dtype == torch.float32
+        return vocab_rows.keyed_argmax(x.numpy(), seeds, n, vocab_rows.NOISE_GUMBEL,
+                                       vocab_rows.COMBINE_F64_OF_F32)
+
+    def choose(self, input_ids: Any, scores: Any, *, reuse: bool = False,
+               ) -> tuple[None, np.ndarray]:
+        """The provider's step (``[B, W]`` scores): ``(None, tokens)``, the token
+        :meth:`__call__` leaves at 0 in every row, so the caller need not sample its one-hot
+        rows."""
+        import torch
+
+        n = min(int(scores.shape[-1]), self.vocab_size)
+        hist = input_ids.detach().cpu().long()
+        if (self.stream is None and vocab_rows.compiled_available() and n >= 1
+                and hist.shape[1] >= self.prefix_length):
+            return None, self._choose_native(hist, scores, n)
+        out = self(input_ids, scores)
+        return None, torch.argmax(out, dim=-1).cpu().numpy().astype(np.int64)
+
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import torch
 
@@ -467,6 +498,11 @@ class ExpGumbelLogitsProcessor:
         n = min(width, V)
         out = torch.full_like(scores, float("-inf"))
         hist = input_ids.detach().cpu().long()
+        if (self.stream is None and vocab_rows.compiled_available() and n >= 1
+                and scores.ndim == 2 and hist.shape[1] >= self.prefix_length):
+            choice = self._choose_native(hist, scores, n)
+            out[torch.arange(len(choice)), torch.from_numpy(choice).to(out.device)] = 0.0
+            return out
         for b in range(scores.shape[0]):
             logits = scores[b, :n].detach().float().cpu()
             if hist.shape[1] < self.prefix_length:

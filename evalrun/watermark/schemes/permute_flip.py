@@ -61,6 +61,7 @@ from scipy import stats
 
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_int
+from evalrun.kernels import vocab_rows
 from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.keyed_hash import code, neg_log_uniform, pair, range_codes, tag
 from evalrun.watermark.base import Detection, SchemeProcessor, token_id_array
@@ -243,7 +244,15 @@ class PermuteFlipLogitsProcessor(SchemeProcessor):
         assert self._key_word is not None
         x = logits[:, :self.vocab_size].astype(np.float64) / self.temperature
         x -= x.max(axis=1, keepdims=True)
-        logp = x - np.log(np.exp(x).sum(axis=1, keepdims=True))
+        log_total = np.log(np.exp(x).sum(axis=1, keepdims=True))
+        if vocab_rows.compiled_available() and len(contexts):
+            # every row's context has the same length: one seed word per row, then the argmax
+            # of (x - log_total) + noise with the noise computed only where it could win
+            seeds = self.scheme._native_seeds(np.asarray(contexts, dtype=np.int64).reshape(len(contexts), -1),
+                                              self._key_word)
+            return vocab_rows.keyed_argmax(x, seeds, self.vocab_size, vocab_rows.NOISE_EXP,
+                                           vocab_rows.COMBINE_F64, log_total[:, 0])
+        logp = x - log_total
         chosen = np.zeros(len(contexts), dtype=np.int64)
         codes = range_codes(NUMPY, self.vocab_size)
         for b, ctx in enumerate(contexts):
@@ -275,19 +284,30 @@ class PermuteFlipLogitsProcessor(SchemeProcessor):
             chosen[b] = int(probs_idx[best])
         return chosen
 
+    def _chosen(self, input_ids: Any, scores: Any, batch: int) -> np.ndarray:
+        """The token of every row (temperature > 0)."""
+        contexts = self._contexts(input_ids, batch)
+        if self._salt is not None:
+            return self._choose_compat(scores.reshape(batch, -1), contexts)
+        host = scores if isinstance(scores, np.ndarray) else scores.detach().float().cpu().numpy()
+        return self._choose_native(np.asarray(host).reshape(batch, -1), contexts)
+
+    def choose(self, input_ids: Any, scores: Any, *, reuse: bool = False,
+               ) -> tuple[Any | None, np.ndarray | None]:
+        """The provider's step (``[B, W]`` scores): ``(None, tokens)``, the token
+        :meth:`__call__` leaves at 0 in every row, so the caller need not sample its one-hot
+        rows; at temperature 0 ``(scores, None)``, unchanged, for greedy decoding."""
+        if self.temperature == 0:
+            return scores, None
+        return None, self._chosen(input_ids, scores, int(scores.shape[0]))
+
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         if self.temperature == 0:
             return scores
         one_d = getattr(scores, "ndim", 2) == 1
         batch = 1 if one_d else int(scores.shape[0])
-        contexts = self._contexts(input_ids, batch)
         is_np = isinstance(scores, np.ndarray)
-        if self._salt is not None:
-            chosen = self._choose_compat(scores.reshape(batch, -1) if is_np else scores.reshape(batch, -1),
-                                         contexts)
-        else:
-            host = scores if is_np else scores.detach().float().cpu().numpy()
-            chosen = self._choose_native(np.asarray(host).reshape(batch, -1), contexts)
+        chosen = self._chosen(input_ids, scores, batch)
         if is_np:
             out = np.full(scores.shape, -np.inf, dtype=scores.dtype).reshape(batch, -1)
             out[np.arange(batch), chosen] = 0.0
