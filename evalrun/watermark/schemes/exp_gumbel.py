@@ -500,8 +500,8 @@ class ExpGumbelLogitsProcessor:
         hist = input_ids.detach().cpu().long()
         if (self.stream is None and vocab_rows.compiled_available() and n >= 1
                 and scores.ndim == 2 and hist.shape[1] >= self.prefix_length):
-            choice = self._choose_native(hist, scores, n)
-            out[torch.arange(len(choice)), torch.from_numpy(choice).to(out.device)] = 0.0
+            chosen = torch.from_numpy(self._choose_native(hist, scores, n)).to(out.device)
+            out[torch.arange(len(chosen)), chosen] = 0.0
             return out
         for b in range(scores.shape[0]):
             logits = scores[b, :n].detach().float().cpu()
