@@ -20,8 +20,7 @@ in :data:`ALGORITHMS`:
   it, and fitting the data, on the retain set (loss = KL on retain + retain NLL - KL on forget);
 * ``tv``: task vector (Ilharco et al., 2023, as MUSE applies it): fine-tune the original on the
   forget set for the same epochs, then subtract the change: theta = theta_o - (theta_ft -
-  theta_o). On a model that has already memorised F (as the demo's has) the fine-tune barely
-  moves, so neither does the result: a finding, not a fault.
+  theta_o).
 
 Gradient ascent is unbounded, so all clip the gradient norm to 1 and run a fixed number of
 epochs. Models are saved as ordinary HF directories (``save_pretrained`` plus the
