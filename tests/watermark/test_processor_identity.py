@@ -236,3 +236,24 @@ def test_provider_generates_the_same_tokens(provider: Any, spec: str, key: str,
             old = _generate(provider, spec, key, temperature)
         assert new == old
         assert sum(len(t) for t in new) > 20
+
+
+MODIFIERS = [("sweet", KEY, pinned.PinnedGreenBias), ("sweet:entropy_threshold=3.0,prefix_length=3,delta=1.7", KEY,
+                                                     pinned.PinnedGreenBias),
+             ("ewd", KEY, pinned.PinnedGreenBias), ("ewd:gamma=0.25,prefix_length=2", KEY, pinned.PinnedGreenBias),
+             ("sweet:compat=markllm", "15485863", pinned.PinnedGreenBias)]
+
+
+@pytest.mark.parametrize(("spec", "key", "cls"), MODIFIERS)
+@pytest.mark.parametrize("kind", ["flat", "peaked", "masked"])
+def test_modifiers_small_vocab(spec: str, key: str, cls: type, kind: str, kernel: bool) -> None:
+    for temperature in (1.0, 0.7, 0.0):
+        for prompt in (1, 6):
+            _run(spec, key, cls, 1000, kind=kind, temperature=temperature, prompt=prompt)
+    _run(spec, key, cls, 1000, width=1011, kind=kind)
+
+
+@pytest.mark.parametrize(("spec", "key", "cls"), [c for c in MODIFIERS if "markllm" not in c[0]])
+def test_modifiers_llama3_vocab(spec: str, key: str, cls: type, kernel: bool) -> None:
+    for kind in ("flat", "peaked"):
+        _run(spec, key, cls, LARGE_V, batch=4, steps=2, kind=kind)

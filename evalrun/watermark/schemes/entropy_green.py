@@ -40,6 +40,7 @@ import numpy as np
 from evalrun._util.errors import SpecError
 from evalrun._util.lru import LRU
 from evalrun._util.specs import Spec, spec_float, spec_int
+from evalrun.kernels import vocab_rows
 from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.green import green_mask, is_green
 from evalrun.kernels.keyed_hash import threshold53
@@ -53,6 +54,7 @@ from evalrun.watermark.base import (
 )
 from evalrun.watermark.engine.counting import first_occurrences
 from evalrun.watermark.engine.markllm_compat import MARKLLM, MarkLLMKeyed, compat_mode
+from evalrun.watermark.engine.processing import host_f32
 from evalrun.watermark.engine.randomness import Randomness, derive_key
 from evalrun.watermark.schemes.kgw_compat import GreenLists
 from evalrun.watermark.schemes.morphmark import context_values
@@ -213,7 +215,15 @@ class GreenBiasProcessor(SchemeProcessor):
         raw, ids, as_numpy = self.torch_inputs(input_ids, scores)
         out = raw.clone()
         width = min(int(out.shape[-1]), self.vocab_size)
-        if ids.shape[-1] >= self.scheme.prefix_length:
+        host = host_f32(out) if self.scheme.compat != MARKLLM and out.ndim == 2 else None
+        if ids.shape[-1] >= self.scheme.prefix_length and host is not None:
+            # native green lists hashed as their bias is added, row by row in one call: the
+            # same float32 sums as adding the mask times delta
+            seeds = Randomness("window", context=self.scheme.prefix_length).generation_seeds(
+                NUMPY, derive_key(self._key), ids, int(ids.shape[1]), None)
+            gate = self.scheme.gate(raw[:, :width]).reshape(-1).cpu().numpy()
+            vocab_rows.green_add(host, seeds, width, self.scheme.gamma, self.scheme.delta, gate)
+        elif ids.shape[-1] >= self.scheme.prefix_length:
             lists = self._lists.get(width)
             if lists is None and self.scheme.compat == MARKLLM:
                 lists = self._lists[width] = GreenLists(width, self.scheme.gamma)
