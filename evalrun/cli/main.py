@@ -53,7 +53,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "new": ("evalrun.cli.new", "write a minimal pack to start from (`evalrun new pack NAME [--grader contains]`)"),
     "detect": ("evalrun.cli.detect", "detect a watermark in a text or token ids (see `evalrun detect -h`)"),
     "watermark-data": ("evalrun.cli.waterdrum", "watermark owners' data with Waterfall under each owner's key"),
-    "unlearning": ("evalrun.cli.waterdrum", "WaterDrum unlearning demo (`evalrun unlearning demo -h`)"),
+    "unlearning": ("evalrun.cli.waterdrum", "WaterDrum unlearning: the demo and the comparison with baseline metrics (`evalrun unlearning -h`)"),
     "attack": ("evalrun.cli.attack", "show what a text attack does to a text"),
     "judge": ("evalrun.cli.judge", "ask a judge model about stored results (judge stage)"),
     "distinguish": ("evalrun.cli.distinguish",
