@@ -80,6 +80,15 @@ static inline __attribute__((always_inline)) float bits_float(uint32_t b) {
     return x;
 }
 
+/* torch.nan_to_num(x, nan=0.0) for float32: NaN -> 0, +-inf -> the largest finite of its
+ * sign (selects, so that loops over it vectorize) */
+static inline __attribute__((always_inline)) float nan_to_num(float x) {
+    const float big = 3.40282346638528859812e+38F;
+    x = x != x ? 0.0f : x;
+    x = x > big ? big : x;
+    return x < -big ? -big : x;
+}
+
 /* keyed_hash._feistel_once */
 static inline __attribute__((always_inline)) uint64_t feistel_once(uint64_t seed, uint64_t x,
                                                                   int bits) {
@@ -168,6 +177,9 @@ typedef struct {
     void (*green_add)(float *, Py_ssize_t, uint64_t, uint64_t, uint32_t, float);
     void (*green_mask)(uint8_t *, Py_ssize_t, uint64_t, uint64_t, uint8_t);
     void (*ranks)(uint64_t, Py_ssize_t, Py_ssize_t, uint64_t, int, uint64_t *);
+    void (*green_products)(const float *, Py_ssize_t, Py_ssize_t, uint64_t, uint64_t, uint32_t,
+                           uint8_t *, float *, float *);
+    void (*transfer)(const float *, const uint8_t *, Py_ssize_t, float, float, float, float *);
     void (*block_f32)(uint64_t, Py_ssize_t, Py_ssize_t, const float *, uint64_t *, block_t *);
     void (*block_f64)(uint64_t, Py_ssize_t, Py_ssize_t, const double *, uint64_t *, block_t *);
     void (*flags_f32)(uint64_t, Py_ssize_t, Py_ssize_t, const float *, uint64_t, uint64_t, double,
@@ -200,8 +212,8 @@ typedef struct {
 #endif
 
 #define VARIANT(s)                                                                          \
-    {#s, words_##s, green_add_##s, green_mask_##s, ranks_##s, block_f32_##s, block_f64_##s,  \
-     flags_f32_##s, flags_f64_##s}
+    {#s, words_##s, green_add_##s, green_mask_##s, ranks_##s, green_products_##s, transfer_##s, \
+     block_f32_##s, block_f64_##s, flags_f32_##s, flags_f64_##s}
 static const variant_t VARIANTS[] = {
     VARIANT(portable),
 #ifdef HAVE_X86_VARIANTS
@@ -380,6 +392,101 @@ static PyObject *ranks(PyObject *self, PyObject *args, PyObject *kwargs) {
 done:
     free(y);
     PyBuffer_Release(&sd);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+PyDoc_STRVAR(green_products_doc,
+"green_products(probs, seeds, active, n, threshold, all_green, green, green_p, red_p,\n"
+"               variant='')\n\n"
+"For rows of width W (probs: float32 [B, W]): green (uint8 [B, W], written) = 1 where\n"
+"column v < n is green for seeds[b] (see green_add) and active[b]; green_p = probs *\n"
+"f32(green) and red_p = probs * f32(1 - green) (float32 [B, W], written), the products\n"
+"torch makes of a float tensor and a bool mask.  Releases the GIL.");
+
+static PyObject *green_products(PyObject *self, PyObject *args, PyObject *kwargs) {
+    (void)self;
+    static char *keywords[] = {"probs", "seeds", "active", "n", "threshold", "all_green", "green",
+                               "green_p", "red_p", "variant", NULL};
+    Py_buffer pr, sd, ac, gr, gp, rp;
+    Py_ssize_t n;
+    unsigned long long threshold;
+    int all_green;
+    const char *want = "";
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*y*y*nKpw*w*w*|s", keywords, &pr, &sd, &ac,
+                                     &n, &threshold, &all_green, &gr, &gp, &rp, &want))
+        return NULL;
+    PyObject *result = NULL;
+    const variant_t *fn = pick(want);
+    Py_ssize_t rows = sd.len / 8, width = rows ? pr.len / 4 / rows : 0;
+    if (!fn || need(&sd, rows, 8, "seeds") || need(&ac, rows, 1, "active") ||
+        need(&pr, rows * width, 4, "probs") || need(&gr, rows * width, 1, "green") ||
+        need(&gp, rows * width, 4, "green_p") || need(&rp, rows * width, 4, "red_p"))
+        goto done;
+    if (n < 0 || n > width) {
+        PyErr_SetString(PyExc_ValueError, "green_products: need 0 <= n <= the row's width");
+        goto done;
+    }
+    const float *p = pr.buf;
+    const uint64_t *seeds = sd.buf;
+    const uint8_t *active = ac.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t b = 0; b < rows; b++)
+        fn->green_products(p + b * width, active[b] ? n : 0, width, seeds[b], threshold,
+                           all_green ? 1u : 0u, (uint8_t *)gr.buf + b * width,
+                           (float *)gp.buf + b * width, (float *)rp.buf + b * width);
+    Py_END_ALLOW_THREADS
+    result = PyUnicode_FromString(fn->name);
+done:
+    PyBuffer_Release(&pr);
+    PyBuffer_Release(&sd);
+    PyBuffer_Release(&ac);
+    PyBuffer_Release(&gr);
+    PyBuffer_Release(&gp);
+    PyBuffer_Release(&rp);
+    return result;
+}
+
+PyDoc_STRVAR(mass_transfer_doc,
+"mass_transfer(probs, green, green_mass, red_mass, beta, out, variant='')\n\n"
+"MorphMark's probability transfer, elementwise in float32 as its torch code computes it:\n"
+"up = nan_to_num(probs / green_mass * beta), down = nan_to_num(probs / red_mass * beta),\n"
+"out = clamp(nan_to_num(where(green, probs + up, probs - down)), min=0).  probs: float32\n"
+"[B, W]; green: uint8 [B, W]; green_mass, red_mass, beta: float32 [B]; out: float32\n"
+"[B, W] (written).  Releases the GIL.");
+
+static PyObject *mass_transfer(PyObject *self, PyObject *args, PyObject *kwargs) {
+    (void)self;
+    static char *keywords[] = {"probs", "green", "green_mass", "red_mass", "beta", "out",
+                               "variant", NULL};
+    Py_buffer pr, gr, gm, rm, be, out;
+    const char *want = "";
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*y*y*y*y*w*|s", keywords, &pr, &gr, &gm, &rm,
+                                     &be, &out, &want))
+        return NULL;
+    PyObject *result = NULL;
+    const variant_t *fn = pick(want);
+    Py_ssize_t rows = gm.len / 4, width = rows ? pr.len / 4 / rows : 0;
+    if (!fn || need(&gm, rows, 4, "green_mass") || need(&rm, rows, 4, "red_mass") ||
+        need(&be, rows, 4, "beta") || need(&pr, rows * width, 4, "probs") ||
+        need(&gr, rows * width, 1, "green") || need(&out, rows * width, 4, "out"))
+        goto done;
+    const float *p = pr.buf, *g_mass = gm.buf, *r_mass = rm.buf, *beta = be.buf;
+    const uint8_t *green = gr.buf;
+    float *o = out.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t b = 0; b < rows; b++)
+        fn->transfer(p + b * width, green + b * width, width, g_mass[b], r_mass[b], beta[b],
+                     o + b * width);
+    Py_END_ALLOW_THREADS
+    result = PyUnicode_FromString(fn->name);
+done:
+    PyBuffer_Release(&pr);
+    PyBuffer_Release(&gr);
+    PyBuffer_Release(&gm);
+    PyBuffer_Release(&rm);
+    PyBuffer_Release(&be);
     PyBuffer_Release(&out);
     return result;
 }
@@ -728,6 +835,10 @@ static PyMethodDef methods[] = {
     {"green_mask", (PyCFunction)(void (*)(void))green_mask, METH_VARARGS | METH_KEYWORDS,
      green_mask_doc},
     {"ranks", (PyCFunction)(void (*)(void))ranks, METH_VARARGS | METH_KEYWORDS, ranks_doc},
+    {"green_products", (PyCFunction)(void (*)(void))green_products, METH_VARARGS | METH_KEYWORDS,
+     green_products_doc},
+    {"mass_transfer", (PyCFunction)(void (*)(void))mass_transfer, METH_VARARGS | METH_KEYWORDS,
+     mass_transfer_doc},
     {"its_choose", (PyCFunction)(void (*)(void))its_choose, METH_VARARGS | METH_KEYWORDS,
      its_choose_doc},
     {"keyed_argmax", (PyCFunction)(void (*)(void))keyed_argmax, METH_VARARGS | METH_KEYWORDS,

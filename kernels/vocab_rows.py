@@ -2,7 +2,8 @@
 
 At every step a processor hashes its row's seed word with every token of the vocabulary:
 green lists (kgw, SWEET, EWD, MorphMark), Feistel permutations (its, DiPmark), keyed noise
-for a Gumbel-max or permute-and-flip choice (exp, EXPGumbel, PF). numpy takes ten passes over
+for a Gumbel-max or permute-and-flip choice (exp, EXPGumbel, PF); and MorphMark's elementwise
+probability transfer, in one pass instead of a dozen torch operations. numpy takes ten passes over
 ``[V]`` arrays for one SplitMix64 finaliser; at V = 128,256 and 16 rows that is most of a
 decoding step of a small model. The compiled kernel ``evalrun.kernels._vocab_rows``
 (``kernels/vocab_rows.c``, built at install when a C compiler is present) hashes a row in one
@@ -100,6 +101,64 @@ def green_mask(seeds: Any, n: int, gamma: float, *, compiled: bool | None = None
     t = threshold53(gamma)
     _compiled.green_mask(seeds, n, t << 11 if t < 1 << 53 else 0, t >= 1 << 53, out, DEFAULT_VARIANT)
     return out.view(bool)
+
+
+def green_products(probs: np.ndarray, seeds: Any, n: int, gamma: float, active: Any = None, *,
+                   out: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+                   compiled: bool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """MorphMark's masked probabilities: ``(green, probs * f32(green), probs * f32(~green))``
+    for float32 ``probs [B, W]`` (C-contiguous), green being native kgw's list of ``seeds[b]``
+    over the first ``n`` columns (none beyond, nor where ``active[b]`` is False): bool
+    ``[B, W]`` and the two float32 products torch makes of a float tensor and a bool mask
+    (NaN or inf times 0 is NaN, as there). ``out``: the compiled kernel's buffers to write
+    them into (uint8 and two float32 arrays like ``probs``), reused across steps."""
+    _rows(probs, np.float32, "green_products: probs")
+    seeds = _seeds(seeds)
+    rows, width = probs.shape
+    flags = (np.ones(rows, dtype=bool) if active is None
+             else np.asarray(active, dtype=bool).reshape(-1))
+    if len(seeds) != rows or len(flags) != rows or not 0 <= n <= width:
+        raise ValueError("green_products: one seed and flag per row, n within the row")
+    if _use(compiled):
+        green, gp, rp = out if out is not None else (
+            np.empty((rows, width), dtype=np.uint8), np.empty_like(probs), np.empty_like(probs))
+        t = threshold53(gamma)
+        _compiled.green_products(probs, seeds, np.ascontiguousarray(flags).view(np.uint8), n,
+                                 t << 11 if t < 1 << 53 else 0, t >= 1 << 53, green, gp, rp,
+                                 DEFAULT_VARIANT)
+        return green.view(bool), gp, rp
+    green = np.zeros((rows, width), dtype=bool)
+    if n:
+        green[:, :n] = np.asarray(_green_mask(NUMPY, seeds, n, gamma), dtype=bool) & flags[:, None]
+    with np.errstate(invalid="ignore"):
+        return green, probs * green.astype(np.float32), probs * (~green).astype(np.float32)
+
+
+def mass_transfer(probs: np.ndarray, green: np.ndarray, green_mass: Any, red_mass: Any,
+                  beta: Any, *, out: np.ndarray | None = None,
+                  compiled: bool | None = None) -> np.ndarray:
+    """MorphMark's transfer of ``beta`` from red to green probability, elementwise in float32
+    as its torch code computes it: ``up = nan_to_num(p / green_mass * beta)``, ``down =
+    nan_to_num(p / red_mass * beta)``, then ``clamp(nan_to_num(where(green, p + up, p -
+    down)), min=0)`` (float32 ``[B, W]``; the masses and ``beta`` one float32 per row), into
+    ``out`` when given (the compiled kernel's)."""
+    _rows(probs, np.float32, "mass_transfer: probs")
+    rows = probs.shape[0]
+    per_row = [np.ascontiguousarray(np.asarray(a, dtype=np.float32).reshape(-1))
+               for a in (green_mass, red_mass, beta)]
+    if green.shape != probs.shape or any(len(a) != rows for a in per_row):
+        raise ValueError("mass_transfer: green like probs, one mass and beta per row")
+    if _use(compiled):
+        out = np.empty_like(probs) if out is None else out
+        _compiled.mass_transfer(probs, np.ascontiguousarray(green).view(np.uint8), *per_row, out,
+                                DEFAULT_VARIANT)
+        return out
+    gm, rm, b = (a[:, None] for a in per_row)
+    with np.errstate(all="ignore"):
+        up = np.nan_to_num(probs / gm * b, nan=0.0)
+        down = np.nan_to_num(probs / rm * b, nan=0.0)
+        q = np.nan_to_num(np.where(green, probs + up, probs - down), nan=0.0)
+    return np.where(q < 0, np.float32(0.0), q)
 
 
 def ranks(seeds: Any, n: int, vocab_size: int, *, inverse: bool = False,

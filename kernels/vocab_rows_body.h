@@ -34,6 +34,37 @@ static void BODY_FN(green_mask)(uint8_t *restrict out, Py_ssize_t n, uint64_t se
         out[v] = (uint8_t)(mix64(seed ^ ((uint64_t)v * GOLDEN)) < threshold) | all_green;
 }
 
+/* green[v] = green (0 or 1) for v < n, 0 for n <= v < width; gp[v] = p[v] * f32(green) and
+ * rp[v] = p[v] * f32(!green), float32 products as torch's (p * mask, NaN * 0 included) */
+BODY_TARGET
+static void BODY_FN(green_products)(const float *restrict p, Py_ssize_t n, Py_ssize_t width,
+                                    uint64_t seed, uint64_t threshold, uint32_t all_green,
+                                    uint8_t *restrict green, float *restrict gp,
+                                    float *restrict rp) {
+    for (Py_ssize_t v = 0; v < width; v++) {
+        uint32_t g = ((uint32_t)(mix64(seed ^ ((uint64_t)v * GOLDEN)) < threshold) | all_green) &
+                     (uint32_t)(v < n);
+        green[v] = (uint8_t)g;
+        gp[v] = p[v] * (float)g;
+        rp[v] = p[v] * (float)(g ^ 1u);
+    }
+}
+
+/* MorphMark's transfer over one row (see mass_transfer in vocab_rows.c): float32 divisions,
+ * products and sums as torch's, nan_to_num and clamp as selects, so that it vectorizes */
+BODY_TARGET
+static void BODY_FN(transfer)(const float *restrict p, const uint8_t *restrict green,
+                              Py_ssize_t width, float green_mass, float red_mass, float beta,
+                              float *restrict out) {
+    for (Py_ssize_t v = 0; v < width; v++) {
+        float up = nan_to_num(p[v] / green_mass * beta);
+        float down = nan_to_num(p[v] / red_mass * beta);
+        float plus = p[v] + up, minus = p[v] - down;
+        float q = nan_to_num(green[v] ? plus : minus);
+        out[v] = q < 0.0f ? 0.0f : q; /* clamp(min=0) keeps -0.0, as torch's max(x, 0) */
+    }
+}
+
 /* y[i] = feistel_rank(seed, v0 + i, vocab) for i < n: one pass of the network over all, then
  * cycle walking for the few that land outside [0, vocab) */
 BODY_TARGET

@@ -135,3 +135,33 @@ def test_argument_checks() -> None:
         vr.ranks(seeds, 4, 5, inverse=True)
     with pytest.raises(ValueError, match="variant"):
         vr._compiled.green_mask(seeds, 5, 0, False, np.zeros(10, dtype=np.uint8), "no-such-build")
+
+
+@pytest.mark.parametrize(("vocab", "width"), [(7, 7), (1000, 1003), (50_257, 50_257)])
+def test_morphmark_transfer(vocab: int, width: int, variant: str) -> None:
+    """green_products and mass_transfer against their twins and against the torch operations
+    MorphMark's processor performs, NaN, infinities and negative masses included."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(width)
+    p = rng.dirichlet(np.full(width, 0.3), size=4).astype(np.float32)
+    p[1, 3], p[2, 5] = np.nan, np.inf
+    seeds = _seeds(rng, 4)
+    active = [True, False, True, True]
+    got = vr.green_products(p, seeds, vocab, 0.5, active, compiled=True)
+    want = vr.green_products(p, seeds, vocab, 0.5, active, compiled=False)
+    for a, b in zip(got, want):
+        assert np.array_equal(a.view(np.uint8), b.view(np.uint8))
+    probs, green = torch.from_numpy(p), torch.from_numpy(got[0])
+    assert np.array_equal((probs * green).numpy().view(np.uint32), got[1].view(np.uint32))
+    assert np.array_equal((probs * ~green).numpy().view(np.uint32), got[2].view(np.uint32))
+    g_mass = np.array([0.3, 0.0, np.nan, 1.2], dtype=np.float32)
+    r_mass = np.array([0.7, 1.0, 0.5, -0.1], dtype=np.float32)
+    beta = np.array([0.2, 0.0, 0.5, -1e-8], dtype=np.float32)
+    moved = vr.mass_transfer(p, got[0], g_mass, r_mass, beta, compiled=True)
+    assert np.array_equal(moved.view(np.uint32),
+                          vr.mass_transfer(p, got[0], g_mass, r_mass, beta, compiled=False).view(np.uint32))
+    gm, rm, b = (torch.from_numpy(a)[:, None] for a in (g_mass, r_mass, beta))
+    up = torch.nan_to_num(probs / gm * b, nan=0.0)
+    down = torch.nan_to_num(probs / rm * b, nan=0.0)
+    q = torch.clamp(torch.nan_to_num(torch.where(green, probs + up, probs - down), nan=0.0), min=0)
+    assert np.array_equal(q.numpy().view(np.uint32), moved.view(np.uint32))

@@ -241,7 +241,11 @@ def test_provider_generates_the_same_tokens(provider: Any, spec: str, key: str,
 MODIFIERS = [("sweet", KEY, pinned.PinnedGreenBias), ("sweet:entropy_threshold=3.0,prefix_length=3,delta=1.7", KEY,
                                                      pinned.PinnedGreenBias),
              ("ewd", KEY, pinned.PinnedGreenBias), ("ewd:gamma=0.25,prefix_length=2", KEY, pinned.PinnedGreenBias),
-             ("sweet:compat=markllm", "15485863", pinned.PinnedGreenBias)]
+             ("sweet:compat=markllm", "15485863", pinned.PinnedGreenBias),
+             ("morphmark", KEY, pinned.PinnedMorphMark),
+             ("morphmark:type=linear,prefix_length=2,gamma=0.25", KEY, pinned.PinnedMorphMark),
+             ("morphmark:type=log,p_0=0.6,f_scheme=additive,prefix_length=3", KEY, pinned.PinnedMorphMark),
+             ("morphmark:compat=markllm", "15485863", pinned.PinnedMorphMark)]
 
 
 @pytest.mark.parametrize(("spec", "key", "cls"), MODIFIERS)

@@ -62,6 +62,7 @@ import numpy as np
 
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_float, spec_int
+from evalrun.kernels import vocab_rows
 from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.green import green_mask, is_green
 from evalrun.kernels.keyed_hash import code, pair, tag, threshold53
@@ -271,17 +272,24 @@ class MorphMarkLogitsProcessor(SchemeProcessor):
         self._key = key
         self._lists = GreenLists(self.vocab_size, scheme.gamma, capacity=1024)
         self._seed_of: dict[int, int] = {}
+        self._work: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
-    def _mask_row(self, history: list[int]) -> np.ndarray:
+    def _seed(self, history: list[int]) -> Any:
+        """The green list's seed of the position after ``history`` (at least prefix_length ids)."""
         s = self.scheme
-        if len(history) < s.prefix_length:
-            return np.zeros(self.vocab_size, dtype=bool)
         # the context of the next position: the last prefix_length ids, a dummy target after
         c = int(context_values(np.asarray(history[-s.prefix_length:] + [0], dtype=np.int64),
                                self.vocab_size, s.prefix_length, s.f_scheme)[0])
         seed = self._seed_of.get(c)
         if seed is None:
             seed = self._seed_of[c] = s.seeds([c], self._key, self.vocab_size)[0]
+        return seed
+
+    def _mask_row(self, history: list[int]) -> np.ndarray:
+        s = self.scheme
+        if len(history) < s.prefix_length:
+            return np.zeros(self.vocab_size, dtype=bool)
+        seed = self._seed(history)
         if s.compat != "markllm":
             return np.asarray(green_mask(NUMPY, NUMPY.u64([seed]), self.vocab_size, s.gamma)[0])
         return self._lists.mask(seed)
@@ -294,6 +302,10 @@ class MorphMarkLogitsProcessor(SchemeProcessor):
         ids = np.asarray(input_ids.tolist() if hasattr(input_ids, "tolist") else input_ids)
         width = int(sc.shape[-1])
         k = self.scheme.prefix_length
+        if (self.scheme.compat != "markllm" and vocab_rows.compiled_available() and sc.ndim == 2
+                and sc.dtype == torch.float32 and sc.device.type == "cpu" and ids.ndim == 2):
+            out = self._native_step(ids, sc, width)
+            return out.numpy() if as_numpy else out
         masks = np.zeros((sc.shape[0], width), dtype=bool)
         active = np.zeros(sc.shape[0], dtype=bool)
         for row in range(sc.shape[0]):
@@ -317,6 +329,44 @@ class MorphMarkLogitsProcessor(SchemeProcessor):
         if self.temperature > 0:
             out = out / self.temperature
         return out.numpy() if as_numpy else out
+
+
+    def _native_step(self, ids: np.ndarray, sc: Any, width: int) -> Any:
+        """:meth:`__call__`'s step for native green lists and float32 CPU scores: the same
+        torch softmax, sums, log and temperature, the green lists and the elementwise
+        transfer in the vocabulary kernels (:func:`evalrun.kernels.vocab_rows.green_products`,
+        :func:`~evalrun.kernels.vocab_rows.mass_transfer`), a pass each instead of a dozen."""
+        import torch
+
+        batch = int(sc.shape[0])
+        active = np.full(batch, ids.shape[-1] >= self.scheme.prefix_length)
+        seeds = ([self._seed(row) for row in ids.tolist()] if active.all()
+                 else [0] * batch)
+        probs = torch.softmax(sc, dim=-1)
+        p = probs.numpy()
+        # the step's [B, W] work arrays are kept from step to step (a fresh array's page
+        # faults cost as much as the arithmetic); only the result is new
+        work = self._work
+        if work is None or work[1].shape != p.shape:
+            work = self._work = (np.empty(p.shape, dtype=np.uint8), np.empty_like(p),
+                                 np.empty_like(p))
+        green, green_p, red_p = vocab_rows.green_products(
+            p, np.asarray(seeds, dtype=np.uint64), min(width, self.vocab_size), self.scheme.gamma,
+            active, out=work)
+        p_green = torch.from_numpy(green_p).sum(dim=-1, keepdim=True)
+        beta = self.scheme.boost(p_green) * (1 - p_green)
+        beta = beta * torch.from_numpy(active).unsqueeze(-1)
+        red_mass = torch.from_numpy(red_p).sum(dim=-1, keepdim=True)
+        # the transfer overwrites the red products, which are summed already
+        moved = torch.from_numpy(vocab_rows.mass_transfer(p, green, p_green.numpy(),
+                                                          red_mass.numpy(), beta.numpy(),
+                                                          out=red_p))
+        moved.div_(moved.sum(dim=-1, keepdim=True))
+        out = torch.log(moved, out=probs)  # the softmax is spent: the result goes there
+        # x / 1.0 is x, bit for bit: the division is left out at temperature 1
+        if self.temperature > 0 and self.temperature != 1:
+            out.div_(self.temperature)
+        return out
 
 
 def _flag(spec: Spec, name: str) -> bool:
