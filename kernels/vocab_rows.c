@@ -492,6 +492,169 @@ done:
 }
 
 /* ------------------------------------------------------------------------------------------ */
+PyDoc_STRVAR(dip_weights_doc,
+"dip_weights(cdf, alpha, out, zero)\n\n"
+"DiPmark's reweighted probabilities from the running sums cdf (float64 [n]) of the\n"
+"permuted probabilities, as its torch code computes them: c = cdf / cdf[-1], mapped =\n"
+"clamp(c - alpha, min=0) + clamp(c - (1 - alpha), min=0), w = clamp(diff(mapped,\n"
+"prepend=0), min=0).  out (float64 [n], written; may be cdf itself) = w, except 1.0 where\n"
+"w == 0, which zero (uint8 [n], written) marks: log(0) is -inf whatever computes it, and\n"
+"the zeros are left out of the caller's log, where they cost a slow path.  clamp(min=0)\n"
+"keeps NaN and -0.0, as torch's.");
+
+static inline double clamp0(double x) { return x < 0.0 ? 0.0 : x; }
+
+static PyObject *dip_weights(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer cb, out, zb;
+    double alpha;
+    if (!PyArg_ParseTuple(args, "y*dw*w*", &cb, &alpha, &out, &zb)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = cb.len / 8;
+    if (need(&cb, n, 8, "cdf") || need(&out, n, 8, "out") || need(&zb, n, 1, "zero")) goto done;
+    if (n) {
+        const double *c = cb.buf;
+        double *o = out.buf;
+        uint8_t *zero = zb.buf;
+        const double last = c[n - 1], beta = 1.0 - alpha;
+        /* mapped first (o may alias c: c[i] is read before o[i] is written), then the
+         * differences from the end back, each reading the mapped value before it: two loops
+         * without a carried dependency, so that they vectorize */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            double q = c[i] / last;
+            o[i] = clamp0(q - alpha) + clamp0(q - beta);
+        }
+        for (Py_ssize_t i = n - 1; i >= 1; i--) o[i] = clamp0(o[i] - o[i - 1]);
+        o[0] = clamp0(o[0] - 0.0);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            zero[i] = o[i] == 0.0;
+            o[i] = o[i] == 0.0 ? 1.0 : o[i];
+        }
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyBuffer_Release(&cb);
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&zb);
+    return result;
+}
+
+/* idx is a permutation of [0, n): perm (the token at each rank) or ranks (the rank of each
+ * token) */
+static int check_permutation(const int64_t *idx, Py_ssize_t n) {
+    for (Py_ssize_t j = 0; j < n; j++)
+        if (idx[j] < 0 || idx[j] >= n) {
+            PyErr_SetString(PyExc_ValueError, "an index outside [0, n)");
+            return -1;
+        }
+    return 0;
+}
+
+PyDoc_STRVAR(permute_doc,
+"permute(x, idx, is_perm, out)\n\n"
+"out (float64 [n], written) = float64 x (float32 or float64 [n]) in permuted order:\n"
+"out[j] = x[idx[j]] when is_perm (idx: the token at each rank), else out[idx[v]] = x[v]\n"
+"(idx: the rank of each token).  divisor (optional, 0: none) divides each value first,\n"
+"as x / divisor in float64.");
+
+static PyObject *permute(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer xb, ib, out;
+    int is_perm;
+    double divisor = 0.0;
+    if (!PyArg_ParseTuple(args, "y*y*pw*|d", &xb, &ib, &is_perm, &out, &divisor)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = ib.len / 8;
+    if (need(&ib, n, 8, "idx") || need(&out, n, 8, "out") || check_permutation(ib.buf, n))
+        goto done;
+    if (xb.len != n * 4 && xb.len != n * 8) {
+        PyErr_SetString(PyExc_ValueError, "permute: x must hold n float32 or float64 values");
+        goto done;
+    }
+    const int64_t *idx = ib.buf;
+    double *o = out.buf;
+#define PERMUTE_LOOP(type)                                                                   \
+    do {                                                                                     \
+        const type *x = xb.buf;                                                              \
+        if (divisor != 0.0) {                                                                \
+            if (is_perm)                                                                     \
+                for (Py_ssize_t j = 0; j < n; j++) o[j] = (double)x[idx[j]] / divisor;      \
+            else                                                                             \
+                for (Py_ssize_t v = 0; v < n; v++) o[idx[v]] = (double)x[v] / divisor;      \
+        } else if (is_perm) {                                                                \
+            for (Py_ssize_t j = 0; j < n; j++) o[j] = (double)x[idx[j]];                     \
+        } else {                                                                             \
+            for (Py_ssize_t v = 0; v < n; v++) o[idx[v]] = (double)x[v];                     \
+        }                                                                                    \
+    } while (0)
+    if (xb.len == n * 4)
+        PERMUTE_LOOP(float);
+    else
+        PERMUTE_LOOP(double);
+#undef PERMUTE_LOOP
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyBuffer_Release(&xb);
+    PyBuffer_Release(&ib);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+PyDoc_STRVAR(dip_finish_doc,
+"dip_finish(logs, zero, lse, idx, is_perm, out, scratch)\n\n"
+"DiPmark's last step, back in token order: value = (zero[j] ? -inf : logs[j]) + lse in\n"
+"float64 (torch.log(w) + lse, log(0) being -inf), rounded to out's type: out (float32 or\n"
+"float64 [n], written) at token idx[j] (is_perm) or at the token whose rank is j.\n"
+"scratch: a buffer of n items of out's type.");
+
+static PyObject *dip_finish(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer lb, zb, ib, out, sb;
+    double lse;
+    int is_perm;
+    if (!PyArg_ParseTuple(args, "y*y*dy*pw*w*", &lb, &zb, &lse, &ib, &is_perm, &out, &sb))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = ib.len / 8;
+    if (need(&lb, n, 8, "logs") || need(&zb, n, 1, "zero") || need(&ib, n, 8, "idx") ||
+        check_permutation(ib.buf, n))
+        goto done;
+    if ((out.len != n * 4 && out.len != n * 8) || sb.len != out.len) {
+        PyErr_SetString(PyExc_ValueError, "dip_finish: out and scratch must hold n float32 or "
+                        "float64 values");
+        goto done;
+    }
+    const double *logs = lb.buf;
+    const uint8_t *zero = zb.buf;
+    const int64_t *idx = ib.buf;
+#define FINISH_LOOP(type)                                                                    \
+    do {                                                                                     \
+        type *o = out.buf, *tmp = sb.buf;                                                    \
+        for (Py_ssize_t j = 0; j < n; j++) tmp[j] = (type)((zero[j] ? -INFINITY : logs[j]) + lse); \
+        if (is_perm)                                                                         \
+            for (Py_ssize_t j = 0; j < n; j++) o[idx[j]] = tmp[j];                           \
+        else                                                                                 \
+            for (Py_ssize_t v = 0; v < n; v++) o[v] = tmp[idx[v]];                           \
+    } while (0)
+    if (out.len == n * 4)
+        FINISH_LOOP(float);
+    else
+        FINISH_LOOP(double);
+#undef FINISH_LOOP
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyBuffer_Release(&lb);
+    PyBuffer_Release(&zb);
+    PyBuffer_Release(&ib);
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&sb);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 PyDoc_STRVAR(its_choose_doc,
 "its_choose(probs, stride, seeds, u, vocab, bits, out, variant='')\n\n"
 "Inverse-transform sampling of each row b of probs (float32, row b at b * stride, vocab\n"
@@ -839,6 +1002,9 @@ static PyMethodDef methods[] = {
      green_products_doc},
     {"mass_transfer", (PyCFunction)(void (*)(void))mass_transfer, METH_VARARGS | METH_KEYWORDS,
      mass_transfer_doc},
+    {"dip_weights", dip_weights, METH_VARARGS, dip_weights_doc},
+    {"permute", permute, METH_VARARGS, permute_doc},
+    {"dip_finish", dip_finish, METH_VARARGS, dip_finish_doc},
     {"its_choose", (PyCFunction)(void (*)(void))its_choose, METH_VARARGS | METH_KEYWORDS,
      its_choose_doc},
     {"keyed_argmax", (PyCFunction)(void (*)(void))keyed_argmax, METH_VARARGS | METH_KEYWORDS,

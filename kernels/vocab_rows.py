@@ -2,8 +2,9 @@
 
 At every step a processor hashes its row's seed word with every token of the vocabulary:
 green lists (kgw, SWEET, EWD, MorphMark), Feistel permutations (its, DiPmark), keyed noise
-for a Gumbel-max or permute-and-flip choice (exp, EXPGumbel, PF); and MorphMark's elementwise
-probability transfer, in one pass instead of a dozen torch operations. numpy takes ten passes over
+for a Gumbel-max or permute-and-flip choice (exp, EXPGumbel, PF); and the elementwise parts
+of MorphMark's probability transfer and of DiPmark's reweighting, in one pass each instead of
+a dozen torch operations. numpy takes ten passes over
 ``[V]`` arrays for one SplitMix64 finaliser; at V = 128,256 and 16 rows that is most of a
 decoding step of a small model. The compiled kernel ``evalrun.kernels._vocab_rows``
 (``kernels/vocab_rows.c``, built at install when a C compiler is present) hashes a row in one
@@ -159,6 +160,79 @@ def mass_transfer(probs: np.ndarray, green: np.ndarray, green_mass: Any, red_mas
         down = np.nan_to_num(probs / rm * b, nan=0.0)
         q = np.nan_to_num(np.where(green, probs + up, probs - down), nan=0.0)
     return np.where(q < 0, np.float32(0.0), q)
+
+
+def dip_weights(cdf: np.ndarray, alpha: float, *, out: np.ndarray | None = None,
+                zero: np.ndarray | None = None,
+                compiled: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """DiPmark's reweighted probabilities from the running sums ``cdf`` (float64 ``[n]``) of
+    the permuted probabilities, as its torch code computes them: ``c = cdf / cdf[-1]``,
+    ``mapped = clamp(c - alpha, min=0) + clamp(c - (1 - alpha), min=0)``, ``w =
+    clamp(diff(mapped, prepend=0), min=0)``. Returns ``(w with 1.0 where it is 0, where it is
+    0)``: ``log(0)`` is ``-inf`` whatever library computes it, and zeros cost torch's log a
+    slow path, so the caller takes the log of the first and puts ``-inf`` at the second
+    (:func:`dip_finish`). Into ``out`` (which may be ``cdf``) and ``zero`` when given."""
+    if cdf.dtype != np.float64 or cdf.ndim != 1 or not cdf.flags.c_contiguous:
+        raise ValueError("dip_weights: a C-contiguous 1-D float64 cdf")
+    out = np.empty_like(cdf) if out is None else out
+    zero = np.empty(cdf.shape, dtype=bool) if zero is None else zero
+    if _use(compiled):
+        _compiled.dip_weights(cdf, float(alpha), out, zero.view(np.uint8))
+        return out, zero
+    if not len(cdf):
+        return out, zero
+    with np.errstate(all="ignore"):
+        c = cdf / cdf[-1]
+        a, b = c - alpha, c - (1.0 - alpha)
+        mapped = np.where(a < 0, 0.0, a) + np.where(b < 0, 0.0, b)
+        d = np.diff(mapped, prepend=0.0)
+    w = np.where(d < 0, 0.0, d)
+    zero[:] = w == 0
+    out[:] = np.where(zero, 1.0, w)
+    return out, zero
+
+
+def permute(x: np.ndarray, idx: np.ndarray, is_perm: bool, out: np.ndarray, *,
+            divisor: float = 0.0, compiled: bool | None = None) -> np.ndarray:
+    """``x`` (float32 or float64 ``[n]``) as float64 in permuted order, into ``out``:
+    ``out[j] = x[idx[j]]`` when ``is_perm`` (``idx``: the token at each rank), else
+    ``out[idx[v]] = x[v]`` (``idx``: each token's rank); each value divided by ``divisor``
+    first when it is not 0 (``float64(x) / divisor``)."""
+    if idx.dtype != np.int64 or out.dtype != np.float64 or not (x.shape == idx.shape == out.shape):
+        raise ValueError("permute: x [n], int64 idx [n], float64 out [n]")
+    if _use(compiled):
+        _compiled.permute(np.ascontiguousarray(x), np.ascontiguousarray(idx), is_perm, out,
+                          float(divisor))
+        return out
+    v = x.astype(np.float64)
+    if divisor:
+        v = v / divisor
+    if is_perm:
+        out[:] = v[idx]
+    else:
+        out[idx] = v
+    return out
+
+
+def dip_finish(logs: np.ndarray, zero: np.ndarray, lse: float, idx: np.ndarray, is_perm: bool,
+               out: np.ndarray, *, compiled: bool | None = None) -> np.ndarray:
+    """DiPmark's last step, back in token order: ``(-inf where zero else logs) + lse`` in
+    float64, rounded to ``out``'s dtype (float32 or float64) and put at token ``idx[j]``
+    (``is_perm``) or at the token whose rank is ``j``."""
+    n = len(idx)
+    if logs.shape != (n,) or zero.shape != (n,) or out.shape != (n,) or idx.dtype != np.int64:
+        raise ValueError("dip_finish: logs, zero, idx and out all [n]")
+    if _use(compiled) and out.flags.c_contiguous:
+        _compiled.dip_finish(np.ascontiguousarray(logs), np.ascontiguousarray(zero).view(np.uint8),
+                             float(lse), np.ascontiguousarray(idx), is_perm, out,
+                             np.empty_like(out))
+        return out
+    values = (np.where(zero, -np.inf, logs) + lse).astype(out.dtype)
+    if is_perm:
+        out[idx] = values
+    else:
+        out[:] = values[idx]
+    return out
 
 
 def ranks(seeds: Any, n: int, vocab_size: int, *, inverse: bool = False,

@@ -165,3 +165,38 @@ def test_morphmark_transfer(vocab: int, width: int, variant: str) -> None:
     down = torch.nan_to_num(probs / rm * b, nan=0.0)
     q = torch.clamp(torch.nan_to_num(torch.where(green, probs + up, probs - down), nan=0.0), min=0)
     assert np.array_equal(q.numpy().view(np.uint32), moved.view(np.uint32))
+
+
+@pytest.mark.parametrize("n", [1, 2, 17, 1000, 50_257])
+def test_dipmark_steps(n: int, variant: str) -> None:
+    """dip_weights, permute and dip_finish against their twins, and chained with torch's
+    logsumexp, softmax, cumsum and log against DiPmark's own dip_reweight, bit for bit."""
+    torch = pytest.importorskip("torch")
+    from evalrun.watermark.schemes.dipmark import dip_reweight
+
+    rng = np.random.default_rng(n)
+    for alpha, scale in ((0.45, 0.05), (0.5, 3.0), (0.2, 30.0)):
+        x32 = (rng.normal(size=n) * scale).astype(np.float32)
+        if n > 4:
+            x32[:n // 4] = -np.inf
+        perm = rng.permutation(n).astype(np.int64)
+        ranks = np.argsort(perm).astype(np.int64)
+        for tau in (0.0, 0.7):
+            permuted = vr.permute(x32, perm, True, np.empty(n), divisor=tau, compiled=True)
+            assert np.array_equal(permuted, vr.permute(x32, perm, True, np.empty(n), divisor=tau,
+                                                       compiled=False))
+            assert np.array_equal(permuted, vr.permute(x32, ranks, False, np.empty(n), divisor=tau,
+                                                       compiled=True))
+            x = torch.from_numpy(x32).double() / (tau or 1.0)
+            want = dip_reweight(x, torch.from_numpy(perm), alpha).float().numpy()
+            lse = torch.logsumexp(x, dim=0)
+            cdf = torch.cumsum(torch.softmax(torch.from_numpy(permuted), dim=0), dim=0)
+            w, zero = vr.dip_weights(cdf.numpy(), alpha, compiled=True)
+            w2, zero2 = vr.dip_weights(cdf.numpy(), alpha, compiled=False)
+            assert np.array_equal(w, w2) and np.array_equal(zero, zero2)
+            logs = torch.log(torch.from_numpy(w)).numpy()
+            for idx, is_perm in ((perm, True), (ranks, False)):
+                for compiled in (True, False):
+                    got = vr.dip_finish(logs, zero, float(lse), idx, is_perm,
+                                        np.empty(n, dtype=np.float32), compiled=compiled)
+                    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))

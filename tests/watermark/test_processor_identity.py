@@ -50,10 +50,10 @@ def _scores(rng: np.random.Generator, batch: int, width: int, vocab: int, kind: 
         x *= np.float32(0.05)
     else:
         x *= np.float32(3.0)
-        top = rng.integers(0, vocab, size=(batch, 5))
+        top = rng.integers(0, min(vocab, width), size=(batch, 5))
         np.put_along_axis(x, top, np.float32(25.0) + rng.random((batch, 5)).astype(np.float32), axis=1)
     if kind == "masked":
-        x[:, rng.integers(0, vocab, size=vocab // 3)] = -np.inf
+        x[:, rng.integers(0, min(vocab, width), size=vocab // 3)] = -np.inf
         x[0, :] = np.float32(1.5)  # every token tied
     if width > vocab:
         x[:, vocab:] = np.float32(-7.0)
@@ -245,7 +245,14 @@ MODIFIERS = [("sweet", KEY, pinned.PinnedGreenBias), ("sweet:entropy_threshold=3
              ("morphmark", KEY, pinned.PinnedMorphMark),
              ("morphmark:type=linear,prefix_length=2,gamma=0.25", KEY, pinned.PinnedMorphMark),
              ("morphmark:type=log,p_0=0.6,f_scheme=additive,prefix_length=3", KEY, pinned.PinnedMorphMark),
-             ("morphmark:compat=markllm", "15485863", pinned.PinnedMorphMark)]
+             ("morphmark:compat=markllm", "15485863", pinned.PinnedMorphMark),
+             ("dipmark", KEY, pinned.PinnedDiPmark),
+             ("dipmark:alpha=0.3,prefix_length=2,ignore_history_generation=1", KEY, pinned.PinnedDiPmark),
+             ("dipmark:prefix_length=0", KEY, pinned.PinnedDiPmark),
+             ("dipmark:compat=markllm", "12345", pinned.PinnedDiPmark),
+             ("unbiased", KEY, pinned.PinnedDiPmark),
+             ("unbiased:prefix_length=2", KEY, pinned.PinnedDiPmark),
+             ("unbiased:compat=markllm", "12345", pinned.PinnedDiPmark)]
 
 
 @pytest.mark.parametrize(("spec", "key", "cls"), MODIFIERS)
@@ -255,6 +262,7 @@ def test_modifiers_small_vocab(spec: str, key: str, cls: type, kind: str, kernel
         for prompt in (1, 6):
             _run(spec, key, cls, 1000, kind=kind, temperature=temperature, prompt=prompt)
     _run(spec, key, cls, 1000, width=1011, kind=kind)
+    _run(spec, key, cls, 1000, width=990, kind=kind)  # scores narrower than the vocabulary
 
 
 @pytest.mark.parametrize(("spec", "key", "cls"), [c for c in MODIFIERS if "markllm" not in c[0]])

@@ -70,6 +70,7 @@ import numpy as np
 
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_float, spec_int
+from evalrun.kernels import fisher_yates, vocab_rows
 from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.keyed_hash import code, feistel_rank, pair, tag
 from evalrun.kernels.token_stats import first_occurrence
@@ -344,17 +345,76 @@ class DiPmarkLogitsProcessor(SchemeProcessor):
         ranks = native_ranks(seed, np.arange(width, dtype=np.int64), self.vocab_size)
         return torch.from_numpy(np.argsort(ranks, kind="stable"))
 
+    def _orders(self, contexts: list[np.ndarray], width: int) -> tuple[np.ndarray, bool]:
+        """The permutations of every context at once, int64 ``[R, width]``, and whether they
+        are given as :meth:`_permutation` gives them (the token at each rank: ``True``) or
+        as their inverse (each token's rank: ``False``). Native: the Feistel ranks from the
+        vocabulary kernel (sorted into the permutation only when ``width`` is short of the
+        vocabulary); compat: ``torch.randperm`` bit for bit from the Fisher-Yates kernel
+        (:func:`evalrun.kernels.fisher_yates.randperm_prefixes`) where it was built."""
+        if self._hash_key is not None:
+            compat_seeds = [context_seed(c, self._hash_key) for c in contexts]
+            if fisher_yates.compiled_available() and 0 < width < fisher_yates.RANDPERM_SMALL_N:
+                return fisher_yates.randperm_prefixes(np.asarray(compat_seeds, dtype=np.uint32),
+                                                      width, width), True
+            return np.stack([permutation(s, width).numpy() for s in compat_seeds]), True
+        assert self._key_word is not None
+        # native_seeds of the position after each context: its ids folded newest first
+        ctx = np.stack([np.asarray(c, dtype=np.int64) for c in contexts])
+        seeds = np.full(len(contexts), self._key_word, dtype=np.uint64)
+        for back in range(1, ctx.shape[1] + 1):
+            seeds = pair(NUMPY, seeds, code(NUMPY, ctx[:, -back]))
+        ranks = vocab_rows.ranks(seeds, width, self.vocab_size)
+        if width == self.vocab_size:
+            return ranks, False
+        return np.argsort(ranks, axis=1, kind="stable"), True
+
+    def _reweighted(self, raw: Any, rows: list[int], contexts: list[np.ndarray], width: int,
+                    ) -> Any:
+        """:meth:`__call__`'s result for float32 or float64 scores on the CPU: rows not in
+        ``rows`` as ``raw / temperature`` rounded back to the scores' dtype, the others
+        reweighted by :func:`dip_reweight`'s float64 arithmetic with the same torch
+        logsumexp, softmax, cumsum and log on each row, and the permuting, the elementwise
+        mapping and the rounding in the vocabulary kernel (``log(0) = -inf`` put in directly:
+        zeros cost torch's log a slow path)."""
+        import torch
+
+        # x / 1.0 is x, bit for bit: no division at temperature 1 (nor at 0)
+        tau = self.temperature if self.temperature > 0 and self.temperature != 1 else 0.0
+        if tau:
+            x = raw.to(torch.float64, copy=True) / tau
+            out = x.to(raw.dtype)
+        else:  # float64(raw) rounds back to raw exactly (signalling NaNs aside: no model makes one)
+            x, out = None, raw.clone()
+        if not rows:
+            return out
+        orders, is_perm = self._orders(contexts, width)
+        rn, on = raw.numpy(), out.numpy()
+        permuted = np.empty(width, dtype=np.float64)
+        zero = np.empty(width, dtype=bool)
+        for i, row in enumerate(rows):
+            lse = torch.logsumexp(raw[row, :width].to(torch.float64) if x is None else x[row, :width],
+                                  dim=0)
+            # the row's float64 logits (raw / tau, as x holds them) in permuted order
+            vocab_rows.permute(rn[row, :width], orders[i], is_perm, permuted, divisor=tau)
+            probs = torch.softmax(torch.from_numpy(permuted), dim=0)
+            cdf = torch.cumsum(probs, dim=0)
+            weights, _ = vocab_rows.dip_weights(cdf.numpy(), self.scheme.alpha, out=probs.numpy(),
+                                                zero=zero)
+            logs = torch.log(torch.from_numpy(weights), out=cdf)
+            vocab_rows.dip_finish(logs.numpy(), zero, float(lse), orders[i], is_perm,
+                                  on[row, :width])
+        return out
+
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import torch
 
         raw, ids, as_numpy = self.torch_inputs(input_ids, scores)
-        x = raw.to(torch.float64, copy=True)  # the caller's scores are left untouched
-        if self.temperature > 0:
-            x = x / self.temperature
         scheme = self.scheme
-        width = min(int(x.shape[-1]), self.vocab_size)
+        width = min(int(raw.shape[-1]), self.vocab_size)
+        rows, contexts = [], []
         if ids.shape[-1] >= scheme.prefix_length:
-            for row in range(int(x.shape[0])):
+            for row in range(int(raw.shape[0])):
                 context = scheme._context(ids[row], ids.shape[-1])
                 code = np.ascontiguousarray(context, dtype="<i8").tobytes()
                 if not scheme.ignore_history_generation:
@@ -362,8 +422,18 @@ class DiPmarkLogitsProcessor(SchemeProcessor):
                     if code in history:
                         continue
                     history.add(code)
-                perm = self._permutation(context, width).to(x.device)
-                x[row, :width] = dip_reweight(x[row, :width], perm, scheme.alpha)
+                rows.append(row)
+                contexts.append(context)
+        if (vocab_rows.compiled_available() and raw.device.type == "cpu" and raw.ndim == 2
+                and raw.dtype in (torch.float32, torch.float64) and width > 0):
+            out = self._reweighted(raw, rows, contexts, width)
+            return out.numpy() if as_numpy else out
+        x = raw.to(torch.float64, copy=True)  # the caller's scores are left untouched
+        if self.temperature > 0:
+            x = x / self.temperature
+        for row, context in zip(rows, contexts):
+            perm = self._permutation(context, width).to(x.device)
+            x[row, :width] = dip_reweight(x[row, :width], perm, scheme.alpha)
         out = x.to(raw.dtype)
         return out.numpy() if as_numpy else out
 
