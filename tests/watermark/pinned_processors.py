@@ -43,8 +43,9 @@ from evalrun.watermark.schemes.dipmark import (
 )
 from evalrun.watermark.schemes.entropy_green import GreenBiasProcessor, GreenLists, MARKLLM
 from evalrun.watermark.schemes.exp_gumbel import ExpGumbelLogitsProcessor
+from evalrun.watermark.schemes.kgw_compat import KGWCompatLogitsProcessor, _torch, prf_seeds
 from evalrun.watermark.schemes.morphmark import MorphMarkLogitsProcessor, context_values
-from evalrun.watermark.schemes.permute_flip import MOD, PermuteFlipLogitsProcessor, _torch
+from evalrun.watermark.schemes.permute_flip import MOD, PermuteFlipLogitsProcessor
 from evalrun.watermark.schemes.synthid import (
     INCREMENT,
     MULTIPLIER,
@@ -710,3 +711,35 @@ class PinnedSynthID(SynthIDLogitsProcessor):
             scores = scores.clone() if self.temperature <= 0 else scores
             scores[index] = marked
         return scores.numpy() if as_numpy else scores
+
+
+class PinnedKGWCompat(KGWCompatLogitsProcessor):
+    """The reference-compatible kgw processor with the per-seed rows of 3201803."""
+
+    def _lefthash_rows(self, input_ids: Any, scores: Any) -> list[Any] | None:
+        """Each row's delta-on-green bias ``[W]`` (0 elsewhere) from the process-wide
+        seed-table cache, for lefthash with a full context and 2-D scores; None otherwise
+        (the caller then builds the mask)."""
+        torch = _torch()
+        c = self.scheme.context
+        ids = torch.as_tensor(input_ids)
+        if self.scheme.seeding != "lefthash" or scores.dim() != 2 or ids.dim() != 2 \
+                or ids.shape[1] < c:
+            return None
+        seeds = prf_seeds(ids[:, ids.shape[1] - c:].tolist(), "lefthash", self._hash_key)
+        width = int(scores.shape[1])
+        w = min(width, self.vocab_size)
+        host = host_view(scores[:0])  # rows in numpy when the scores are in host memory
+        space = ("pinned-kgw-compat", self.scheme.spec.canonical(), self._hash_key, self.vocab_size,
+                 width, str(scores.device), str(scores.dtype), host is not None)
+
+        def build(missing: list[int]) -> list[Any]:
+            rows = []
+            for seed in missing:
+                row = np.zeros(width, dtype=np.float64)
+                row[:w] = np.where(self.green.mask(seed)[:w], self.scheme.delta, 0.0)
+                rows.append(row.astype(host.dtype) if host is not None else
+                            torch.from_numpy(row).to(device=scores.device, dtype=scores.dtype))
+            return rows
+
+        return seed_tables().rows(space, seeds, build)

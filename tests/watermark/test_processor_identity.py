@@ -183,11 +183,12 @@ PINNED_CLASS = {"WatermarkProcessor": pinned.PinnedWatermarkProcessor,
                 "MorphMarkLogitsProcessor": pinned.PinnedMorphMark,
                 "GreenBiasProcessor": pinned.PinnedGreenBias,
                 "WaterfallLogitsProcessor": pinned.PinnedWaterfall,
-                "SynthIDLogitsProcessor": pinned.PinnedSynthID}
+                "SynthIDLogitsProcessor": pinned.PinnedSynthID,
+                "KGWCompatLogitsProcessor": pinned.PinnedKGWCompat}
 PROVIDER_SPECS = [("kgw:context=2", KEY), ("exp", KEY), ("its", KEY), ("binary", KEY),
                   ("pf:ngram=2", KEY), ("exp_gumbel", KEY), ("dipmark", KEY), ("unbiased", KEY),
                   ("morphmark", KEY), ("sweet", KEY), ("ewd", KEY), ("waterfall", "42"),
-                  ("synthid", SYNTHID_KEYS)]
+                  ("synthid", SYNTHID_KEYS), ("kgw:seeding=lefthash,context=2", "15485863")]
 
 
 @pytest.fixture(scope="module")
@@ -269,3 +270,18 @@ def test_modifiers_small_vocab(spec: str, key: str, cls: type, kind: str, kernel
 def test_modifiers_llama3_vocab(spec: str, key: str, cls: type, kernel: bool) -> None:
     for kind in ("flat", "peaked"):
         _run(spec, key, cls, LARGE_V, batch=4, steps=2, kind=kind)
+
+
+COMPAT_KGW = ["kgw:seeding=lefthash", "kgw:seeding=lefthash,context=2,gamma=0.5,delta=1.5",
+              "kgw:seeding=selfhash"]
+
+
+@pytest.mark.parametrize("spec", COMPAT_KGW)
+@pytest.mark.parametrize("kind", ["flat", "peaked", "masked"])
+def test_reference_kgw(spec: str, kind: str, kernel: bool) -> None:
+    for call in ("call", "choose"):
+        _run(spec, "15485863", pinned.PinnedKGWCompat, 1000, kind=kind, temperature=0.8, call=call)
+    _run(spec, "15485863", pinned.PinnedKGWCompat, 1000, width=1011, kind=kind, call="choose")
+    if "selfhash" not in spec:
+        _run(spec, "15485863", pinned.PinnedKGWCompat, LARGE_V, batch=4, steps=2, kind=kind,
+             call="choose")

@@ -738,12 +738,22 @@ class KGWCompatLogitsProcessor:
                  width, str(scores.device), str(scores.dtype), host is not None)
 
         def build(missing: list[int]) -> list[Any]:
+            if host is not None:
+                # every missing green list in one kernel call, each row made in the scores'
+                # dtype directly: delta rounded to it on the green ids, 0 elsewhere (what
+                # rounding where(mask, delta, 0.0) gives)
+                prefixes = permutation_prefixes(missing, self.vocab_size, self.green.size)
+                host_rows = []
+                for ids in prefixes:
+                    row = np.zeros(width, dtype=host.dtype)
+                    row[ids[ids < w]] = self.scheme.delta
+                    host_rows.append(row)
+                return host_rows
             rows = []
             for seed in missing:
                 row = np.zeros(width, dtype=np.float64)
                 row[:w] = np.where(self.green.mask(seed)[:w], self.scheme.delta, 0.0)
-                rows.append(row.astype(host.dtype) if host is not None else
-                            torch.from_numpy(row).to(device=scores.device, dtype=scores.dtype))
+                rows.append(torch.from_numpy(row).to(device=scores.device, dtype=scores.dtype))
             return rows
 
         return seed_tables().rows(space, seeds, build)
