@@ -105,6 +105,21 @@ static inline __attribute__((always_inline)) uint64_t feistel_once(uint64_t seed
     return x;
 }
 
+/* the inverse of feistel_once: its rounds undone last first */
+static inline __attribute__((always_inline)) uint64_t feistel_back(uint64_t seed, uint64_t y,
+                                                                  int bits) {
+    const int h0 = bits / 2, l0 = bits - bits / 2;
+    for (int r = 3; r >= 0; r--) {
+        /* round r split its input into hi (h bits) and lo (l bits) and made (lo, hi ^ f) */
+        int h = r % 2 ? l0 : h0, l = r % 2 ? h0 : l0;
+        uint64_t h_mask = (1ULL << h) - 1;
+        uint64_t lo = y >> h, t = y & h_mask;
+        uint64_t f = mix64(seed ^ TAG_ROUNDS[r] ^ (lo * GOLDEN)) & h_mask;
+        y = ((t ^ f) << l) | lo;
+    }
+    return y;
+}
+
 /* keyed_hash.exact_log, numpy's operations in numpy's order, frexp included (C's frexp is
  * what numpy's calls: 0 and -0 give a zero mantissa and exponent 0, as there) */
 static double exact_log(double x) {
@@ -177,6 +192,7 @@ typedef struct {
     void (*green_add)(float *, Py_ssize_t, uint64_t, uint64_t, uint32_t, float);
     void (*green_mask)(uint8_t *, Py_ssize_t, uint64_t, uint64_t, uint8_t);
     void (*ranks)(uint64_t, Py_ssize_t, Py_ssize_t, uint64_t, int, uint64_t *);
+    void (*tokens_at)(uint64_t, Py_ssize_t, Py_ssize_t, uint64_t, int, uint64_t *);
     void (*green_products)(const float *, Py_ssize_t, Py_ssize_t, uint64_t, uint64_t, uint32_t,
                            uint8_t *, float *, float *);
     void (*transfer)(const float *, const uint8_t *, Py_ssize_t, float, float, float, float *);
@@ -212,7 +228,8 @@ typedef struct {
 #endif
 
 #define VARIANT(s)                                                                          \
-    {#s, words_##s, green_add_##s, green_mask_##s, ranks_##s, green_products_##s, transfer_##s, \
+    {#s, words_##s, green_add_##s, green_mask_##s, ranks_##s, tokens_at_##s, green_products_##s, \
+     transfer_##s,                                                                          \
      block_f32_##s, block_f64_##s, flags_f32_##s, flags_f64_##s}
 static const variant_t VARIANTS[] = {
     VARIANT(portable),
@@ -677,7 +694,6 @@ static PyObject *its_choose(PyObject *self, PyObject *args, PyObject *kwargs) {
         return NULL;
     PyObject *result = NULL;
     uint64_t *y = NULL;
-    float *perm = NULL;
     const variant_t *fn = pick(want);
     Py_ssize_t rows = sd.len / 8;
     if (!fn || need(&sd, rows, 8, "seeds") || need(&uu, rows, 8, "u") ||
@@ -687,9 +703,8 @@ static PyObject *its_choose(PyObject *self, PyObject *args, PyObject *kwargs) {
         PyErr_SetString(PyExc_ValueError, "its_choose: need 2 <= bits <= 62, 2 <= vocab <= 2**bits");
         goto done;
     }
-    y = malloc(sizeof(uint64_t) * vocab);
-    perm = malloc(sizeof(float) * vocab);
-    if (!y || !perm) {
+    y = malloc(sizeof(uint64_t) * BLOCK);
+    if (!y) {
         PyErr_NoMemory();
         goto done;
     }
@@ -706,40 +721,47 @@ static PyObject *its_choose(PyObject *self, PyObject *args, PyObject *kwargs) {
             o[b] = -1;
             continue;
         }
-        fn->ranks(seeds[b], 0, vocab, (uint64_t)vocab, bits, y);
-        for (Py_ssize_t v = 0; v < vocab; v++) perm[y[v]] = row[v];
-        Py_ssize_t k = vocab;
+        /* ranks in order, a block at a time: the token at each rank (the inverse of the
+         * permutation), its probability added to the running sum until the sum reaches u
+         * (numpy's searchsorted over the whole cdf finds the same first rank: the sums only
+         * grow); on average half the vocabulary is ranked */
+        Py_ssize_t k = vocab, token = 0;
         double cdf = 0.0, target = u[b];
-        for (Py_ssize_t j = 0; j < vocab; j++) {
-            cdf = j ? cdf + (double)perm[j] : (double)perm[0];
-            if (!(cdf < target)) { /* searchsorted: the ranks whose cdf lies below u */
-                k = j;
-                break;
-            }
-        }
-        if (k == vocab) { /* the last rank with positive probability; -1 (Python's row[-1])
-                           * when none has any */
-            k = -1;
-            for (Py_ssize_t j = vocab - 1; j >= 0; j--)
-                if (perm[j] > 0) {
-                    k = j;
+        for (Py_ssize_t j0 = 0; j0 < vocab && k == vocab; j0 += BLOCK) {
+            Py_ssize_t m = vocab - j0 < BLOCK ? vocab - j0 : BLOCK;
+            fn->tokens_at(seeds[b], j0, m, (uint64_t)vocab, bits, y);
+            for (Py_ssize_t i = 0; i < m; i++) {
+                cdf = j0 + i ? cdf + (double)row[y[i]] : (double)row[y[0]];
+                if (!(cdf < target)) {
+                    k = j0 + i;
+                    token = (Py_ssize_t)y[i];
                     break;
                 }
-            if (k < 0) k = vocab - 1;
-        }
-        Py_ssize_t token = 0; /* the token at rank k */
-        for (Py_ssize_t v = 0; v < vocab; v++)
-            if (y[v] == (uint64_t)k) {
-                token = v;
-                break;
             }
+        }
+        if (k == vocab) { /* the last rank with positive probability; rank vocab - 1
+                           * (Python's row[-1]) when none has any */
+            token = -1;
+            for (Py_ssize_t j0 = vocab; j0 > 0 && token < 0; j0 -= BLOCK) {
+                Py_ssize_t m = j0 < BLOCK ? j0 : BLOCK;
+                fn->tokens_at(seeds[b], j0 - m, m, (uint64_t)vocab, bits, y);
+                for (Py_ssize_t i = m - 1; i >= 0; i--)
+                    if (row[y[i]] > 0) {
+                        token = (Py_ssize_t)y[i];
+                        break;
+                    }
+            }
+            if (token < 0) {
+                fn->tokens_at(seeds[b], vocab - 1, 1, (uint64_t)vocab, bits, y);
+                token = (Py_ssize_t)y[0];
+            }
+        }
         o[b] = token;
     }
     Py_END_ALLOW_THREADS
     result = PyUnicode_FromString(fn->name);
 done:
     free(y);
-    free(perm);
     PyBuffer_Release(&pr);
     PyBuffer_Release(&sd);
     PyBuffer_Release(&uu);

@@ -34,6 +34,16 @@ static void BODY_FN(green_mask)(uint8_t *restrict out, Py_ssize_t n, uint64_t se
         out[v] = (uint8_t)(mix64(seed ^ ((uint64_t)v * GOLDEN)) < threshold) | all_green;
 }
 
+/* y[i] = the token whose feistel_rank is j0 + i, for i < n (ranks below vocab): the
+ * inverse network, then cycle walking backwards for the few that land outside */
+BODY_TARGET
+static void BODY_FN(tokens_at)(uint64_t seed, Py_ssize_t j0, Py_ssize_t n, uint64_t vocab,
+                               int bits, uint64_t *restrict y) {
+    for (Py_ssize_t i = 0; i < n; i++) y[i] = feistel_back(seed, (uint64_t)(j0 + i), bits);
+    for (Py_ssize_t i = 0; i < n; i++)
+        while (y[i] >= vocab) y[i] = feistel_back(seed, y[i], bits);
+}
+
 /* green[v] = green (0 or 1) for v < n, 0 for n <= v < width; gp[v] = p[v] * f32(green) and
  * rp[v] = p[v] * f32(!green), float32 products as torch's (p * mask, NaN * 0 included) */
 BODY_TARGET

@@ -233,6 +233,7 @@ class PermuteFlipLogitsProcessor(SchemeProcessor):
         super().__init__(scheme, vocab_size, temperature)
         self._key_word = key_word
         self._salt = salt
+        self._work: np.ndarray | None = None
 
     def _contexts(self, input_ids: Any, batch: int) -> list[list[int]]:
         ids = input_ids.detach().cpu().numpy() if hasattr(input_ids, "detach") else np.asarray(input_ids)
@@ -242,9 +243,16 @@ class PermuteFlipLogitsProcessor(SchemeProcessor):
 
     def _choose_native(self, logits: np.ndarray, contexts: list[list[int]]) -> np.ndarray:
         assert self._key_word is not None
-        x = logits[:, :self.vocab_size].astype(np.float64) / self.temperature
+        # float64(logits) / temperature in one pass (x / 1.0 is x: no division at 1)
+        x = (logits[:, :self.vocab_size].astype(np.float64) if self.temperature == 1 else
+             np.divide(logits[:, :self.vocab_size], self.temperature, dtype=np.float64))
         x -= x.max(axis=1, keepdims=True)
-        log_total = np.log(np.exp(x).sum(axis=1, keepdims=True))
+        # exp(x) into a buffer kept across steps (a fresh [B, V] float64 array's page faults
+        # cost as much as the exponentials), summed as np.exp(x).sum would be
+        work = self._work
+        if work is None or work.shape != x.shape:
+            work = self._work = np.empty_like(x)
+        log_total = np.log(np.exp(x, out=work).sum(axis=1, keepdims=True))
         if vocab_rows.compiled_available() and len(contexts):
             # every row's context has the same length: one seed word per row, then the argmax
             # of (x - log_total) + noise with the noise computed only where it could win
