@@ -672,6 +672,107 @@ done:
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* numpy's legacy MT19937 (randomkit): the state a RandomState was seeded to, its next 32-bit
+ * output, and random_interval's masked rejection, as RandomState.permutation draws them */
+#define MT_N 624
+#define MT_M 397
+
+typedef struct {
+    uint32_t key[MT_N];
+    int pos;
+} mt_t;
+
+static void mt_gen(mt_t *st) {
+    uint32_t *k = st->key, y;
+    int i;
+    for (i = 0; i < MT_N - MT_M; i++) {
+        y = (k[i] & 0x80000000u) | (k[i + 1] & 0x7fffffffu);
+        k[i] = k[i + MT_M] ^ (y >> 1) ^ (((uint32_t)0 - (y & 1u)) & 0x9908b0dfu);
+    }
+    for (; i < MT_N - 1; i++) {
+        y = (k[i] & 0x80000000u) | (k[i + 1] & 0x7fffffffu);
+        k[i] = k[i + (MT_M - MT_N)] ^ (y >> 1) ^ (((uint32_t)0 - (y & 1u)) & 0x9908b0dfu);
+    }
+    y = (k[MT_N - 1] & 0x80000000u) | (k[0] & 0x7fffffffu);
+    k[MT_N - 1] = k[MT_M - 1] ^ (y >> 1) ^ (((uint32_t)0 - (y & 1u)) & 0x9908b0dfu);
+    st->pos = 0;
+}
+
+
+PyDoc_STRVAR(legacy_permuted_doc,
+"legacy_permuted(key, pos, values, out, perm)\n\n"
+"out[v] = float32(values[perm[v]]) for v < n, perm being RandomState.permutation(n) as\n"
+"numpy draws it from the MT19937 state (key: uint32 [624], pos) the RandomState holds\n"
+"(get_state()); perm (uint32 [n], written) is scratch.  values: float64 [n]; out: float32\n"
+"[n] (written).  n < 2**32.  Releases the GIL.");
+
+static PyObject *legacy_permuted(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer kb, vb, out, pb;
+    int pos;
+    if (!PyArg_ParseTuple(args, "y*iy*w*w*", &kb, &pos, &vb, &out, &pb)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = vb.len / 8;
+    if (need(&kb, MT_N, 4, "key") || need(&vb, n, 8, "values") || need(&out, n, 4, "out") ||
+        need(&pb, n, 4, "perm"))
+        goto done;
+    if (pos < 0 || pos > MT_N || (uint64_t)n > 0xFFFFFFFFULL) {
+        PyErr_SetString(PyExc_ValueError, "legacy_permuted: pos in [0, 624], n < 2**32");
+        goto done;
+    }
+    mt_t st;
+    memcpy(st.key, kb.buf, sizeof st.key);
+    st.pos = pos;
+    uint32_t *perm = pb.buf;
+    const double *values = vb.buf;
+    float *o = out.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t v = 0; v < n; v++) perm[v] = (uint32_t)v;
+    /* _shuffle_raw: for i from n - 1 down to 1, swap i with random_interval(i): the least
+     * all-ones mask covering i, 32-bit draws masked until one is at most i.  Written as one
+     * loop over draws without a branch on the rejection (it is taken a third of the time,
+     * at random): a rejected draw swaps i with itself and leaves i where it is.  The draws
+     * come a block of 624 at a time, tempered in a loop of their own. */
+    uint32_t out32[MT_N];
+    int avail = 0, at = 0;
+    uint32_t i = n > 1 ? (uint32_t)(n - 1) : 0;
+    while (i >= 1) {
+        if (at == avail) { /* the next block: the rest of a started one first */
+            if (st.pos == MT_N) mt_gen(&st);
+            avail = MT_N - st.pos;
+            for (int q = 0; q < avail; q++) out32[q] = st.key[st.pos + q];
+            st.pos = MT_N;
+            for (int q = 0; q < avail; q++) {
+                uint32_t y = out32[q];
+                y ^= y >> 11;
+                y ^= (y << 7) & 0x9d2c5680u;
+                y ^= (y << 15) & 0xefc60000u;
+                out32[q] = y ^ (y >> 18);
+            }
+            at = 0;
+        }
+        uint32_t mask = 0xFFFFFFFFu >> __builtin_clz(i);
+        uint32_t j = out32[at++] & mask;
+        uint32_t accept = j <= i;
+        uint32_t jj = accept ? j : i;
+        uint32_t t = perm[i];
+        perm[i] = perm[jj];
+        perm[jj] = t;
+        i -= accept;
+    }
+    for (Py_ssize_t v = 0; v < n; v++) o[v] = (float)values[perm[v]];
+    Py_END_ALLOW_THREADS
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    PyBuffer_Release(&kb);
+    PyBuffer_Release(&vb);
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&pb);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 PyDoc_STRVAR(its_choose_doc,
 "its_choose(probs, stride, seeds, u, vocab, bits, out, variant='')\n\n"
 "Inverse-transform sampling of each row b of probs (float32, row b at b * stride, vocab\n"
@@ -1024,6 +1125,7 @@ static PyMethodDef methods[] = {
      green_products_doc},
     {"mass_transfer", (PyCFunction)(void (*)(void))mass_transfer, METH_VARARGS | METH_KEYWORDS,
      mass_transfer_doc},
+    {"legacy_permuted", legacy_permuted, METH_VARARGS, legacy_permuted_doc},
     {"dip_weights", dip_weights, METH_VARARGS, dip_weights_doc},
     {"permute", permute, METH_VARARGS, permute_doc},
     {"dip_finish", dip_finish, METH_VARARGS, dip_finish_doc},

@@ -4,7 +4,8 @@ At every step a processor hashes its row's seed word with every token of the voc
 green lists (kgw, SWEET, EWD, MorphMark), Feistel permutations (its, DiPmark), keyed noise
 for a Gumbel-max or permute-and-flip choice (exp, EXPGumbel, PF); and the elementwise parts
 of MorphMark's probability transfer and of DiPmark's reweighting, in one pass each instead of
-a dozen torch operations. numpy takes ten passes over
+a dozen torch operations; and Waterfall's rows, numpy's legacy permutation of the vocabulary
+drawn again from its generator state. numpy takes ten passes over
 ``[V]`` arrays for one SplitMix64 finaliser; at V = 128,256 and 16 rows that is most of a
 decoding step of a small model. The compiled kernel ``evalrun.kernels._vocab_rows``
 (``kernels/vocab_rows.c``, built at install when a C compiler is present) hashes a row in one
@@ -233,6 +234,25 @@ def dip_finish(logs: np.ndarray, zero: np.ndarray, lse: float, idx: np.ndarray, 
     else:
         out[:] = values[idx]
     return out
+
+
+def legacy_permuted(state: tuple[Any, ...], values: np.ndarray, *,
+                    compiled: bool | None = None) -> np.ndarray:
+    """``values[RandomState.permutation(n)]`` rounded to float32 (``n = len(values)``, float64
+    values), the permutation drawn as numpy's legacy ``RandomState`` draws it from ``state``
+    (what its ``get_state()`` returns: the MT19937 key and position). Waterfall's rows."""
+    if values.dtype != np.float64 or values.ndim != 1:
+        raise ValueError("legacy_permuted: 1-D float64 values")
+    n = len(values)
+    key, pos = np.ascontiguousarray(state[1], dtype=np.uint32), int(state[2])
+    if _use(compiled) and n < 2**32:
+        out = np.empty(n, dtype=np.float32)
+        _compiled.legacy_permuted(key, pos, np.ascontiguousarray(values), out,
+                                  np.empty(n, dtype=np.uint32))
+        return out
+    rs = np.random.RandomState()
+    rs.set_state(("MT19937", key, pos))
+    return values[rs.permutation(n)].astype(np.float32)
 
 
 def ranks(seeds: Any, n: int, vocab_size: int, *, inverse: bool = False,

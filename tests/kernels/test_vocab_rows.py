@@ -202,3 +202,20 @@ def test_dipmark_steps(n: int, variant: str) -> None:
                     got = vr.dip_finish(logs, zero, float(lse), idx, is_perm,
                                         np.empty(n, dtype=np.float32), compiled=compiled)
                     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 1000, 65_536, 65_537, 128_256])
+def test_legacy_permutation(n: int) -> None:
+    """legacy_permuted shuffles as numpy's RandomState.permutation does, from a fresh seeding
+    and from a generator part way into its block of 624 words."""
+    values = np.random.default_rng(n).normal(size=n)
+    rs = np.random.RandomState()
+    for drawn in (0, 1, 10, 623, 700):
+        rs.seed((42, n % 977, 5))
+        rs.random_sample(drawn)
+        state = rs.get_state()
+        want = values[rs.permutation(n)].astype(np.float32)
+        got = vr.legacy_permuted(state, values, compiled=True)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+        assert np.array_equal(vr.legacy_permuted(state, values, compiled=False).view(np.uint32),
+                              want.view(np.uint32))

@@ -99,7 +99,12 @@ def _run(spec: str, key: str, pinned_class: type, vocab: int, *, width: int | No
                 assert np.array_equal(_bits(got_scores), _bits(want_scores))
             picked = want_tokens
         else:
-            got = new(ids.clone(), scores.clone())
+            try:
+                got = new(ids.clone(), scores.clone())
+            except ValueError as exc:  # then the old processor refused these inputs too
+                with pytest.raises(ValueError, match=str(exc)):
+                    old(ids.clone(), scores.clone())
+                return
             want = old(ids.clone(), scores.clone())
             assert type(got) is type(want) and got.dtype == want.dtype and got.shape == want.shape
             assert np.array_equal(_bits(got), _bits(want)), spec
@@ -253,7 +258,9 @@ MODIFIERS = [("sweet", KEY, pinned.PinnedGreenBias), ("sweet:entropy_threshold=3
              ("dipmark:compat=markllm", "12345", pinned.PinnedDiPmark),
              ("unbiased", KEY, pinned.PinnedDiPmark),
              ("unbiased:prefix_length=2", KEY, pinned.PinnedDiPmark),
-             ("unbiased:compat=markllm", "12345", pinned.PinnedDiPmark)]
+             ("unbiased:compat=markllm", "12345", pinned.PinnedDiPmark),
+             ("waterfall", "42", pinned.PinnedWaterfall),
+             ("waterfall:n_gram=3,kappa=1.5,k_p=2", "7", pinned.PinnedWaterfall)]
 
 
 @pytest.mark.parametrize(("spec", "key", "cls"), MODIFIERS)

@@ -88,6 +88,7 @@ import numpy as np
 
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_float, spec_int
+from evalrun.kernels import vocab_rows
 from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, finite_param, token_id_array
 from evalrun.watermark.engine import nulls
 from evalrun.watermark.engine.processing import host_view
@@ -184,6 +185,19 @@ def permutation(owner: int, context: Sequence[int], n: int) -> np.ndarray:
         rs = _LOCAL.rs = np.random.RandomState()
     rs.seed((owner, *ctx))
     return rs.permutation(n).astype(index_dtype(n), copy=False)
+
+
+def legacy_state(owner: int, context: Sequence[int]) -> tuple[Any, ...]:
+    """The state ``RandomState((owner, *context))`` starts from (its ``get_state()``), for
+    tokens below the permutation's size (:func:`permutation`'s identity case aside)."""
+    ctx = [int(c) for c in context]
+    if any(c < 0 for c in ctx):
+        raise ValueError("waterfall: token ids must be non-negative")
+    rs = getattr(_LOCAL, "rs", None)
+    if rs is None:
+        rs = _LOCAL.rs = np.random.RandomState()
+    rs.seed((owner, *ctx))
+    return rs.get_state()
 
 
 def _context_seed(context: Sequence[int], n: int) -> int:
@@ -486,9 +500,17 @@ class WaterfallLogitsProcessor:
                  for c in contexts]
         by_seed = dict(zip(seeds, contexts))
 
+        fast = host is not None and host.dtype == np.float32 and vocab_rows.compiled_available()
+
         def build(missing: list[int]) -> list[Any]:
             out = []
             for s in missing:
+                if fast and s != n ** len(by_seed[s]):
+                    # phi[permutation] in float32 straight from the generator's state: the
+                    # kernel shuffles as numpy's RandomState does (the same row)
+                    out.append(vocab_rows.legacy_permuted(
+                        legacy_state(self._owner, by_seed[s]), self.phi))
+                    continue
                 row = self.phi[permutation(self._owner, by_seed[s], n)]
                 if host is not None:
                     out.append(row.astype(host.dtype))
