@@ -251,7 +251,7 @@ def legacy_permuted(state: tuple[Any, ...], values: np.ndarray, *,
                                   np.empty(n, dtype=np.uint32))
         return out
     rs = np.random.RandomState()
-    rs.set_state(("MT19937", key, pos))
+    rs.set_state(("MT19937", key, pos, 0, 0.0))
     return values[rs.permutation(n)].astype(np.float32)
 
 

@@ -197,7 +197,7 @@ def legacy_state(owner: int, context: Sequence[int]) -> tuple[Any, ...]:
     if rs is None:
         rs = _LOCAL.rs = np.random.RandomState()
     rs.seed((owner, *ctx))
-    return rs.get_state()
+    return tuple(rs.get_state(legacy=True))
 
 
 def _context_seed(context: Sequence[int], n: int) -> int:
