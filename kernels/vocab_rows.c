@@ -196,6 +196,7 @@ typedef struct {
     void (*green_products)(const float *, Py_ssize_t, Py_ssize_t, uint64_t, uint64_t, uint32_t,
                            uint8_t *, float *, float *);
     void (*transfer)(const float *, const uint8_t *, Py_ssize_t, float, float, float, float *);
+    void (*tournament_run)(float *, float *, Py_ssize_t, const uint8_t *, const uint8_t *, float);
     void (*block_f32)(uint64_t, Py_ssize_t, Py_ssize_t, const float *, uint64_t *, block_t *);
     void (*block_f64)(uint64_t, Py_ssize_t, Py_ssize_t, const double *, uint64_t *, block_t *);
     void (*flags_f32)(uint64_t, Py_ssize_t, Py_ssize_t, const float *, uint64_t, uint64_t, double,
@@ -229,7 +230,7 @@ typedef struct {
 
 #define VARIANT(s)                                                                          \
     {#s, words_##s, green_add_##s, green_mask_##s, ranks_##s, tokens_at_##s, green_products_##s, \
-     transfer_##s,                                                                          \
+     transfer_##s, tournament_run_##s,                                                      \
      block_f32_##s, block_f64_##s, flags_f32_##s, flags_f64_##s}
 static const variant_t VARIANTS[] = {
     VARIANT(portable),
@@ -773,6 +774,72 @@ done:
 }
 
 /* ------------------------------------------------------------------------------------------ */
+PyDoc_STRVAR(tournament_layer_doc,
+"tournament_layer(probs, table, offsets, mass, green_p, next_offsets, variant='')\n\n"
+"One layer of SynthID's tournament, elementwise in float32 as its torch code computes it,\n"
+"for rows of probs (float32 [R, W], updated in place).  The g-value of token v in row r\n"
+"is table[(offsets[r] + v) % size] (table: uint8 [size], size a power of two, the sampling\n"
+"table permuted so that each layer's g-values are a rotation of it; offsets: int64 [R]).\n"
+"With offsets (non-empty): probs = probs * (f32(1 + g) - mass[r]) (mass: float32 [R]);\n"
+"then with next_offsets (non-empty): green_p (float32 [R, W], written) = f32(g') * probs,\n"
+"g' the next layer's g-value, whose row sums are the next masses.  Releases the GIL.");
+
+static PyObject *tournament_layer(PyObject *self, PyObject *args, PyObject *kwargs) {
+    (void)self;
+    static char *keywords[] = {"probs", "table", "offsets", "mass", "green_p", "next_offsets",
+                               "variant", NULL};
+    Py_buffer pb, tb, ob, mb, gb, nb;
+    const char *want = "";
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "w*y*y*y*w*y*|s", keywords, &pb, &tb, &ob, &mb,
+                                     &gb, &nb, &want))
+        return NULL;
+    PyObject *result = NULL;
+    const variant_t *fn = pick(want);
+    Py_ssize_t rows = mb.len / 4, width = rows ? pb.len / 4 / rows : 0, size = tb.len;
+    int update = ob.len > 0, next = nb.len > 0;
+    if (!fn || need(&pb, rows * width, 4, "probs") || (update && need(&ob, rows, 8, "offsets")) ||
+        (next && (need(&nb, rows, 8, "next_offsets") || need(&gb, rows * width, 4, "green_p"))))
+        goto done;
+    if (size < 1 || (size & (size - 1))) {
+        PyErr_SetString(PyExc_ValueError, "tournament_layer: a table of a power-of-two size");
+        goto done;
+    }
+    float *p = pb.buf, *g = next ? gb.buf : NULL;
+    const uint8_t *table = tb.buf;
+    const int64_t *off = update ? ob.buf : NULL, *noff = next ? nb.buf : NULL;
+    const float *mass = mb.buf;
+    const Py_ssize_t low = size - 1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        float *pr = p + r * width, *gr = next ? g + r * width : NULL;
+        Py_ssize_t a = update ? (Py_ssize_t)(off[r] & low) : 0;
+        Py_ssize_t c = next ? (Py_ssize_t)(noff[r] & low) : 0;
+        const float m = mass[r];
+        /* runs of tokens over which neither table index wraps: contiguous reads */
+        for (Py_ssize_t v = 0; v < width;) {
+            Py_ssize_t run = width - v;
+            if (update && size - a < run) run = size - a;
+            if (next && size - c < run) run = size - c;
+            fn->tournament_run(pr + v, next ? gr + v : NULL, run, update ? table + a : NULL,
+                               next ? table + c : NULL, m);
+            v += run;
+            a = (a + run) & low;
+            c = (c + run) & low;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    result = PyUnicode_FromString(fn->name);
+done:
+    PyBuffer_Release(&pb);
+    PyBuffer_Release(&tb);
+    PyBuffer_Release(&ob);
+    PyBuffer_Release(&mb);
+    PyBuffer_Release(&gb);
+    PyBuffer_Release(&nb);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 PyDoc_STRVAR(its_choose_doc,
 "its_choose(probs, stride, seeds, u, vocab, bits, out, variant='')\n\n"
 "Inverse-transform sampling of each row b of probs (float32, row b at b * stride, vocab\n"
@@ -1126,6 +1193,8 @@ static PyMethodDef methods[] = {
     {"mass_transfer", (PyCFunction)(void (*)(void))mass_transfer, METH_VARARGS | METH_KEYWORDS,
      mass_transfer_doc},
     {"legacy_permuted", legacy_permuted, METH_VARARGS, legacy_permuted_doc},
+    {"tournament_layer", (PyCFunction)(void (*)(void))tournament_layer,
+     METH_VARARGS | METH_KEYWORDS, tournament_layer_doc},
     {"dip_weights", dip_weights, METH_VARARGS, dip_weights_doc},
     {"permute", permute, METH_VARARGS, permute_doc},
     {"dip_finish", dip_finish, METH_VARARGS, dip_finish_doc},

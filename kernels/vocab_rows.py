@@ -4,8 +4,9 @@ At every step a processor hashes its row's seed word with every token of the voc
 green lists (kgw, SWEET, EWD, MorphMark), Feistel permutations (its, DiPmark), keyed noise
 for a Gumbel-max or permute-and-flip choice (exp, EXPGumbel, PF); and the elementwise parts
 of MorphMark's probability transfer and of DiPmark's reweighting, in one pass each instead of
-a dozen torch operations; and Waterfall's rows, numpy's legacy permutation of the vocabulary
-drawn again from its generator state. numpy takes ten passes over
+a dozen torch operations; Waterfall's rows, numpy's legacy permutation of the vocabulary
+drawn again from its generator state; and SynthID's tournament, each layer's g-values read
+off one permuted table and its update one pass. numpy takes ten passes over
 ``[V]`` arrays for one SplitMix64 finaliser; at V = 128,256 and 16 rows that is most of a
 decoding step of a small model. The compiled kernel ``evalrun.kernels._vocab_rows``
 (``kernels/vocab_rows.c``, built at install when a C compiler is present) hashes a row in one
@@ -253,6 +254,64 @@ def legacy_permuted(state: tuple[Any, ...], values: np.ndarray, *,
     rs = np.random.RandomState()
     rs.set_state(("MT19937", key, pos, 0, 0.0))
     return values[rs.permutation(n)].astype(np.float32)
+
+
+_LCG = 6364136223846793005
+
+
+def tournament_layout(table: np.ndarray, context_hashes: Any, keys: np.ndarray,
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """SynthID's g-values as rotations of one table: for a sampling table of a power-of-two
+    size S, layer k's g-value of token v after context hash c is ``table[h & (S - 1)]`` with
+    ``h = ((v + c) * M + 1 + key_k) * M + 1``, which is ``(h0 + v * a) mod S`` for ``a = M**2
+    mod S`` (odd) and ``h0`` its value at ``v = 0``. So with the table permuted once,
+    ``rotated[j] = table[j * a mod S]``, the layer's g-values are ``rotated[(offset + v) mod S]``
+    for ``offset = h0 * a**-1 mod S``: a contiguous read. Returns ``(rotated, offsets [R,
+    depth])``."""
+    size = len(table)
+    if size < 1 or size & (size - 1):
+        raise ValueError("tournament_layout: a table of a power-of-two size")
+    low = size - 1
+    a = (_LCG * _LCG) & low
+    rotated = np.ascontiguousarray(table[(np.arange(size, dtype=np.int64) * a) & low], dtype=np.uint8)
+    hashes = np.asarray(context_hashes, dtype=np.uint64).reshape(-1, 1)
+    with np.errstate(over="ignore"):
+        h0 = (hashes * np.uint64(_LCG) + np.uint64(1) + np.asarray(keys, dtype=np.uint64)[None, :]
+              ) * np.uint64(_LCG) + np.uint64(1)
+    inverse = pow(a, -1, size) if size > 1 else 0
+    offsets = ((h0 & np.uint64(low)).astype(np.int64) * inverse) & low
+    return rotated, np.ascontiguousarray(offsets, dtype=np.int64)
+
+
+def tournament_layer(probs: np.ndarray, rotated: np.ndarray, offsets: np.ndarray | None,
+                     mass: Any, green_p: np.ndarray | None, next_offsets: np.ndarray | None, *,
+                     compiled: bool | None = None) -> None:
+    """One layer of SynthID's tournament in place, elementwise in float32 as its torch code
+    computes it, g-values read off :func:`tournament_layout`'s rotated table: with
+    ``offsets`` (one per row: this layer's), ``probs = probs * (f32(1 + g) - mass[r])``;
+    then with ``next_offsets``, ``green_p = f32(g') * probs`` for the next layer's g-values
+    (their row sums are the next masses)."""
+    _rows(probs, np.float32, "tournament_layer: probs")
+    rows, width = probs.shape
+    m = np.ascontiguousarray(np.asarray(mass if offsets is not None else np.zeros(rows),
+                                        dtype=np.float32).reshape(-1))
+    empty = np.zeros(0, dtype=np.int64)
+    if _use(compiled):
+        _compiled.tournament_layer(
+            probs, rotated, empty if offsets is None else np.ascontiguousarray(offsets, dtype=np.int64),
+            m, green_p if green_p is not None else np.empty(0, np.float32),
+            empty if next_offsets is None else np.ascontiguousarray(next_offsets, dtype=np.int64),
+            DEFAULT_VARIANT)
+        return
+    low = len(rotated) - 1
+    columns = np.arange(width, dtype=np.int64)[None, :]
+    if offsets is not None:
+        g = rotated[(np.asarray(offsets)[:, None] + columns) & low]
+        probs *= (np.uint8(1) + g).astype(np.float32) - m[:, None]
+    if next_offsets is not None:
+        assert green_p is not None
+        g = rotated[(np.asarray(next_offsets)[:, None] + columns) & low]
+        np.multiply(g.astype(np.float32), probs, out=green_p)
 
 
 def ranks(seeds: Any, n: int, vocab_size: int, *, inverse: bool = False,

@@ -75,6 +75,19 @@ static void BODY_FN(transfer)(const float *restrict p, const uint8_t *restrict g
     }
 }
 
+/* SynthID's tournament over a run of n tokens (see tournament_layer in vocab_rows.c): with
+ * g (this layer's g-values, contiguous), p = p * (f32(1 + g) - mass); then with gn (the next
+ * layer's), green_p = f32(gn) * p */
+BODY_TARGET
+static void BODY_FN(tournament_run)(float *restrict p, float *restrict green_p, Py_ssize_t n,
+                                    const uint8_t *restrict g, const uint8_t *restrict gn,
+                                    float mass) {
+    if (g)
+        for (Py_ssize_t v = 0; v < n; v++) p[v] = p[v] * ((float)(1u + (uint32_t)g[v]) - mass);
+    if (gn)
+        for (Py_ssize_t v = 0; v < n; v++) green_p[v] = (float)(uint32_t)gn[v] * p[v];
+}
+
 /* y[i] = feistel_rank(seed, v0 + i, vocab) for i < n: one pass of the network over all, then
  * cycle walking for the few that land outside [0, vocab) */
 BODY_TARGET

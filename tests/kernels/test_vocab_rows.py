@@ -219,3 +219,36 @@ def test_legacy_permutation(n: int) -> None:
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
         assert np.array_equal(vr.legacy_permuted(state, values, compiled=False).view(np.uint32),
                               want.view(np.uint32))
+
+
+@pytest.mark.parametrize("size", [1, 2, 1024, 65_536])
+def test_synthid_tournament(size: int, variant: str) -> None:
+    """tournament_layout's rotations read layer_g_values' g-values, and tournament_layer
+    matches its twin (the torch tournament itself is compared in
+    tests/watermark/test_processor_identity.py)."""
+    from evalrun.watermark.schemes.synthid import layer_g_values, sampling_table
+
+    rng = np.random.default_rng(size)
+    table = sampling_table(size, 3)
+    keys = np.array([654, 400, -836, 2**62 + 5], dtype=np.int64).astype(np.uint64)
+    hashes = rng.integers(0, 2**64 - 1, size=3, dtype=np.uint64, endpoint=True)
+    width = 3 * size + 7  # several wraps of the table
+    rotated, offsets = vr.tournament_layout(table, hashes, keys)
+    with np.errstate(over="ignore"):
+        ngram = (np.arange(width, dtype=np.uint64)[None, :] + hashes[:, None]) * np.uint64(
+            6364136223846793005) + np.uint64(1)
+        g = layer_g_values(ngram, keys, table)  # [3, width, 4]
+    low = size - 1
+    for k in range(4):
+        assert np.array_equal(rotated[(offsets[:, k:k + 1] + np.arange(width)) & low], g[:, :, k])
+    probs = rng.dirichlet(np.ones(width), size=3).astype(np.float32)
+    for layer, nxt in ((None, 0), (0, 1), (3, None)):
+        a, b = probs.copy(), probs.copy()
+        ga, gb = np.zeros_like(a), np.zeros_like(b)
+        mass = rng.random(3).astype(np.float32)
+        cur = None if layer is None else offsets[:, layer]
+        after = None if nxt is None else offsets[:, nxt]
+        vr.tournament_layer(a, rotated, cur, mass, ga, after, compiled=True)
+        vr.tournament_layer(b, rotated, cur, mass, gb, after, compiled=False)
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+        assert np.array_equal(ga.view(np.uint32), gb.view(np.uint32))

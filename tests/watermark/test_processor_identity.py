@@ -260,7 +260,10 @@ MODIFIERS = [("sweet", KEY, pinned.PinnedGreenBias), ("sweet:entropy_threshold=3
              ("unbiased:prefix_length=2", KEY, pinned.PinnedDiPmark),
              ("unbiased:compat=markllm", "12345", pinned.PinnedDiPmark),
              ("waterfall", "42", pinned.PinnedWaterfall),
-             ("waterfall:n_gram=3,kappa=1.5,k_p=2", "7", pinned.PinnedWaterfall)]
+             ("waterfall:n_gram=3,kappa=1.5,k_p=2", "7", pinned.PinnedWaterfall),
+             ("synthid", SYNTHID_KEYS, pinned.PinnedSynthID),
+             ("synthid:ngram_len=2,sampling_table_size=1000,context_history_size=2", "5,9,13",
+              pinned.PinnedSynthID)]
 
 
 @pytest.mark.parametrize(("spec", "key", "cls"), MODIFIERS)

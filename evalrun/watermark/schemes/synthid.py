@@ -75,6 +75,7 @@ import numpy as np
 
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_int
+from evalrun.kernels import vocab_rows
 from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, token_id_array
 from evalrun.watermark.engine import nulls
 
@@ -424,6 +425,27 @@ def tournament_log_probs(scores: Any, g: Any) -> Any:
     return torch.where(torch.isfinite(logs), logs, torch.finfo(logs.dtype).min)
 
 
+def tournament_log_probs_rotated(scores: Any, rotated: np.ndarray, offsets: np.ndarray) -> Any:
+    """:func:`tournament_log_probs` of float32 CPU ``scores [R, W]`` with the g-values as
+    rotations of one permuted table (:func:`evalrun.kernels.vocab_rows.tournament_layout`,
+    ``offsets [R, depth]``): the same torch softmax, masses (row sums of the same products)
+    and log, each layer's products and update one kernel pass over the rows instead of four
+    torch operations and a ``[R, W, depth]`` array of g-values."""
+    import torch
+
+    probs = torch.softmax(scores, dim=1)
+    p = probs.numpy()
+    green_p = np.empty_like(p)
+    depth = int(offsets.shape[1])
+    vocab_rows.tournament_layer(p, rotated, None, None, green_p, offsets[:, 0])
+    for layer in range(depth):
+        mass = torch.from_numpy(green_p).sum(dim=1, keepdim=True)
+        vocab_rows.tournament_layer(p, rotated, offsets[:, layer], mass.numpy(), green_p,
+                                    offsets[:, layer + 1] if layer + 1 < depth else None)
+    logs = torch.log(probs)
+    return torch.where(torch.isfinite(logs), logs, torch.finfo(logs.dtype).min)
+
+
 class SynthIDLogitsProcessor:
     """Batched processor ``(input_ids [B, T], scores [B, V]) -> scores`` for one generation of
     ``B`` rows: divides by the temperature (when > 0), then applies the tournament to the rows
@@ -476,10 +498,18 @@ class SynthIDLogitsProcessor:
         if rows:
             width = int(scores.shape[-1])
             step = ids.shape[1] - self.prompt_len
-            g = np.stack([self._g_values(self._rows[r].hashes[step], width) for r in rows])
             index = torch.tensor(rows, dtype=torch.long, device=scores.device)
-            marked = tournament_log_probs(scores[index],
-                                          torch.from_numpy(g).to(scores.device))
+            size = len(self.scheme.table)
+            if (vocab_rows.compiled_available() and scores.device.type == "cpu"
+                    and scores.dtype == torch.float32 and size & (size - 1) == 0):
+                hashes = [self._rows[r].hashes[step] for r in rows]
+                rotated, offsets = vocab_rows.tournament_layout(
+                    self.scheme.table, np.asarray(hashes, dtype=np.uint64), self._keys)
+                marked = tournament_log_probs_rotated(scores[index], rotated, offsets)
+            else:
+                g = np.stack([self._g_values(self._rows[r].hashes[step], width) for r in rows])
+                marked = tournament_log_probs(scores[index],
+                                              torch.from_numpy(g).to(scores.device))
             scores = scores.clone() if self.temperature <= 0 else scores
             scores[index] = marked
         return scores.numpy() if as_numpy else scores
