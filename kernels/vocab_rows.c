@@ -197,6 +197,7 @@ typedef struct {
                            uint8_t *, float *, float *);
     void (*transfer)(const float *, const uint8_t *, Py_ssize_t, float, float, float, float *);
     void (*tournament_run)(float *, float *, Py_ssize_t, const uint8_t *, const uint8_t *, float);
+    void (*dip_weights)(const double *, Py_ssize_t, double, double *, uint8_t *);
     void (*block_f32)(uint64_t, Py_ssize_t, Py_ssize_t, const float *, uint64_t *, block_t *);
     void (*block_f64)(uint64_t, Py_ssize_t, Py_ssize_t, const double *, uint64_t *, block_t *);
     void (*flags_f32)(uint64_t, Py_ssize_t, Py_ssize_t, const float *, uint64_t, uint64_t, double,
@@ -230,7 +231,7 @@ typedef struct {
 
 #define VARIANT(s)                                                                          \
     {#s, words_##s, green_add_##s, green_mask_##s, ranks_##s, tokens_at_##s, green_products_##s, \
-     transfer_##s, tournament_run_##s,                                                      \
+     transfer_##s, tournament_run_##s, dip_weights_##s,                                     \
      block_f32_##s, block_f64_##s, flags_f32_##s, flags_f64_##s}
 static const variant_t VARIANTS[] = {
     VARIANT(portable),
@@ -511,7 +512,7 @@ done:
 
 /* ------------------------------------------------------------------------------------------ */
 PyDoc_STRVAR(dip_weights_doc,
-"dip_weights(cdf, alpha, out, zero)\n\n"
+"dip_weights(cdf, alpha, out, zero, variant='')\n\n"
 "DiPmark's reweighted probabilities from the running sums cdf (float64 [n]) of the\n"
 "permuted probabilities, as its torch code computes them: c = cdf / cdf[-1], mapped =\n"
 "clamp(c - alpha, min=0) + clamp(c - (1 - alpha), min=0), w = clamp(diff(mapped,\n"
@@ -520,37 +521,23 @@ PyDoc_STRVAR(dip_weights_doc,
 "the zeros are left out of the caller's log, where they cost a slow path.  clamp(min=0)\n"
 "keeps NaN and -0.0, as torch's.");
 
-static inline double clamp0(double x) { return x < 0.0 ? 0.0 : x; }
-
 static PyObject *dip_weights(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer cb, out, zb;
     double alpha;
-    if (!PyArg_ParseTuple(args, "y*dw*w*", &cb, &alpha, &out, &zb)) return NULL;
+    const char *want = "";
+    if (!PyArg_ParseTuple(args, "y*dw*w*|s", &cb, &alpha, &out, &zb, &want)) return NULL;
     PyObject *result = NULL;
+    const variant_t *fn = pick(want);
     Py_ssize_t n = cb.len / 8;
-    if (need(&cb, n, 8, "cdf") || need(&out, n, 8, "out") || need(&zb, n, 1, "zero")) goto done;
+    if (!fn || need(&cb, n, 8, "cdf") || need(&out, n, 8, "out") || need(&zb, n, 1, "zero"))
+        goto done;
     if (n) {
-        const double *c = cb.buf;
-        double *o = out.buf;
-        uint8_t *zero = zb.buf;
-        const double last = c[n - 1], beta = 1.0 - alpha;
-        /* mapped first (o may alias c: c[i] is read before o[i] is written), then the
-         * differences from the end back, each reading the mapped value before it: two loops
-         * without a carried dependency, so that they vectorize */
-        for (Py_ssize_t i = 0; i < n; i++) {
-            double q = c[i] / last;
-            o[i] = clamp0(q - alpha) + clamp0(q - beta);
-        }
-        for (Py_ssize_t i = n - 1; i >= 1; i--) o[i] = clamp0(o[i] - o[i - 1]);
-        o[0] = clamp0(o[0] - 0.0);
-        for (Py_ssize_t i = 0; i < n; i++) {
-            zero[i] = o[i] == 0.0;
-            o[i] = o[i] == 0.0 ? 1.0 : o[i];
-        }
+        Py_BEGIN_ALLOW_THREADS
+        fn->dip_weights(cb.buf, n, alpha, out.buf, zb.buf);
+        Py_END_ALLOW_THREADS
     }
-    Py_INCREF(Py_None);
-    result = Py_None;
+    result = PyUnicode_FromString(fn->name);
 done:
     PyBuffer_Release(&cb);
     PyBuffer_Release(&out);

@@ -179,7 +179,7 @@ def dip_weights(cdf: np.ndarray, alpha: float, *, out: np.ndarray | None = None,
     out = np.empty_like(cdf) if out is None else out
     zero = np.empty(cdf.shape, dtype=bool) if zero is None else zero
     if _use(compiled):
-        _compiled.dip_weights(cdf, float(alpha), out, zero.view(np.uint8))
+        _compiled.dip_weights(cdf, float(alpha), out, zero.view(np.uint8), DEFAULT_VARIANT)
         return out, zero
     if not len(cdf):
         return out, zero

@@ -88,6 +88,29 @@ static void BODY_FN(tournament_run)(float *restrict p, float *restrict green_p, 
         for (Py_ssize_t v = 0; v < n; v++) green_p[v] = (float)(uint32_t)gn[v] * p[v];
 }
 
+/* DiPmark's weights from the running sums (see dip_weights in vocab_rows.c): the mapped
+ * cdf first (o may be c: c[i] is read before o[i] is written), then the differences from the
+ * end back, then the zeros marked and replaced by 1.0; loops without a carried dependency */
+BODY_TARGET
+static void BODY_FN(dip_weights)(const double *c, Py_ssize_t n, double alpha, double *o,
+                                 uint8_t *restrict zero) {
+    const double last = c[n - 1], beta = 1.0 - alpha;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double q = c[i] / last, a = q - alpha, b = q - beta;
+        o[i] = (a < 0.0 ? 0.0 : a) + (b < 0.0 ? 0.0 : b); /* clamp(min=0) keeps NaN, -0.0 */
+    }
+    for (Py_ssize_t i = n - 1; i >= 1; i--) {
+        double d = o[i] - o[i - 1];
+        o[i] = d < 0.0 ? 0.0 : d;
+    }
+    double d0 = o[0] - 0.0;
+    o[0] = d0 < 0.0 ? 0.0 : d0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        zero[i] = o[i] == 0.0;
+        o[i] = o[i] == 0.0 ? 1.0 : o[i];
+    }
+}
+
 /* y[i] = feistel_rank(seed, v0 + i, vocab) for i < n: one pass of the network over all, then
  * cycle walking for the few that land outside [0, vocab) */
 BODY_TARGET
