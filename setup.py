@@ -16,13 +16,13 @@ setup(
         # path of evalrun/watermark/engine/detection.py, with the same bits, more slowly.
         # -ffp-contract=off: no a * b + c may become one FMA (it rounds once, numpy twice)
         Extension("evalrun.kernels._offset_scores", ["kernels/offset_scores.c"],
-                  depends=["kernels/offset_scores_body.h"],
+                  depends=["kernels/offset_scores_body.h", "kernels/keyed_hash.h"],
                   extra_compile_args=["-O3", "-ffp-contract=off"], optional=True),
         # optional too: the logits processors' vocabulary-wide keyed work (green lists, Feistel
         # permutations, keyed noise argmax) falls back on the numpy twins of
         # kernels/vocab_rows.py, with the same results, more slowly; -ffp-contract=off as above
         Extension("evalrun.kernels._vocab_rows", ["kernels/vocab_rows.c"],
-                  depends=["kernels/vocab_rows_body.h"],
+                  depends=["kernels/vocab_rows_body.h", "kernels/keyed_hash.h"],
                   extra_compile_args=["-O3", "-ffp-contract=off"], libraries=["m"],
                   optional=True),
     ],

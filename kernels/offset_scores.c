@@ -31,21 +31,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keyed_hash.h"
+
 enum { KIND_KGW = 0, KIND_EXP = 1, KIND_ITS = 2, KIND_BINARY = 3, KINDS };
 enum { MODE_ALIGN = 0, MODE_EDIT = 1 };
 
-#define GOLDEN 0x9E3779B97F4A7C15ULL
-#define MIX_M1 0xBF58476D1CE4E5B9ULL
-#define MIX_M2 0x94D049BB133111EBULL
-#define SQRT_HALF 0.7071067811865476
-#define LN2_HI 6.93147180369123816490e-01
-#define LN2_LO 1.90821492927058770002e-10
 /* offsets swept side by side by the edit DP (its state, [n + 1] x EDIT_LANES floats, stays
  * in the L1 cache up to n = 250); a multiple of every variant's vector width */
 #define EDIT_LANES 16
-
-static const uint64_t TAG_ROUNDS[4] = {0x2545F4914F6CDD1DULL, 0x7F4A7C159E3779B9ULL,
-                                       0x4CF5AD432745937FULL, 0x1B873593CC9E2D51ULL};
 
 /* One call's inputs (see scores_doc). */
 typedef struct {
@@ -67,26 +60,6 @@ typedef struct {
     double *best;              /* [keys, n] */
     int64_t *arg;              /* [keys, n] or NULL */
 } plan_t;
-
-static inline __attribute__((always_inline)) uint64_t mix64(uint64_t x) {
-    x ^= x >> 30;
-    x *= MIX_M1;
-    x ^= x >> 27;
-    x *= MIX_M2;
-    return x ^ (x >> 31);
-}
-
-static inline __attribute__((always_inline)) uint64_t double_bits(double x) {
-    uint64_t b;
-    memcpy(&b, &x, sizeof b);
-    return b;
-}
-
-static inline __attribute__((always_inline)) double bits_double(uint64_t b) {
-    double x;
-    memcpy(&x, &b, sizeof x);
-    return x;
-}
 
 /* where(mask, a, b) for a mask of all ones or zeros, by the bits (a compare and a branch on
  * unpredictable evidence would cost more than the select, and keep loops from vectorizing) */
@@ -118,21 +91,7 @@ static inline __attribute__((always_inline)) double exact_log(double x) {
     uint64_t low = mask_of(m < SQRT_HALF);
     m = select_bits(low, m * 2.0, m); /* numpy computes both sides of its where */
     e = select_bits(low, e - 1.0, e);
-    double s = (m - 1.0) / (m + 1.0);
-    double z = s * s;
-    double poly = z * (1.0 / 21.0);
-    poly += 1.0 / 19.0;
-    poly *= z; poly += 1.0 / 17.0;
-    poly *= z; poly += 1.0 / 15.0;
-    poly *= z; poly += 1.0 / 13.0;
-    poly *= z; poly += 1.0 / 11.0;
-    poly *= z; poly += 1.0 / 9.0;
-    poly *= z; poly += 1.0 / 7.0;
-    poly *= z; poly += 1.0 / 5.0;
-    poly *= z; poly += 1.0 / 3.0;
-    poly *= z; poly += 1.0 / 1.0;
-    double log_m = 2.0 * s * poly;
-    return (e * LN2_LO + log_m) + e * LN2_HI;
+    return log_of_frexp(m, e);
 }
 
 /* keyed_hash.neg_log_uniform: -exact_log((f64(top53(h)) + 0.5) * 2**-53) */
@@ -141,22 +100,7 @@ static inline __attribute__((always_inline)) double neg_log_uniform(uint64_t h) 
     return -exact_log(u);
 }
 
-/* keyed_hash._feistel_once / feistel_rank (cycle walking) */
-static inline __attribute__((always_inline)) uint64_t feistel_once(uint64_t seed, uint64_t x,
-                                                                  int bits) {
-    int hi_bits = bits / 2, lo_bits = bits - bits / 2;
-    for (int r = 0; r < 4; r++) {
-        uint64_t lo_mask = (1ULL << lo_bits) - 1, hi_mask = (1ULL << hi_bits) - 1;
-        uint64_t hi = x >> lo_bits, lo = x & lo_mask;
-        uint64_t f = mix64(seed ^ TAG_ROUNDS[r] ^ (lo * GOLDEN)) & hi_mask;
-        x = (lo << hi_bits) | (hi ^ f);
-        int t = hi_bits;
-        hi_bits = lo_bits;
-        lo_bits = t;
-    }
-    return x;
-}
-
+/* keyed_hash.feistel_rank (cycle walking) */
 static inline uint64_t feistel_rank(uint64_t seed, uint64_t x, uint64_t vocab, int bits) {
     uint64_t y = feistel_once(seed, x, bits);
     while (y >= vocab) y = feistel_once(seed, y, bits);
