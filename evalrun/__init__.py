@@ -71,6 +71,7 @@ class _Facade(types.ModuleType):
 sys.modules[__name__].__class__ = _Facade
 
 from evalrun._util import legacy  # noqa: E402 - after the facade's class: legacy imports sub-packages
+from evalrun._util.threads import share_cores  # noqa: E402
 from evalrun._util.version import __version__  # noqa: E402
 
 #: public name -> (module, attribute) that defines it
@@ -102,6 +103,7 @@ __all__ = ["AGGREGATES", "ATTACKS", "JUDGES", "PROVIDERS", "SCHEMES", "Detection
            "detect", "detect_many", "open", "run", "text_attack", "watermark"]
 
 legacy.install()
+share_cores()  # before anything imports torch: libgomp reads it once (evalrun/_util/threads.py)
 
 if TYPE_CHECKING:
     from evalrun._util.errors import EvalrunError
