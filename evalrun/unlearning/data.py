@@ -7,7 +7,9 @@ non-negative integer, the owner's public index), ``text``; other fields (``owner
 training data"; our passages are 50-90 words, so 12 words leave room for the rest).
 
 ``watermark-data`` is WaterDrum's watermarking operator W(d, mu_i) (section 4, P1):
-generation by a model under the owner's Waterfall perturbation. Two modes:
+generation by a model under the owner's Waterfall perturbation -- or under the owner's key
+of another scheme adapted to many owners (:mod:`evalrun.unlearning.owner_watermarks`; KGW,
+SynthID, EXP-edit for WaterDrum's Table 4), by the same operator. Two modes:
 
 * ``paraphrase`` (Waterfall's operator): the model is asked to paraphrase the text; the
   watermarked data point is its answer, queried by the answer's first words. It needs an
@@ -37,8 +39,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, cast
 from evalrun._util.errors import EvalrunError
 from evalrun.model.generation import GenerationRequest, GenParams, Prompt
 from evalrun.model.providers import ModelSpec, check_model, make_provider
-from evalrun.unlearning.keys import key_source, owner_waterfall_id
-from evalrun.watermark import parse_watermark
+from evalrun.unlearning.keys import key_source
+from evalrun.unlearning.owner_watermarks import owner_watermark
 
 PROMPT_WORDS = 12
 FORGET, RETAIN = "forget", "retain"
@@ -159,15 +161,14 @@ def watermark_data(records: Sequence[Mapping[str, Any]], *, model: ModelSpec, wa
                    out: str | Path, secret: str | None = None, mode: str = "paraphrase",
                    max_tokens: int = 64, temperature: float = 1.0, seed: int = 0,
                    progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
-    """Watermark each record under its owner's Waterfall id with ``model``; append one JSON
-    line per record to ``out`` as soon as its batch ends; return all lines (old and new)
-    in the order of ``records``."""
+    """Watermark each record under its owner's key of ``watermark`` (a scheme adapted to many
+    owners, Waterfall by default in the commands) with ``model``; append one JSON line per
+    record to ``out`` as soon as its batch ends; return all lines (old and new) in the order
+    of ``records``."""
     if mode not in MODES:
         raise EvalrunError(f"--mode {mode}: unknown; known: {', '.join(sorted(MODES))}")
-    scheme = parse_watermark(watermark)
-    if scheme is None or scheme.spec.name != "waterfall":
-        raise EvalrunError(f"--watermark {watermark}: watermark-data uses Waterfall "
-                           "(e.g. waterfall:kappa=2)")
+    marked = owner_watermark(watermark)
+    scheme = marked.scheme
     check_model(model)
     spec = scheme.spec.canonical()
     header = {"model": model.identity(), "watermark": spec, "mode": mode,
@@ -191,7 +192,7 @@ def watermark_data(records: Sequence[Mapping[str, Any]], *, model: ModelSpec, wa
                 prompt=Prompt(system=system, user=user),
                 params=GenParams(temperature=temperature, max_tokens=max_tokens, seed=seed),
                 repetition=0, watermark=spec,
-                key=str(owner_waterfall_id(int(r["owner"]), secret))))
+                key=marked.key(int(r["owner"]), secret)))
         finished = [0]
         with out.open("a", encoding="utf-8") as fh:
             def sink(req: Any, gen: Any) -> None:
@@ -199,7 +200,7 @@ def watermark_data(records: Sequence[Mapping[str, Any]], *, model: ModelSpec, wa
                 if gen.error or gen.text is None:
                     raise EvalrunError(f"watermark-data: {rec['id']}: generation failed: {gen.error}")
                 ids = list(gen.token_ids or [])
-                det = scheme.detect(ids, req.key, vocab)
+                value, det = marked.verify(ids, int(rec["owner"]), secret, vocab)
                 query = prompt_of(rec["text"]) if how.continues else prompt_of(gen.text)
                 completion = (gen.text if how.continues
                               else " ".join(gen.text.split()[PROMPT_WORDS:]))
@@ -208,7 +209,7 @@ def watermark_data(records: Sequence[Mapping[str, Any]], *, model: ModelSpec, wa
                         "original": rec["text"], "prompt": query, "completion": completion,
                         "completion_token_ids": ids if how.continues else None,
                         "text": f"{query} {completion}".strip(),
-                        "verification_score": float(det.score), "p_value": float(det.p_value),
+                        "verification_score": value, "p_value": float(det.p_value),
                         "num_tokens_scored": int(det.num_tokens_scored),
                         "similarity": round(similarity(rest, completion), 4)}
                 fh.write(json.dumps(line, ensure_ascii=False) + "\n")
