@@ -18,6 +18,7 @@ from evalrun.metrics.stats import Estimate
 from evalrun.report import build_report
 from evalrun.report.document import Figure, Paragraph, Section, Table
 from evalrun.unlearning.aggregates import Summary
+from evalrun.unlearning.owner_watermarks import owner_value
 
 TARGET_AUROC, TARGET_R2 = 0.9, 0.8
 #: WaterDrum Table 4, Waterfall row
@@ -180,13 +181,17 @@ def write_report(db: Path, out: Path, summary: Summary, retrained: str, *, confi
 
 
 def compare_records(results: Sequence[Any]) -> list[Any]:
-    """``unlearning_d1`` / ``unlearning_d2`` records, params ``{method, similarity}``, with the
+    """``unlearning_d1`` / ``unlearning_d2`` records, params ``{method, similarity}`` plus, for
+    WaterDrum's, ``watermark`` (the registered watermark method whose owner keys were verified:
+    ``waterfall`` in Tables 2 and 3, each of Table 4's in the no-duplicate setting), with the
     95% bootstrap intervals of :func:`evalrun.unlearning.aggregates.summarize`."""
     out = []
     for r in results:
         s = r.summary
         retrained = [m for m in s.models.values() if m["role"] == "retrained"][0]
         params = {"method": r.method, "similarity": r.similarity}
+        if r.watermark:
+            params["watermark"] = r.watermark
         out.append(record("waterdrum", "unlearning_d1", Estimate(s.d1_auroc, *s.d1_ci),
                           retrained["n_forget"] + retrained["n_retain"], "retrained", "none", "none",
                           params=params))
@@ -195,10 +200,46 @@ def compare_records(results: Sequence[Any]) -> list[Any]:
     return out
 
 
+def _seconds(x: float) -> str:
+    if x is None or math.isnan(x):
+        return "n/a"
+    return f"{x * 1000:.2f} ms" if x < 0.1 else f"{x:.3g} s"
+
+
+def _with_ci(value: float, ci: tuple[float, float]) -> str:
+    """``value (low-high)``; the value alone when there is no interval."""
+    if any(math.isnan(x) for x in ci):
+        return _fmt(value)
+    return f"{_fmt(value)} ({_fmt(ci[0])}-{_fmt(ci[1])})"
+
+
+def table4_table(rows: Sequence[Any]) -> Table:
+    """WaterDrum Table 4: per watermark method D1, D2 (with intervals), verification seconds
+    per text and whether verification reads a model, measured here, beside the paper's."""
+    body = []
+    for r in rows:
+        s, paper = r.summary, r.method.paper
+        body.append([r.method.title, _with_ci(s.d1_auroc, s.d1_ci), _with_ci(s.d2_r2, s.d2_ci),
+                     f"{_seconds(r.seconds_per_text)} (n = {r.n_timed})", "yes" if r.needs_model else "no",
+                     ", ".join(f"{f:g}" for f in r.fractions),
+                     _fmt(paper.d1) if paper else "-", _fmt(paper.d2) if paper else "-",
+                     f"{paper.seconds:g} s" if paper else "-", ("yes" if paper.gpu else "no") if paper else "-"])
+    return Table(id="unlearning-table4", headers=[
+        "watermark", "D1 AUROC (95%)", "D2 R² (95%)", "verification per text (here)",
+        "reads the model (GPU)?", "calibration k/|F|", "paper D1", "paper D2", "paper time", "paper GPU?"],
+        rows=body, caption="WaterDrum Table 4 offline: WaterDrum with each watermark adapted to many "
+        "owners (each owner's id as the key, applied by the same continuation operator), no-duplicate "
+        "setting as in the paper; verification time is the mean wall time of the grader's verification "
+        "over the stored answers on this machine. Paper: WaterDrum-Ax, Llama-3.1-8B (Gemma-7B for SynthID).")
+
+
 def write_compare_report(db: Path, out: Path, results: Sequence[Any], *, config: Any,
                          fractions: Sequence[float], timings: dict[str, Any],
-                         closeness: Mapping[str, Mapping[str, float]], seed: int) -> dict[str, Any]:
-    """The comparison's report (WaterDrum Tables 2 and 3, offline) into ``out``; the headline."""
+                         closeness: Mapping[str, Mapping[str, float]], seed: int,
+                         table4: Sequence[Any] = (), fig4: Summary | None = None) -> dict[str, Any]:
+    """The comparison's report (WaterDrum Tables 2, 3 and 4 and Fig. 4, offline) into ``out``;
+    the headline. ``table4``: :class:`evalrun.unlearning.compare.Table4Row` s; ``fig4``: the
+    no-duplicate models with the unlearned ones."""
     out.mkdir(parents=True, exist_ok=True)
     methods = list(dict.fromkeys(r.method for r in results))
     settings = list(dict.fromkeys(r.similarity for r in results))
@@ -236,9 +277,42 @@ def write_compare_report(db: Path, out: Path, results: Sequence[Any], *, config:
         f"{timings.get('cpu_count')} CPUs; load average at start {timings.get('load_avg_start')}, "
         f"at the end {timings.get('load_avg_end')}; total {timings.get('total_seconds')} s): {steps}.",
     ]
-    section = Section("WaterDrum against the baseline unlearning metrics", "unlearning-compare", 2,
-                      [Paragraph(paras[0]), tables[0], tables[1], *[Paragraph(p) for p in paras[1:]]])
-    build_report(db, out, sections=[section], metrics=compare_records(results))
+    blocks: list[Any] = [Paragraph(paras[0]), tables[0], tables[1], *[Paragraph(p) for p in paras[1:]]]
+    if table4:
+        blocks += [Paragraph(
+            "WaterDrum's Table 4: WaterDrum implemented with other watermarks adapted to many owners "
+            "(KGW, Kirchenbauer et al. 2023; SynthID-Text, Dathathri et al. 2024; EXP-edit, Kuditipudi "
+            "et al. 2024) beside Waterfall (Lau et al. 2024), in the no-duplicate setting as the paper's. "
+            "Each method watermarks the same passages under each owner's key by the same operator, "
+            "trains its own original, retrained and calibration models, and WaterDrum averages the "
+            "method's own per-text value: " + "; ".join(
+                f"{r.method.name}: {owner_value(r.method.spec)}" for r in table4) +
+            ". Only Waterfall's q-score and KGW's z-score are 0 on text that carries no key, which "
+            "D2's line through the origin needs."), table4_table(table4)]
+    if fig4 is not None:
+        draw_fig4(fig4, out / FIG4)
+        points = "; ".join(f"{m['label']} ({_fmt(m['forget_scaled'], 2)}, {_fmt(m['retain_scaled'], 2)})"
+                           for m in fig4.models.values() if m["role"] != "calibration")
+        blocks += [Figure(filename=FIG4, alt="forget vs retain aggregate WaterDrum per model",
+                          caption=f"{FIG4}: WaterDrum Fig. 4 -- the unlearning algorithms applied to the "
+                          "no-duplicate original, beside retraining and the original (aggregate WaterDrum "
+                          "of the forget and the retain set, scaled so the original is 1); perfect "
+                          "unlearning is bottom right."),
+                   Paragraph(f"Fig. 4 points (forget, retain), scaled to the original: {points}.")]
+    section = Section("WaterDrum against the baseline unlearning metrics", "unlearning-compare", 2, blocks)
+    t4_results = [r.result for r in table4 if all(r.result is not x for x in results)]
+    metrics = compare_records([*results, *t4_results])
+    if fig4 is not None:
+        metrics += [m for m in records(fig4, _retrained(fig4), None) if m.metric.endswith("_scaled")]
+    build_report(db, out, sections=[section], metrics=metrics)
     return {"report": str(out / "report.md"),
             "d1": {f"{m}/{s}": by[(m, s)].d1_auroc for m, s in by},
-            "d2": {f"{m}/{s}": by[(m, s)].d2_r2 for m, s in by}}
+            "d2": {f"{m}/{s}": by[(m, s)].d2_r2 for m, s in by},
+            "table4": {r.method.name: {"d1": r.summary.d1_auroc, "d2": r.summary.d2_r2,
+                                       "seconds_per_text": r.seconds_per_text} for r in table4},
+            "fig4": {m["label"]: {"forget_scaled": m["forget_scaled"], "retain_scaled": m["retain_scaled"]}
+                     for m in fig4.models.values()} if fig4 is not None else {}}
+
+
+def _retrained(summary: Summary) -> str:
+    return next(model for model, m in summary.models.items() if m["role"] == "retrained")

@@ -15,7 +15,8 @@ from evalrun.model.providers import model_argument
 from evalrun.unlearning.compare import run_compare
 from evalrun.unlearning.data import load_owners, watermark_data
 from evalrun.unlearning.demo import DEFAULT_ALGORITHMS, run_demo
-from evalrun.unlearning.finetune import ALGORITHMS
+from evalrun.unlearning.finetune import ALGORITHMS, DISTINCT
+from evalrun.unlearning.owner_watermarks import TABLE4
 from evalrun.watermark.key_strength import warn_if_weak
 from evalrun.watermark.registry import KEY_ENV
 
@@ -31,9 +32,11 @@ def _secret(args: argparse.Namespace) -> str | None:
 def watermark_data_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="evalrun watermark-data", allow_abbrev=False,
                                 description="Watermark each owner's data with Waterfall under "
-                                "the owner's key (WaterDrum P1); resumable.")
+                                "the owner's key (WaterDrum P1), or with another scheme adapted to "
+                                "many owners (WaterDrum Table 4: kgw, synthid, exp); resumable.")
     p.add_argument("--watermark", default="waterfall:kappa=2", metavar="SPEC",
-                   help="Waterfall spec (default waterfall:kappa=2)")
+                   help="spec of a scheme adapted to many owners: waterfall (default "
+                   "waterfall:kappa=2), kgw, synthid or exp (EXP-edit: exp:randomness=fixed,score=edit)")
     p.add_argument("--owners", required=True, metavar="FILE.jsonl",
                    help="one JSON object per line: id, owner (integer), text")
     p.add_argument("--model", required=True, metavar="SPEC", type=model_argument, help="a model with logits: embedded, hf:<dir>, ...")
@@ -69,11 +72,18 @@ def unlearning_parser() -> argparse.ArgumentParser:
     demo.add_argument("--threads", type=int, help="torch threads (default 1: the tiny model gains "
                       "nothing from a second thread on a shared 2-core machine)")
     demo.add_argument("--key", help="secret from which owner ids are derived (default: $EVALRUN_WATERMARK_KEY)")
-    cmp_ = sub.add_parser("compare", allow_abbrev=False, help="WaterDrum's Tables 2 and 3: D1 and D2 of "
-                          "WaterDrum and the baseline metrics in each data-similarity setting")
+    cmp_ = sub.add_parser("compare", allow_abbrev=False, help="WaterDrum's Tables 2, 3 and 4 and Fig. 4: "
+                          "D1 and D2 of WaterDrum and the baseline metrics in each data-similarity setting, "
+                          "of WaterDrum with other watermarks, and the unlearning algorithms")
     cmp_.add_argument("--out", required=True, metavar="DIR", help="data, models, store and report go here (resumable)")
     cmp_.add_argument("--quick", action="store_true", help="4 owners x 12 passages, 2 outputs per query "
-                      "(about 10 minutes on 2 shared CPU cores)")
+                      "(about 12 minutes on 2 shared CPU cores, Table 4 and Fig. 4 included)")
+    cmp_.add_argument("--watermarks", default=",".join(TABLE4), metavar="A,B,...",
+                      help="Table 4's watermark methods adapted to many owners, run in the no-duplicate "
+                      f"setting (default {','.join(TABLE4)}: Waterfall, KGW, SynthID-Text, EXP-edit)")
+    cmp_.add_argument("--algorithms", default=",".join(DISTINCT), metavar="A,B,...",
+                      help="Fig. 4's unlearning algorithms applied to the no-duplicate original "
+                      f"(default {','.join(DISTINCT)})")
     cmp_.add_argument("--seed", type=int, default=0, help="seed of sampling, shuffling and initialisation (default 0)")
     cmp_.add_argument("--threads", type=int, help="torch threads (default 1)")
     cmp_.add_argument("--key", help="secret from which owner ids are derived (default: $EVALRUN_WATERMARK_KEY)")
@@ -114,7 +124,9 @@ def _demo(args: argparse.Namespace, reports: Mapping[str, Callable[..., dict[str
 
 def _compare(args: argparse.Namespace, reports: Mapping[str, Callable[..., dict[str, Any]]]) -> dict[str, Any]:
     return run_compare(Path(args.out), quick=args.quick, secret=_secret(args), seed=args.seed,
-                       threads=args.threads, log=_log, write_report=reports["compare"])
+                       threads=args.threads, watermarks=[w for w in args.watermarks.split(",") if w],
+                       algorithms=[a for a in args.algorithms.split(",") if a], log=_log,
+                       write_report=reports["compare"])
 
 
 #: ``evalrun unlearning ACTION``: the function that runs it

@@ -123,12 +123,19 @@ def duplicates(points: list[dict[str, Any]], config: DemoConfig,
     return similar_points(similarity, points, config.forget_owners, range(config.owners), config.seed)
 
 
-def write_pack(out: Path, cases: list[dict[str, Any]]) -> Path:
-    """The shipped ``waterdrum`` pack with this experiment's cases (same grader and settings)."""
+def write_pack(out: Path, cases: list[dict[str, Any]], owner_watermark: str | None = None) -> Path:
+    """The shipped ``waterdrum`` pack with this experiment's cases (same grader and settings;
+    ``owner_watermark``: the spec it verifies instead of Waterfall, a top-level pack.toml key)."""
     shipped = shipped_packs_dir() / "waterdrum"
     out.mkdir(parents=True, exist_ok=True)
     for name in ("pack.toml", "case.schema.json", "grader.py"):
-        (out / name).write_text((shipped / name).read_text(encoding="utf-8"), encoding="utf-8")
+        text = (shipped / name).read_text(encoding="utf-8")
+        if name == "pack.toml" and owner_watermark:
+            lines = text.splitlines(keepends=True)
+            at = next((i for i, line in enumerate(lines) if line.startswith("[")), len(lines))
+            lines.insert(at, f"owner_watermark = {json.dumps(owner_watermark)}\n")
+            text = "".join(lines)
+        (out / name).write_text(text, encoding="utf-8")
     (out / "cases").mkdir(exist_ok=True)
     with (out / "cases" / "cases.jsonl").open("w", encoding="utf-8") as fh:
         for c in cases:
@@ -176,6 +183,27 @@ def choose_threads(threads: int | None) -> int:
     return threads if threads else 1
 
 
+def check_algorithms(algorithms: Sequence[str]) -> None:
+    """An error naming ``--algorithms`` unless every name is a registered algorithm."""
+    unknown = [a for a in algorithms if a not in ALGORITHMS]
+    if unknown or not algorithms:
+        raise EvalrunError(f"--algorithms {','.join(algorithms)}: unknown {', '.join(unknown) or '(none given)'}; "
+                           f"known: {', '.join(ALGORITHMS)}")
+
+
+def unlearn_all(clock: Clock, original: Path, forget: list[dict[str, Any]], retain: list[dict[str, Any]],
+                algorithms: Sequence[str], config: DemoConfig, log: Callable[[str], None]) -> dict[Path, Role]:
+    """Each of ``algorithms`` applied to the ``original`` model, into ``unlearned-<name>``
+    beside it (resumable like every step); their roles, Fig. 4's points."""
+    roles: dict[Path, Role] = {}
+    for method in dict.fromkeys(algorithms):
+        path = original.parent / f"unlearned-{method}"
+        clock.step(f"unlearn {method}", lambda: unlearn(original, forget, retain, method, path,
+                                                        config.unlearn, log))
+        roles[path] = Role("unlearned", None, method)
+    return roles
+
+
 def run_demo(out: Path, *, quick: bool = False, secret: str | None = None, d4: bool = False,
              similarity: str = "none", algorithms: Sequence[str] = DEFAULT_ALGORITHMS,
              seed: int = 0, threads: int | None = None,
@@ -193,10 +221,7 @@ def run_demo(out: Path, *, quick: bool = False, secret: str | None = None, d4: b
     if d4 and similarity not in ("none", "exact"):
         raise EvalrunError(f"--d4 is --similarity exact; it cannot be combined with --similarity {similarity}")
     similarity = "exact" if d4 else setting(similarity).name
-    unknown = [a for a in algorithms if a not in ALGORITHMS]
-    if unknown or not algorithms:
-        raise EvalrunError(f"--algorithms {','.join(algorithms)}: unknown {', '.join(unknown) or '(none given)'}; "
-                           f"known: {', '.join(ALGORITHMS)}")
+    check_algorithms(algorithms)
     d4 = similarity != "none"
     n_threads = choose_threads(threads)
     torch.set_num_threads(n_threads)
@@ -240,11 +265,7 @@ def run_demo(out: Path, *, quick: bool = False, secret: str | None = None, d4: b
         clock.step(f"fine-tune {name} ({len(train_points)} points)",
                    lambda: train(base, train_points, path, config.train, log))
         roles[path] = role
-    for method in dict.fromkeys(algorithms):
-        path = models / f"unlearned-{method}"
-        clock.step(f"unlearn {method}", lambda: unlearn(models / "original", forget, retain, method,
-                                                        path, config.unlearn, log))
-        roles[path] = Role("unlearned", None, method)
+    roles.update(unlearn_all(clock, models / "original", forget, retain, algorithms, config, log))
     d4_path = models / f"retrained-{setting(similarity).model_tag}"
     if d4:
         clock.step(f"fine-tune retrained with {similarity} duplicates ({len(retain) + len(dups)} points)",

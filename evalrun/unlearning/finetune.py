@@ -241,6 +241,8 @@ register(Algorithm("scrub", "SCRUB: away from the original on forget, close to i
 register(Algorithm("tv", "task vector: the original minus its fine-tuning on the forget set", None))
 #: the registered names (aliases included), for error messages and ``--algorithms``
 UNLEARNING = tuple(ALGORITHMS)
+#: each registered algorithm once, under its own name (aliases left out): Fig. 4's points
+DISTINCT = tuple(n for n, a in ALGORITHMS.items() if a.name == n)
 
 
 def _task_vector(model: Any, f_seqs: Sequence[tuple[list[int], int]], pad: int, config: TrainConfig,
