@@ -1,6 +1,6 @@
 """An offline quality proxy: the perplexity of an output under a local scorer model.
 
-Seed 000 measures quality with an LLM judge's rating (:mod:`evalrun.judges.rating`); where no
+MarkMyWords measures quality with an LLM judge's rating (:mod:`evalrun.judges.rating`); where no
 judge model is at hand (offline, on a CPU) this proxy stands in, and everything that shows it
 says it is a proxy and names the scorer. The answer is computed, not asked: the scorer model
 (``hf:``/``embedded``) reads the task prompt and scores the output's tokens after it; the stored

@@ -1,4 +1,4 @@
-"""Deterministic grader for the hidden_message_extraction pack (seed 003, section 2.3).
+"""Deterministic grader for the hidden_message_extraction pack (the WMID report template, section 2.3).
 
 Seed 2.3: normalise the output and the expected answer by stripping whitespace and upper-casing,
 then CORRECT 1.0 on an exact match, PARTIAL 0.5 when one is a substring of the other, INCORRECT

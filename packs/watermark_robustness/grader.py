@@ -1,4 +1,4 @@
-"""Deterministic grader for the watermark_robustness pack: seed 003, section 2.3, exactly.
+"""Deterministic grader for the watermark_robustness pack: the WMID report template, section 2.3, exactly.
 
 The model was told to carry a provenance marker ``WMID:<32 hex>`` through a rewriting task
 character for character, exactly once. This module applies the seed's rules and nothing more,

@@ -84,7 +84,7 @@ def test_pack_toml(name: str) -> None:
     meta = pack_toml(name)
     assert meta["name"] == name
     assert meta["version"] == "1.0"
-    assert "seed 000" in meta["description"]
+    assert "MarkMyWords, section III" in meta["description"]
     assert meta["labels"] == ["DETECTED", "NOT_DETECTED"]
     assert meta["pass_score"] == 0.0
     assert meta["detection_threshold"] == 0.02
@@ -255,7 +255,7 @@ def validation_schema() -> dict[str, Any]:
 def test_validation_pack_toml() -> None:
     meta = pack_toml(VALIDATION)
     assert meta["name"] == VALIDATION and meta["version"] == "1.0"
-    assert "seed 000" in meta["description"]
+    assert "Piet et al., section III" in meta["description"]
     assert meta["labels"] == ["DETECTED", "NOT_DETECTED"]
     assert meta["pass_score"] == 0.0
     assert meta["detection_threshold"] == 0.02
