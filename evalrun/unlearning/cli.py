@@ -77,7 +77,9 @@ def unlearning_parser() -> argparse.ArgumentParser:
                           "of WaterDrum with other watermarks, and the unlearning algorithms")
     cmp_.add_argument("--out", required=True, metavar="DIR", help="data, models, store and report go here (resumable)")
     cmp_.add_argument("--quick", action="store_true", help="4 owners x 12 passages, 2 outputs per query "
-                      "(about 12 minutes on 2 shared CPU cores, Table 4 and Fig. 4 included)")
+                      "(about 12 minutes on 2 shared CPU cores, Table 4 and Fig. 4 included); without "
+                      "it 11 owners x 24 passages, 3 outputs per query (the 12th owner's passages are "
+                      "the MIA holdout)")
     cmp_.add_argument("--watermarks", default=",".join(TABLE4), metavar="A,B,...",
                       help="Table 4's watermark methods adapted to many owners, run in the no-duplicate "
                       f"setting (default {','.join(TABLE4)}: Waterfall, KGW, SynthID-Text, EXP-edit)")

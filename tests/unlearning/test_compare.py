@@ -66,3 +66,17 @@ def test_unknown_watermark_method_names_the_option(tmp_path: Path, capsys: pytes
     assert main(["unlearning", "compare", "--out", str(tmp_path / "o"), "--watermarks", "kgw,bogus"]) == 2
     assert "--watermarks bogus: unknown WaterDrum watermark method 'bogus'" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_both_sizes_leave_passages_for_the_mia_holdout() -> None:
+    """The full-size comparison once took every shipped passage and stopped at once with 'no
+    passages are left over for the MIA holdout set'; each size keeps a holdout no model
+    trains on, as many passages as an owner has in the experiment."""
+    from evalrun.unlearning.compare import COMPARE_FULL, holdout_points
+    from evalrun.unlearning.demo import QUICK, select_points
+
+    for config in (QUICK, COMPARE_FULL):
+        chosen = select_points(config)
+        held = holdout_points(config, chosen)
+        assert len(held) == config.points
+        assert not {p["id"] for p in held} & {p["id"] for p in chosen}
