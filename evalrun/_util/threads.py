@@ -1,13 +1,13 @@
 """How long torch's idle OpenMP threads spin before they sleep: short, so jobs share cores.
 
 torch's CPU build runs its parallel regions on GNU OpenMP (libgomp), whose idle threads spin
-for ``GOMP_SPINCOUNT`` = 300,000 iterations (milliseconds) before sleeping. Alone on a machine
+for ``GOMP_SPINCOUNT`` = 300,000 iterations before sleeping. Alone on a machine
 that is free speed; with several jobs on the same cores it is the classic oversubscription
 trap: a spinning thread holds a core while the thread it waits for is descheduled. Three
-copies of the README's main job on 2 cores took 17–29 minutes each against 2.5 minutes alone.
+copies of the README's main job on 2 cores took 17–29 minutes each against about 2 alone.
 
-At 20,000 iterations a job alone is within the noise of the default (152 s against 157 s),
-and three jobs at once each finish in 1.3–1.4 times their fair share (docs/benchmarks.md,
+At 20,000 iterations a job alone is within the noise of the default (157 s against 152–154 s),
+and three jobs at once each finish in 1.26–1.33 times their fair share (docs/benchmarks.md,
 "Several jobs at once"). ``OMP_WAIT_POLICY=PASSIVE`` (sleep at once) shares best but costs a
 job alone about 8% in futex wake-ups.
 
