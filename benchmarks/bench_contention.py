@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from evalrun._util.threads import USER_SETTINGS
+
 REPO = Path(__file__).resolve().parents[1]
 
 #: arm -> environment variables set for every copy (evalrun's own choices removed first)
@@ -39,8 +41,9 @@ ARMS: dict[str, dict[str, str]] = {
     "one-thread": {"OMP_NUM_THREADS": "1"},
 }
 
-#: variables the arms decide; inherited values are dropped so that each arm means one thing
-DECIDED = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "OMP_NUM_THREADS")
+#: variables the arms decide (evalrun's own, and the thread count); inherited values are dropped
+#: so that each arm means one thing
+DECIDED = (*USER_SETTINGS, "OMP_NUM_THREADS")
 
 
 def readme_main_job() -> list[str]:
