@@ -237,19 +237,37 @@ def dip_finish(logs: np.ndarray, zero: np.ndarray, lse: float, idx: np.ndarray, 
     return out
 
 
+def legacy_state(seed: Any, *, compiled: bool | None = None) -> tuple[Any, ...]:
+    """The state ``RandomState(seed)`` starts from, as its ``get_state()`` gives it, for a
+    sequence (a tuple, even of one: numpy seeds a one-element *array* as the integer) of
+    integers in ``[0, 2**32)``, which numpy's ``init_by_array`` seeds from. The kernel's seeding
+    costs a few microseconds; a RandomState's, about 60 (Waterfall seeds one per row and
+    step)."""
+    words = np.asarray(seed, dtype=np.int64).reshape(-1)
+    if len(words) == 0 or int(words.min()) < 0 or int(words.max()) > 0xFFFFFFFF:
+        raise ValueError("legacy_state: a non-empty sequence of integers in [0, 2**32)")
+    if _use(compiled):
+        key = np.empty(624, dtype=np.uint32)
+        _compiled.legacy_seed(words.astype(np.uint32), key)
+        return ("MT19937", key, 624, 0, 0.0)
+    rs = np.random.RandomState()
+    rs.seed(tuple(int(w) for w in words))
+    return tuple(rs.get_state(legacy=True))
+
+
 def legacy_permuted(state: tuple[Any, ...], values: np.ndarray, *,
                     compiled: bool | None = None) -> np.ndarray:
     """``values[RandomState.permutation(n)]`` rounded to float32 (``n = len(values)``, float64
     values), the permutation drawn as numpy's legacy ``RandomState`` draws it from ``state``
-    (what its ``get_state()`` returns: the MT19937 key and position). Waterfall's rows."""
+    (what its ``get_state()`` returns: the MT19937 key and position). Waterfall's rows. The
+    kernel releases the GIL, so rows can be drawn on threads at once."""
     if values.dtype != np.float64 or values.ndim != 1:
         raise ValueError("legacy_permuted: 1-D float64 values")
     n = len(values)
     key, pos = np.ascontiguousarray(state[1], dtype=np.uint32), int(state[2])
     if _use(compiled) and n < 2**32:
         out = np.empty(n, dtype=np.float32)
-        _compiled.legacy_permuted(key, pos, np.ascontiguousarray(values), out,
-                                  np.empty(n, dtype=np.uint32))
+        _compiled.legacy_permuted(key, pos, np.ascontiguousarray(values), out)
         return out
     rs = np.random.RandomState()
     rs.set_state(("MT19937", key, pos, 0, 0.0))

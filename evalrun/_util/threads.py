@@ -15,12 +15,22 @@ libgomp reads its settings once, when it is loaded (with ``import torch``), so t
 before that: ``import evalrun`` calls it. Where torch was imported first, the setting still
 reaches the processes the job starts (pytest-xdist workers, the unlearning runs). A setting
 the user made is kept.
+
+:func:`map_rows` spreads a decoding step's rows over as many threads as torch uses, for
+processors whose per-row kernels release the GIL (Waterfall's legacy shuffles): their
+threads block on a queue when idle, so they add no spinning of their own.
 """
 
 from __future__ import annotations
 
 import os
-from typing import MutableMapping
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, MutableMapping, Sequence, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 #: libgomp's spin count evalrun starts torch with, unless the user set one
 SPIN_COUNT = "20000"
@@ -36,3 +46,45 @@ def share_cores(environ: MutableMapping[str, str] = os.environ) -> bool:
         return False
     environ["GOMP_SPINCOUNT"] = SPIN_COUNT
     return True
+
+
+_POOL: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, size, pool)
+_POOL_LOCK = threading.Lock()
+
+
+def row_workers() -> int:
+    """Threads for a step's per-row kernels that release the GIL: torch's intra-op thread
+    count where torch is loaded (what ``OMP_NUM_THREADS`` or ``torch.set_num_threads`` chose
+    for the model, so the processor uses the cores the forward pass uses and no more), else
+    the CPUs this process may run on."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return max(1, int(torch.get_num_threads()))
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - platforms without sched_getaffinity
+        return max(1, os.cpu_count() or 1)
+
+
+def map_rows(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """``[fn(x) for x in items]``, split into :func:`row_workers` contiguous chunks run at
+    once (the calling thread takes the first) when there are several rows and several
+    workers. ``fn`` must release the GIL for this to gain anything (the compiled kernels
+    do); results come back in ``items``' order, so nothing depends on the scheduling. The
+    pool is made once per process (a forked child makes its own)."""
+    global _POOL
+    workers = min(row_workers(), len(items))
+    if workers <= 1:
+        return [fn(x) for x in items]
+    with _POOL_LOCK:
+        if _POOL is None or _POOL[0] != os.getpid() or _POOL[1] < workers - 1:
+            _POOL = (os.getpid(), workers - 1,
+                     ThreadPoolExecutor(workers - 1, thread_name_prefix="evalrun-rows"))
+        pool = _POOL[2]
+    bounds = [len(items) * k // workers for k in range(workers + 1)]
+    chunks = [items[a:b] for a, b in zip(bounds, bounds[1:])]
+    rest = [pool.submit(lambda part: [fn(x) for x in part], part) for part in chunks[1:]]
+    out = [fn(x) for x in chunks[0]]
+    for future in rest:
+        out.extend(future.result())
+    return out

@@ -1,4 +1,5 @@
-"""evalrun starts torch's OpenMP threads with a short spin, unless the user chose otherwise."""
+"""evalrun starts torch's OpenMP threads with a short spin, unless the user chose otherwise;
+map_rows spreads a step's rows over as many threads as torch uses."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 
 import pytest
 
+from evalrun._util import threads
 from evalrun._util.threads import SPIN_COUNT, USER_SETTINGS, share_cores
 
 
@@ -38,3 +40,61 @@ def test_import_evalrun_sets_it_before_torch_loads() -> None:
     assert _environment_seen_by_torch({}) == f"{SPIN_COUNT} False"
     assert _environment_seen_by_torch({"GOMP_SPINCOUNT": "7"}) == "7 False"
     assert _environment_seen_by_torch({"OMP_WAIT_POLICY": "PASSIVE"}) == "None False"
+
+
+# ---- map_rows: a step's rows on torch's threads ----------------------------------------------
+def test_map_rows_keeps_order_and_runs_on_several_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    monkeypatch.setattr(threads, "row_workers", lambda: 3)
+    seen: dict[int, str] = {}
+
+    def work(x: int) -> int:
+        time.sleep(0.01)  # releases the GIL, as the kernels do
+        seen[x] = threading.current_thread().name
+        return x * x
+
+    assert threads.map_rows(work, list(range(10))) == [x * x for x in range(10)]
+    assert len(set(seen.values())) == 3  # the calling thread and two of the pool's
+    assert seen[0] == threading.current_thread().name  # the first chunk runs in the caller
+
+
+def test_map_rows_runs_inline_with_one_worker_or_one_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    names: list[str] = []
+
+    def work(x: int) -> int:
+        names.append(threading.current_thread().name)
+        return -x
+
+    monkeypatch.setattr(threads, "row_workers", lambda: 1)
+    assert threads.map_rows(work, [1, 2, 3]) == [-1, -2, -3]
+    monkeypatch.setattr(threads, "row_workers", lambda: 4)
+    assert threads.map_rows(work, [5]) == [-5]
+    assert threads.map_rows(work, []) == []
+    assert set(names) == {threading.current_thread().name}
+
+
+def test_map_rows_raises_what_a_row_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(threads, "row_workers", lambda: 2)
+
+    def work(x: int) -> int:
+        if x == 7:
+            raise ValueError("row 7")
+        return x
+
+    with pytest.raises(ValueError, match="row 7"):
+        threads.map_rows(work, list(range(10)))
+
+
+def test_row_workers_follow_torch_threads() -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)
+        assert threads.row_workers() == 3
+    finally:
+        torch.set_num_threads(before)

@@ -221,6 +221,30 @@ def test_legacy_permutation(n: int) -> None:
                               want.view(np.uint32))
 
 
+@pytest.mark.parametrize("length", [1, 2, 3, 17, 623, 624, 625, 1300])
+def test_legacy_state_is_numpys_seeding_of_a_sequence(length: int) -> None:
+    """legacy_state's key is RandomState.seed(tuple) for tuples of any length (numpy's
+    init_by_array; a tuple of one too, which a one-element array would not give), words up
+    to 2**32 - 1 included."""
+    rng = np.random.default_rng(length)
+    rs = np.random.RandomState()
+    for words in (rng.integers(0, 2**32, size=length), np.full(length, 2**32 - 1), np.zeros(length)):
+        seed = tuple(int(w) for w in words)
+        rs.seed(seed)
+        want = rs.get_state()
+        for compiled in (True, False):
+            got = vr.legacy_state(seed, compiled=compiled)
+            assert got[0] == "MT19937" and got[2] == want[2] == 624
+            assert np.array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("seed", [(), (-1, 3), (5, 2**32)])
+def test_legacy_state_refuses_what_numpy_refuses(seed: tuple[int, ...]) -> None:
+    for compiled in (True, False):
+        with pytest.raises(ValueError, match=r"legacy_state: a non-empty sequence of integers in \[0, 2\*\*32\)"):
+            vr.legacy_state(seed, compiled=compiled)
+
+
 @pytest.mark.parametrize("size", [1, 2, 1024, 65_536])
 def test_synthid_tournament(size: int, variant: str) -> None:
     """tournament_layout's rotations read layer_g_values' g-values, and tournament_layer

@@ -88,6 +88,7 @@ import numpy as np
 
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_float, spec_int
+from evalrun._util.threads import map_rows
 from evalrun.kernels import vocab_rows
 from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, finite_param, token_id_array
 from evalrun.watermark.engine import nulls
@@ -193,11 +194,7 @@ def legacy_state(owner: int, context: Sequence[int]) -> tuple[Any, ...]:
     ctx = [int(c) for c in context]
     if any(c < 0 for c in ctx):
         raise ValueError("waterfall: token ids must be non-negative")
-    rs = getattr(_LOCAL, "rs", None)
-    if rs is None:
-        rs = _LOCAL.rs = np.random.RandomState()
-    rs.seed((owner, *ctx))
-    return tuple(rs.get_state(legacy=True))
+    return vocab_rows.legacy_state((owner, *ctx))
 
 
 def _context_seed(context: Sequence[int], n: int) -> int:
@@ -502,14 +499,19 @@ class WaterfallLogitsProcessor:
 
         fast = host is not None and host.dtype == np.float32 and vocab_rows.compiled_available()
 
+        def shuffled(s: int) -> np.ndarray:
+            # phi[permutation] in float32 straight from the generator's state: the kernel
+            # seeds and shuffles as numpy's RandomState does (the same row)
+            return vocab_rows.legacy_permuted(legacy_state(self._owner, by_seed[s]), self.phi)
+
         def build(missing: list[int]) -> list[Any]:
-            out = []
+            drawn = [s for s in missing if fast and s != n ** len(by_seed[s])]
+            # the shuffles release the GIL: a step's rows are drawn on torch's threads at once
+            rows = dict(zip(drawn, map_rows(shuffled, drawn)))
+            out: list[Any] = []
             for s in missing:
-                if fast and s != n ** len(by_seed[s]):
-                    # phi[permutation] in float32 straight from the generator's state: the
-                    # kernel shuffles as numpy's RandomState does (the same row)
-                    out.append(vocab_rows.legacy_permuted(
-                        legacy_state(self._owner, by_seed[s]), self.phi))
+                if s in rows:
+                    out.append(rows[s])
                     continue
                 row = self.phi[permutation(self._owner, by_seed[s], n)]
                 if host is not None:

@@ -152,6 +152,32 @@ def test_hand_computed_score_and_null() -> None:
         parse_watermark("waterfall:k_p=7").detect(text, "7", 8)  # 2 * max_freq(8) = 6
 
 
+@pytest.mark.parametrize("workers", [1, 4])
+def test_processor_rows_drawn_on_threads(workers: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step's rows, drawn on ``workers`` threads at once (evalrun._util.threads.map_rows),
+    are each row's ``phi[RandomState((owner, previous token)).permutation(N)]`` added in
+    float32, in the rows' order, whatever the threads' scheduling; a previous token seen in
+    two rows gives both the same row."""
+    torch = pytest.importorskip("torch")
+    from evalrun._util import threads
+
+    monkeypatch.setattr(threads, "row_workers", lambda: workers)
+    seed_tables().clear()
+    n, owner = 50_257, 42
+    proc = parse_watermark("waterfall").logits_processor(str(owner), n, temperature=1.0, seed=0)
+    prev = [5, 77, 50_000, 5, 1234, 9, 31_337, 2]
+    gen = torch.Generator().manual_seed(3)
+    prompt = torch.randint(0, n, (len(prev), 4), generator=gen)
+    scores = uniform_scores((len(prev), n), gen)
+    proc(prompt, scores)  # the prompt: left alone, the generation starts
+    out = proc(torch.cat([prompt, torch.tensor(prev)[:, None]], dim=1), scores)
+    phi = perturbation(n, 1, 2.0)
+    for b, p in enumerate(prev):
+        row = phi[np.random.RandomState((owner, p)).permutation(n)].astype(np.float32)
+        want = scores[b].numpy() + row
+        assert np.array_equal(out[b].numpy().view(np.uint32), want.view(np.uint32))
+
+
 def test_hand_computed_processor() -> None:
     """Owner 7, N = 8, kappa = 2: after previous token 0 the logits gain
     2 cos(2 pi perm_0[t] / 8), perm_0 = 1 7 5 6 4 3 2 0."""
