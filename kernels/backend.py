@@ -359,6 +359,25 @@ class NumpyOps(Ops):
         return np.sum(x, axis=axis, dtype=np.int64)
 
 
+#: an accelerator's ordered prefix sums run on the device, one add per step along the axis,
+#: when the axis has at most this many steps and each step at least ORDERED_MIN_WIDTH
+#: entries (a launch per step then pays off); otherwise on the host, in numpy
+ORDERED_STEPS = 4096
+ORDERED_MIN_WIDTH = 1024
+
+
+def ordered_cumsum_steps(x: Any, axis: int) -> Any:
+    """numpy's ``cumsum`` of a torch tensor along ``axis``, on its device: ``s[i] = s[i-1] +
+    x[i]`` as one elementwise add per step (IEEE addition, the same bits on every device;
+    torch's own GPU scans associate in trees). The axis's length in launches, whatever the
+    size of the others: the shape of a batch of detection prefixes (texts x keys x offsets
+    wide, a few hundred tokens long)."""
+    out = x.clone()
+    for i in range(1, int(x.shape[axis])):
+        out.select(axis, i).add_(out.select(axis, i - 1))
+    return out
+
+
 class TorchOps(Ops):
     name = "torch"
 
@@ -470,6 +489,9 @@ class TorchOps(Ops):
         # the floats are summed on the host (detection arrays are small)
         if self.device.type == "cpu" or not x.is_floating_point():
             return self.torch.cumsum(x, dim=axis)
+        steps = int(x.shape[axis])
+        if steps <= ORDERED_STEPS and x.numel() >= ORDERED_MIN_WIDTH * steps:
+            return ordered_cumsum_steps(x, axis)
         host = np.cumsum(x.detach().cpu().numpy(), axis=axis)
         return self.torch.from_numpy(host).to(self.device)
 

@@ -6,7 +6,7 @@ nulls where the sampler declares one (binomial for green lists, Erlang for expon
 evidence) and seeded permutation tests otherwise; the fixed-key randomness scores every
 cyclic offset of the key sequence (``align``/``edit`` scores, :mod:`evalrun.watermark.engine.scores`),
 on the numpy backend through the compiled kernel :mod:`evalrun.kernels.offset_scores` where the
-install built it. Float evidence is summed in one fixed order on every backend and in that
+install built it, on torch with a batch of texts and a chunk of null keys in each pass. Float evidence is summed in one fixed order on every backend and in that
 kernel, so numpy, torch and the kernel give the same bits.
 """
 
@@ -38,6 +38,16 @@ CHUNK_KEY_WORDS = 1 << 20
 #: scored units per ragged pass of the batched detectors (texts are never split; a pass
 #: holds at least one text): bounds their memory and keeps the arrays near the caches
 BATCH_ELEMENTS = 1 << 16
+#: how many times larger the null-key chunks of fixed-key detection are off the CPU: a GPU
+#: needs big batches to fill it and has the memory for them (2**5: chunks of ``M`` of 128 M
+#: float64 entries, 1 GiB, about six such arrays alive at once at the peak)
+DEVICE_SCALE = 1 << 5
+
+
+def _scale(ops: Ops) -> int:
+    """:data:`DEVICE_SCALE` for torch on an accelerator, else 1."""
+    device = getattr(ops, "device", None)
+    return DEVICE_SCALE if device is not None and getattr(device, "type", "cpu") != "cpu" else 1
 
 
 class NativeDetection:
@@ -51,7 +61,10 @@ class NativeDetection:
 
     def detect(self, token_ids: Sequence[int], key: str, vocab_size: int, *,
                backend: str | None = None) -> Detection:
-        res = self.analyse(token_ids, key, vocab_size, backend=backend)
+        return self._detection(self.analyse(token_ids, key, vocab_size, backend=backend))
+
+    def _detection(self, res: dict[str, Any]) -> Detection:
+        """The Detection of one text from its :meth:`analyse` result."""
         n = len(res["p"])
         extra = dict(res["extra"])
         if n == 0:
@@ -80,19 +93,101 @@ class NativeDetection:
         together: one pass computes every position's seed (context never crosses a text's
         start), statistic and repeat mask (repeats within a text only), and per-text totals
         come from segment offsets; permutation tests rescore the whole batch under each
-        chunk of null keys. Fixed-key scores (align, edit) search offsets per text and run
-        one text at a time."""
+        chunk of null keys. Fixed-key scores (align, edit): on torch (a GPU above all) the
+        texts, padded to a common length, and a chunk of null keys are scored in one batch
+        (:meth:`_fixed_many`); on numpy one text at a time, through the compiled kernel."""
         if self.randomness.fixed:
-            return [self.detect(ids, key, vocab_size, backend=backend) for ids in token_id_arrays]
+            return [self._detection(res) for res in self._fixed_many(token_id_arrays, key,
+                                                                      vocab_size, backend)]
         return self._many(token_id_arrays, key, vocab_size, backend, prefixes=False)
 
     def prefix_p_values_many(self, token_id_arrays: Sequence[Sequence[int]], key: str,
                              vocab_size: int, *, backend: str | None = None) -> list[np.ndarray]:
         """:meth:`prefix_p_values` of every sequence, bit for bit (see :meth:`detect_many`)."""
         if self.randomness.fixed:
-            return [self.prefix_p_values(ids, key, vocab_size, backend=backend)
-                    for ids in token_id_arrays]
+            return [res["p"] for res in self._fixed_many(token_id_arrays, key, vocab_size, backend)]
         return self._many(token_id_arrays, key, vocab_size, backend, prefixes=True)
+
+    def _fixed_many(self, token_id_arrays: Sequence[Any], key: str, vocab_size: int,
+                    backend: str | None) -> list[dict[str, Any]]:
+        """:meth:`analyse` of every text under a fixed key. numpy: text by text (the compiled
+        kernel, or numpy's reference). torch: texts sorted by length and cut into passes of at
+        most an eighth of a null chunk's evidence entries per key (so a chunk holds 8 keys or
+        more), each pass scored under the key and every chunk of null keys at once
+        (:meth:`_fixed_batch`): launches per chunk and prefix step, none per text or key."""
+        inputs = list(token_id_arrays)
+        ops = get_ops(backend, *[a for a in inputs if is_torch(a)][:1])
+        if ops.name == "numpy":
+            return [self.analyse(ids, key, vocab_size, backend="numpy") for ids in inputs]
+        if vocab_size < 2:
+            raise EvalrunError(f"vocab size must be at least 2, got {vocab_size}")
+        arrays = _as_token_arrays(inputs, vocab_size)  # raises as analyse would
+        key_word = rnd.derive_key(key)
+        out: list[dict[str, Any] | None] = [None] * len(arrays)
+        budget = self._chunk_budget(ops) // 8
+        order = sorted(range(len(arrays)), key=lambda i: len(arrays[i]))
+        start = 0
+        while start < len(order):
+            if len(arrays[order[start]]) == 0:  # analyse's own empty result
+                out[order[start]] = self._analyse_fixed(ops, ops.i64(arrays[order[start]]),
+                                                        key_word, vocab_size)
+                start += 1
+                continue
+            stop = start + 1  # the pass's padded length is its last (longest) text's
+            while (stop < len(order) and (stop + 1 - start) * len(arrays[order[stop]])
+                   * self.randomness.key_len <= budget):
+                stop += 1
+            batch = order[start:stop]
+            for i, res in zip(batch, self._fixed_batch(ops, [arrays[i] for i in batch],
+                                                       key_word, vocab_size)):
+                out[i] = res
+            start = stop
+        return [res for res in out if res is not None]
+
+    def _chunk_budget(self, ops: Ops) -> int:
+        """Evidence entries per chunk of null keys on ``ops``: the edit DP's state, swept n
+        times, is kept small enough for the CPU's caches; an accelerator takes
+        :data:`DEVICE_SCALE` x :data:`CHUNK_ELEMENTS` for both scores."""
+        scale = _scale(ops)
+        if scale > 1:
+            return CHUNK_ELEMENTS * scale
+        return CHUNK_DP if self.scoring.kind == "edit" else CHUNK_ELEMENTS
+
+    def _fixed_batch(self, ops: Ops, arrays: list[np.ndarray], key_word: int,
+                     vocab_size: int) -> list[dict[str, Any]]:
+        """:meth:`_analyse_fixed` of non-empty texts together, bit for bit: the texts padded
+        with token 0 to the longest (a prefix's align or edit score reads its own positions
+        only, so the padding changes no prefix of a text), ``M`` of ``[keys, texts, n, L]``."""
+        s, r, scoring = self.sampler, self.randomness, self.scoring
+        lengths = [len(a) for a in arrays]
+        n = max(lengths)
+        padded = np.zeros((len(arrays), n), dtype=np.int64)
+        for t, a in enumerate(arrays):
+            padded[t, : len(a)] = a
+        tokens = ops.i64(padded)
+        key = ops.u64([key_word])
+        observed, offsets = sc.offset_scores(ops, scoring, self._offset_matrix(ops, key, tokens,
+                                                                                vocab_size))
+        counts = np.zeros((len(arrays), n), dtype=np.int64)
+        per_key = len(arrays) * n * r.key_len
+        if scoring.kind != "edit":
+            per_key *= s.units_per_token(vocab_size)
+        for keys in self._null_chunks(ops, per_key, self._chunk_budget(ops)):
+            null, _ = sc.offset_scores(ops, scoring, self._offset_matrix(ops, keys, tokens,
+                                                                         vocab_size))
+            counts += ops.to_numpy(count_at_least(ops, observed, null)).astype(np.int64)
+        score = ops.to_numpy(observed[0]).astype(np.float64)
+        offset = ops.to_numpy(offsets[0])
+        out = []
+        for t, m in enumerate(lengths):
+            res: dict[str, Any] = {"n": np.arange(1, m + 1, dtype=np.int64),
+                                   "score": score[t, :m].copy(),
+                                   "p": nulls.permutation_p_values(counts[t, :m], scoring.permutations),
+                                   "offset": int(offset[t, m - 1]), "extra": self._perm_extra()}
+            if self.green_list:
+                res.update(self._green(ops, tokens[t, :m], key, res["offset"], vocab_size))
+            out.append(res)
+        return out
 
     def _many(self, token_id_arrays: Sequence[Any], key: str, vocab_size: int,
               backend: str | None, prefixes: bool) -> list[Any]:
@@ -233,13 +328,15 @@ class NativeDetection:
         return {"null": "permutation", "permutations": n, "p_value_resolution": 1.0 / (n + 1)}
 
     def _offset_matrix(self, ops: Ops, keys: Any, tokens: Any, vocab_size: int) -> Any:
-        """``M[k, i, m]``: centred evidence of token i against key position m of key k."""
+        """``M[k, ..., i, m]``: centred evidence of token i (of ``tokens [..., n]``) against key
+        position m of key k."""
         seq, active = self.randomness.key_sequence(ops, keys)  # [K, L]
-        m = self.sampler.centered_stat(ops, seq[:, None, :], tokens[None, :, None], vocab_size)
-        return ops.where(active[:, None, :], m, 0.0)
+        lead = (int(seq.shape[0]),) + (1,) * int(tokens.ndim) + (int(seq.shape[-1]),)
+        m = self.sampler.centered_stat(ops, seq.reshape(lead), tokens[None, ..., None], vocab_size)
+        return ops.where(active.reshape(lead), m, 0.0)
 
     def _analyse_fixed(self, ops: Ops, tokens: Any, key_word: int, vocab_size: int) -> dict[str, Any]:
-        s, r, scoring = self.sampler, self.randomness, self.scoring
+        s, scoring = self.sampler, self.scoring
         n = int(tokens.shape[0])
         out: dict[str, Any] = {"n": np.arange(1, n + 1, dtype=np.int64)}
         if n == 0:
@@ -257,14 +354,20 @@ class NativeDetection:
         out["offset"] = offset
         out["extra"] = self._perm_extra()
         if self.green_list:
-            seq, active = r.key_sequence(ops, key)
-            idx = (ops.arange(n) + offset) % r.key_len
-            green = s.token_stat(ops, seq[0][idx], tokens, vocab_size) & active[0][idx]
-            g = int(ops.to_numpy(ops.count_true(green, axis=0)))
-            out["green"] = g
-            assert s.green_fraction is not None  # green-list samplers set their green fraction
-            out["z"] = float(nulls.z_scores(np.array([g]), np.array([n]), s.green_fraction)[0])
+            out.update(self._green(ops, tokens, key, offset, vocab_size))
         return out
+
+    def _green(self, ops: Ops, tokens: Any, key: Any, offset: int, vocab_size: int) -> dict[str, Any]:
+        """Green count and z-score of a text read at the key offset it aligns best with."""
+        s, r = self.sampler, self.randomness
+        n = int(tokens.shape[0])
+        seq, active = r.key_sequence(ops, key)
+        idx = (ops.arange(n) + offset) % r.key_len
+        green = s.token_stat(ops, seq[0][idx], tokens, vocab_size) & active[0][idx]
+        g = int(ops.to_numpy(ops.count_true(green, axis=0)))
+        assert s.green_fraction is not None  # green-list samplers set their green fraction
+        return {"green": g,
+                "z": float(nulls.z_scores(np.array([g]), np.array([n]), s.green_fraction)[0])}
 
     def _fixed_reference(self, ops: Ops, tokens: Any, key: Any, vocab_size: int,
                          ) -> tuple[np.ndarray, int, np.ndarray]:
@@ -276,12 +379,8 @@ class NativeDetection:
         observed, offsets = sc.offset_scores(ops, scoring, self._offset_matrix(ops, key, tokens,
                                                                                 vocab_size))
         counts = np.zeros(n, dtype=np.int64)
-        per_key = n * r.key_len * s.units_per_token(vocab_size)
-        if scoring.kind == "edit":
-            chunks = self._null_chunks(ops, n * r.key_len, CHUNK_DP)
-        else:
-            chunks = self._null_chunks(ops, per_key)
-        for keys in chunks:
+        per_key = n * r.key_len * (1 if scoring.kind == "edit" else s.units_per_token(vocab_size))
+        for keys in self._null_chunks(ops, per_key, self._chunk_budget(ops)):
             null, _ = sc.offset_scores(ops, scoring, self._offset_matrix(ops, keys, tokens,
                                                                          vocab_size))
             counts += ops.to_numpy(count_at_least(ops, observed, null)).astype(np.int64)

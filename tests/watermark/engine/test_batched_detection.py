@@ -59,7 +59,11 @@ NATIVE = [
     "kgw:randomness=fixed,key_len=16,permutations=10",
     "exp:randomness=fixed,key_len=8,permutations=10",
     "its:randomness=fixed,key_len=8,score=edit,permutations=5",
+    "kgw:randomness=fixed,key_len=8,skip=0.3,score=edit,permutations=6",
+    "exp:randomness=fixed,key_len=5,score=edit,psi=0.25,permutations=4",
+    "binary:randomness=fixed,key_len=6,permutations=7",
 ]
+FIXED = [s for s in NATIVE if "randomness=fixed" in s]
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
@@ -93,6 +97,65 @@ def test_native_batches_split_into_passes(monkeypatch: pytest.MonkeyPatch) -> No
         split = scheme.detect_many(texts, KEY, 200)
         monkeypatch.undo()
         assert all(_same(a, b) for a, b in zip(whole, split))
+
+
+@pytest.mark.parametrize("spec", FIXED)
+def test_fixed_key_batches_on_torch_equal_numpy(spec: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fixed-key texts batched on torch (padded to the longest, a chunk of null keys at a
+    time, :meth:`_fixed_many`) give what numpy gives text by text (the compiled kernel where
+    built), bit for bit; also in passes of one or two texts and chunks of one key, and with
+    the accelerator's ordered prefix sums (one add per step) in place of torch's own."""
+    import evalrun.watermark.engine.detection as detection
+    from evalrun.kernels import backend
+
+    scheme = parse_watermark(spec)
+    rng = np.random.default_rng(zlib.crc32(spec.encode()))
+    texts = _ragged(rng, 300, 9, 40) + [[7], rng.integers(0, 300, 70).tolist()]
+    want = [scheme.detect(ids, KEY, 300, backend="numpy") for ids in texts]
+    want_p = [scheme.prefix_p_values(ids, KEY, 300, backend="numpy") for ids in texts]
+
+    def check() -> None:
+        got = scheme.detect_many(texts, KEY, 300, backend="torch")
+        assert all(_same(a, b) for a, b in zip(got, want)), spec
+        got_p = scheme.prefix_p_values_many(texts, KEY, 300, backend="torch")
+        assert all(a.tobytes() == b.tobytes() for a, b in zip(got_p, want_p)), spec
+
+    check()
+    monkeypatch.setattr(backend.TorchOps, "ordered_cumsum",
+                        lambda self, x, axis: backend.ordered_cumsum_steps(x, axis))
+    check()
+    monkeypatch.setattr(detection, "CHUNK_ELEMENTS", 64)
+    monkeypatch.setattr(detection, "CHUNK_DP", 64)
+    check()
+
+
+def test_ordered_cumsum_steps_is_numpys_cumsum() -> None:
+    """The accelerator's prefix sums, one add per step: numpy's bits along any axis (run on
+    the CPU here; the adds are IEEE additions on every device)."""
+    import torch
+
+    from evalrun.kernels.backend import ordered_cumsum_steps
+
+    x = np.random.default_rng(23).normal(scale=1e3, size=(3, 41, 7)) ** 3
+    for axis in (0, 1, 2, -1):
+        got = ordered_cumsum_steps(torch.from_numpy(x), axis).numpy()
+        assert got.tobytes() == np.cumsum(x, axis=axis).tobytes()
+    one = torch.from_numpy(x[:, :1])
+    assert torch.equal(ordered_cumsum_steps(one, 1), one)
+
+
+def test_chunks_grow_off_the_cpu() -> None:
+    """Null-key chunks and text passes are DEVICE_SCALE times larger on an accelerator."""
+    import evalrun.watermark.engine.detection as detection
+
+    class Device:
+        type = "cuda"
+
+    class OnDevice:
+        device = Device()
+
+    assert detection._scale(NUMPY) == detection._scale(TorchOps()) == 1
+    assert detection._scale(OnDevice()) == detection.DEVICE_SCALE  # type: ignore[arg-type]  # duck-typed ops
 
 
 def test_native_batches_accept_arrays_and_tensors() -> None:
