@@ -486,7 +486,8 @@ class TorchOps(Ops):
     def ordered_cumsum(self, x, axis):
         # torch's CPU kernel is a sequential loop accumulating float64 in float64 (numpy's
         # order; a test pins it); accelerator scans combine partial sums in a tree, so there
-        # the floats are summed on the host (detection arrays are small)
+        # the floats are added one step at a time on the device (short axes of wide batches:
+        # fixed-key prefixes) or summed on the host (long ones: texts laid end to end)
         if self.device.type == "cpu" or not x.is_floating_point():
             return self.torch.cumsum(x, dim=axis)
         steps = int(x.shape[axis])

@@ -78,6 +78,8 @@ def map_rows(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         return [fn(x) for x in items]
     with _POOL_LOCK:
         if _POOL is None or _POOL[0] != os.getpid() or _POOL[1] < workers - 1:
+            if _POOL is not None and _POOL[0] == os.getpid():
+                _POOL[2].shutdown(wait=False)  # torch was given more threads: a larger pool
             _POOL = (os.getpid(), workers - 1,
                      ThreadPoolExecutor(workers - 1, thread_name_prefix="evalrun-rows"))
         pool = _POOL[2]

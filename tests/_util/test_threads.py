@@ -98,3 +98,23 @@ def test_row_workers_follow_torch_threads() -> None:
         assert threads.row_workers() == 3
     finally:
         torch.set_num_threads(before)
+
+
+def test_map_rows_grows_its_pool_when_torch_gets_more_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    def names(workers: int) -> set[str]:
+        monkeypatch.setattr(threads, "row_workers", lambda: workers)
+        seen: set[str] = set()
+
+        def work(x: int) -> int:
+            time.sleep(0.01)
+            seen.add(threading.current_thread().name)
+            return x
+
+        assert threads.map_rows(work, list(range(8))) == list(range(8))
+        return seen
+
+    assert len(names(2)) == 2
+    assert len(names(4)) == 4
