@@ -6,10 +6,12 @@ that is free speed; with several jobs on the same cores it is the classic oversu
 trap: a spinning thread holds a core while the thread it waits for is descheduled. Three
 copies of the README's main job on 2 cores took 17–29 minutes each against about 2 alone.
 
-At 20,000 iterations a job alone is within the noise of the default (157 s against 152–154 s),
-and three jobs at once each finish in 1.26–1.33 times their fair share (docs/benchmarks.md,
-"Several jobs at once"). ``OMP_WAIT_POLICY=PASSIVE`` (sleep at once) shares best but costs a
-job alone about 8% in futex wake-ups.
+At 2,000 iterations a job alone takes as long as with the default (153 s
+against 152–154 s), and two or three jobs at once each finish within their fair share (0.94
+and 0.96–0.98 of N × the time alone; docs/benchmarks.md, "Several jobs at once"). 20,000, the
+setting before 2026-11-29's second measurement, kept three jobs within 1.33 but let two take
+1.88. ``OMP_WAIT_POLICY=PASSIVE`` (sleep at once) costs a job alone about 8% in futex
+wake-ups.
 
 libgomp reads its settings once, when it is loaded (with ``import torch``), so this must run
 before that: ``import evalrun`` calls it. Where torch was imported first, the setting still
@@ -33,7 +35,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 #: libgomp's spin count evalrun starts torch with, unless the user set one
-SPIN_COUNT = "20000"
+SPIN_COUNT = "2000"
 
 #: the user's settings that decide OpenMP's waiting; any one of them present: evalrun sets none
 USER_SETTINGS = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")
