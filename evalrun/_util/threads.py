@@ -6,9 +6,9 @@ that is free speed; with several jobs on the same cores it is the classic oversu
 trap: a spinning thread holds a core while the thread it waits for is descheduled. Three
 copies of the README's main job on 2 cores took 17–29 minutes each against about 2 alone.
 
-At 2,000 iterations a job alone takes as long as with the default (153 s
-against 152–154 s), and two or three jobs at once each finish within their fair share (0.94
-and 0.96–0.98 of N × the time alone; docs/benchmarks.md, "Several jobs at once"). 20,000, the
+At 2,000 iterations a job alone takes about as long as with the default (153 and 158 s
+against 152–154 s), and two or three jobs at once each finish within their fair share (0.93
+and 0.95–0.96 of N × the time alone; docs/benchmarks.md, "Several jobs at once"). 20,000, the
 setting before 2026-11-29's second measurement, kept three jobs within 1.33 but let two take
 1.88. ``OMP_WAIT_POLICY=PASSIVE`` (sleep at once) costs a job alone about 8% in futex
 wake-ups.
