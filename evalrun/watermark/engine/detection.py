@@ -40,14 +40,26 @@ CHUNK_KEY_WORDS = 1 << 20
 BATCH_ELEMENTS = 1 << 16
 #: how many times larger the null-key chunks of fixed-key detection are off the CPU: a GPU
 #: needs big batches to fill it and has the memory for them (2**5: chunks of ``M`` of 128 M
-#: float64 entries, 1 GiB, about six such arrays alive at once at the peak)
+#: float64 entries, 1 GiB)
 DEVICE_SCALE = 1 << 5
+#: arrays of a chunk's size alive at once at the peak (M, its gathered diagonals, their
+#: prefix sums, and the evidence's intermediates), with room to spare
+PEAK_ARRAYS = 8
 
 
 def _scale(ops: Ops) -> int:
-    """:data:`DEVICE_SCALE` for torch on an accelerator, else 1."""
+    """1 on the CPU; on an accelerator :data:`DEVICE_SCALE`, or less where the device's free
+    memory would not hold :data:`PEAK_ARRAYS` chunks of that size (a small GPU gets smaller
+    chunks, not an out-of-memory error)."""
     device = getattr(ops, "device", None)
-    return DEVICE_SCALE if device is not None and getattr(device, "type", "cpu") != "cpu" else 1
+    if device is None or getattr(device, "type", "cpu") == "cpu":
+        return 1
+    try:
+        free, _total = ops.torch.cuda.mem_get_info(device)
+    except Exception:  # not CUDA, or no such query: the default size
+        return DEVICE_SCALE
+    fit = int(free) // (CHUNK_ELEMENTS * 8 * PEAK_ARRAYS)
+    return max(1, min(DEVICE_SCALE, fit))
 
 
 class NativeDetection:

@@ -145,7 +145,8 @@ def test_ordered_cumsum_steps_is_numpys_cumsum() -> None:
 
 
 def test_chunks_grow_off_the_cpu() -> None:
-    """Null-key chunks and text passes are DEVICE_SCALE times larger on an accelerator."""
+    """Null-key chunks and text passes are DEVICE_SCALE times larger on an accelerator, less
+    where its free memory would not hold PEAK_ARRAYS of them."""
     import evalrun.watermark.engine.detection as detection
 
     class Device:
@@ -156,6 +157,23 @@ def test_chunks_grow_off_the_cpu() -> None:
 
     assert detection._scale(NUMPY) == detection._scale(TorchOps()) == 1
     assert detection._scale(OnDevice()) == detection.DEVICE_SCALE  # type: ignore[arg-type]  # duck-typed ops
+
+    class Cuda:  # a device whose free memory torch reports
+        def __init__(self, free: int) -> None:
+            self.free = free
+
+        def mem_get_info(self, device: object) -> tuple[int, int]:
+            return self.free, 2 * self.free
+
+    class Torch:
+        def __init__(self, free: int) -> None:
+            self.cuda = Cuda(free)
+
+    chunk_bytes = detection.CHUNK_ELEMENTS * 8 * detection.PEAK_ARRAYS
+    for free, scale in [(100 * 2**30, detection.DEVICE_SCALE), (5 * chunk_bytes + 1, 5), (10, 1)]:
+        ops = OnDevice()
+        ops.torch = Torch(free)  # type: ignore[attr-defined]  # duck-typed ops
+        assert detection._scale(ops) == scale  # type: ignore[arg-type]  # duck-typed ops
 
 
 def test_native_batches_accept_arrays_and_tensors() -> None:
