@@ -62,6 +62,11 @@ static inline __attribute__((always_inline)) float nan_to_num(float x) {
     return x < -big ? -big : x;
 }
 
+/* torch's utils::CeilLog2 (1 for x <= 2), which sizes the levels of its float sums */
+static inline int ceil_log2(Py_ssize_t x) {
+    return x <= 2 ? 1 : 64 - __builtin_clzll((unsigned long long)(x - 1));
+}
+
 /* the inverse of feistel_once: its rounds undone last first */
 static inline __attribute__((always_inline)) uint64_t feistel_back(uint64_t seed, uint64_t y,
                                                                   int bits) {
@@ -140,6 +145,11 @@ typedef struct {
                            uint8_t *, float *, float *);
     void (*transfer)(const float *, const uint8_t *, Py_ssize_t, float, float, float, float *);
     void (*tournament_run)(float *, float *, Py_ssize_t, const uint8_t *, const uint8_t *, float);
+    float (*torch_row_sum8)(const float *, Py_ssize_t, int);
+    float (*torch_row_sum16)(const float *, Py_ssize_t, int);
+    void (*tournament_row8)(float *, Py_ssize_t, const float *, const Py_ssize_t *, Py_ssize_t, int);
+    void (*tournament_row16)(float *, Py_ssize_t, const float *, const Py_ssize_t *, Py_ssize_t,
+                             int);
     void (*dip_weights)(const double *, Py_ssize_t, double, double *, uint8_t *);
     void (*block_f32)(uint64_t, Py_ssize_t, Py_ssize_t, const float *, uint64_t *, block_t *);
     void (*block_f64)(uint64_t, Py_ssize_t, Py_ssize_t, const double *, uint64_t *, block_t *);
@@ -174,7 +184,9 @@ typedef struct {
 
 #define VARIANT(s)                                                                          \
     {#s, words_##s, green_add_##s, green_mask_##s, ranks_##s, tokens_at_##s, green_products_##s, \
-     transfer_##s, tournament_run_##s, dip_weights_##s,                                     \
+     transfer_##s, tournament_run_##s, torch_row_sum8_##s, torch_row_sum16_##s,             \
+     tournament_row8_##s, tournament_row16_##s,                                            \
+     dip_weights_##s,                                                                      \
      block_f32_##s, block_f64_##s, flags_f32_##s, flags_f64_##s}
 static const variant_t VARIANTS[] = {
     VARIANT(portable),
@@ -825,6 +837,110 @@ done:
     return result;
 }
 
+/* the vector width of torch's float sums, checked: 8 or 16 float32 lanes; and a thread
+ * count for a row's sum, 0 (whole) up to MAX_SPLIT */
+static int check_sum_order(int lanes, int threads) {
+    if (lanes != 8 && lanes != 16) {
+        PyErr_Format(PyExc_ValueError, "lanes must be 8 or 16, got %d", lanes);
+        return -1;
+    }
+    if (threads < 0 || threads > MAX_SPLIT) {
+        PyErr_Format(PyExc_ValueError, "threads must lie in [0, %d], got %d", MAX_SPLIT, threads);
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(torch_row_sums_doc,
+"torch_row_sums(x, width, lanes, threads, out, variant='')\n\n"
+"out[r] (float32 [R], written) = the sum of row r of x (float32 [R, width]) in the order of\n"
+"torch's float32 sum over the last dimension (its cascade sum with vectors of `lanes`\n"
+"float32 values, 8 or 16): of a contiguous tensor of several rows, or of one row summed by\n"
+"one thread, for threads 0 or 1; of a single row on that many threads otherwise (a row of\n"
+"32,768 values or more is then cut into chunks summed apart, as torch's two-pass\n"
+"reduction does).  Bit for bit torch's when lanes is its width.  Releases the GIL.");
+
+static PyObject *torch_row_sums(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer xb, out;
+    Py_ssize_t width;
+    int lanes, threads;
+    const char *want = "";
+    if (!PyArg_ParseTuple(args, "y*niiw*|s", &xb, &width, &lanes, &threads, &out, &want))
+        return NULL;
+    PyObject *result = NULL;
+    const variant_t *fn = pick(want);
+    Py_ssize_t rows = out.len / 4;
+    if (!fn || check_sum_order(lanes, threads) || width < 0 || need(&xb, rows * width, 4, "x"))
+        goto done;
+    float (*sum)(const float *, Py_ssize_t, int) =
+        lanes == 8 ? fn->torch_row_sum8 : fn->torch_row_sum16;
+    const float *x = xb.buf;
+    float *o = out.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < rows; r++) o[r] = sum(x + r * width, width, threads);
+    Py_END_ALLOW_THREADS
+    result = PyUnicode_FromString(fn->name);
+done:
+    PyBuffer_Release(&xb);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+PyDoc_STRVAR(tournament_doc,
+"tournament(probs, ext, offsets, depth, lanes, threads, variant='')\n\n"
+"SynthID's whole tournament for rows of probs (float32 [R, W], updated in place), every\n"
+"layer as tournament_layer computes it and each layer's mass as torch's float32 sum of the\n"
+"row's green products (torch_row_sums with `lanes` and `threads`), one row at a time, so\n"
+"that a row stays in cache.  ext: the g-values as float32, laid out so that those of\n"
+"row r's layer k are ext[offsets[r, k] : offsets[r, k] + W] (offsets: int64 [R, depth]).\n"
+"Releases the GIL.");
+
+static PyObject *tournament(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer pb, eb, ob;
+    Py_ssize_t depth;
+    int lanes, threads;
+    const char *want = "";
+    if (!PyArg_ParseTuple(args, "w*y*y*nii|s", &pb, &eb, &ob, &depth, &lanes, &threads, &want))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t *o = NULL;
+    const variant_t *fn = pick(want);
+    Py_ssize_t rows = depth > 0 ? ob.len / 8 / depth : 0, span = eb.len / 4;
+    Py_ssize_t width = rows ? pb.len / 4 / rows : 0;
+    if (!fn || check_sum_order(lanes, threads)) goto done;
+    if (depth < 1 || need(&ob, rows * depth, 8, "offsets") || need(&pb, rows * width, 4, "probs") ||
+        need(&eb, span, 4, "ext"))
+        goto done;
+    const int64_t *off = ob.buf;
+    for (Py_ssize_t k = 0; k < rows * depth; k++)
+        if (off[k] < 0 || off[k] > span - width) {
+            PyErr_SetString(PyExc_ValueError, "tournament: an offset outside ext");
+            goto done;
+        }
+    o = malloc(sizeof(Py_ssize_t) * (size_t)depth);
+    if (!o) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    void (*row)(float *, Py_ssize_t, const float *, const Py_ssize_t *, Py_ssize_t, int) =
+        lanes == 8 ? fn->tournament_row8 : fn->tournament_row16;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        for (Py_ssize_t k = 0; k < depth; k++) o[k] = (Py_ssize_t)off[r * depth + k];
+        row((float *)pb.buf + r * width, width, eb.buf, o, depth, threads);
+    }
+    Py_END_ALLOW_THREADS
+    result = PyUnicode_FromString(fn->name);
+done:
+    free(o);
+    PyBuffer_Release(&pb);
+    PyBuffer_Release(&eb);
+    PyBuffer_Release(&ob);
+    return result;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 PyDoc_STRVAR(its_choose_doc,
 "its_choose(probs, stride, seeds, u, vocab, bits, out, variant='')\n\n"
@@ -1182,6 +1298,8 @@ static PyMethodDef methods[] = {
     {"legacy_permuted", legacy_permuted, METH_VARARGS, legacy_permuted_doc},
     {"tournament_layer", (PyCFunction)(void (*)(void))tournament_layer,
      METH_VARARGS | METH_KEYWORDS, tournament_layer_doc},
+    {"torch_row_sums", torch_row_sums, METH_VARARGS, torch_row_sums_doc},
+    {"tournament", tournament, METH_VARARGS, tournament_doc},
     {"dip_weights", dip_weights, METH_VARARGS, dip_weights_doc},
     {"permute", permute, METH_VARARGS, permute_doc},
     {"dip_finish", dip_finish, METH_VARARGS, dip_finish_doc},

@@ -290,15 +290,27 @@ def tournament_layout(table: np.ndarray, context_hashes: Any, keys: np.ndarray,
     if size < 1 or size & (size - 1):
         raise ValueError("tournament_layout: a table of a power-of-two size")
     low = size - 1
-    a = (_LCG * _LCG) & low
-    rotated = np.ascontiguousarray(table[(np.arange(size, dtype=np.int64) * a) & low], dtype=np.uint8)
+    rotated = np.ascontiguousarray(table[(np.arange(size, dtype=np.int64) * _rotation(size)) & low],
+                                   dtype=np.uint8)
+    return rotated, tournament_offsets(size, context_hashes, keys)
+
+
+def _rotation(size: int) -> int:
+    """The step ``a = M**2 mod size`` of :func:`tournament_layout`'s rotations."""
+    return (_LCG * _LCG) & (size - 1)
+
+
+def tournament_offsets(size: int, context_hashes: Any, keys: np.ndarray) -> np.ndarray:
+    """:func:`tournament_layout`'s offsets ``[R, depth]`` alone (the rotated table depends on
+    the table only, so a processor makes it once)."""
+    low = size - 1
     hashes = np.asarray(context_hashes, dtype=np.uint64).reshape(-1, 1)
     with np.errstate(over="ignore"):
         h0 = (hashes * np.uint64(_LCG) + np.uint64(1) + np.asarray(keys, dtype=np.uint64)[None, :]
               ) * np.uint64(_LCG) + np.uint64(1)
-    inverse = pow(a, -1, size) if size > 1 else 0
+    inverse = pow(_rotation(size), -1, size) if size > 1 else 0
     offsets = ((h0 & np.uint64(low)).astype(np.int64) * inverse) & low
-    return rotated, np.ascontiguousarray(offsets, dtype=np.int64)
+    return np.ascontiguousarray(offsets, dtype=np.int64)
 
 
 def tournament_layer(probs: np.ndarray, rotated: np.ndarray, offsets: np.ndarray | None,
@@ -330,6 +342,85 @@ def tournament_layer(probs: np.ndarray, rotated: np.ndarray, offsets: np.ndarray
         assert green_p is not None
         g = rotated[(np.asarray(next_offsets)[:, None] + columns) & low]
         np.multiply(g.astype(np.float32), probs, out=green_p)
+
+
+#: row widths :func:`torch_sum_order` checks the kernel's sums at: short rows, rows of one
+#: level of the cascade and of several, a row torch splits among threads
+_PROBE_WIDTHS = (5, 16, 1_003, 70_001, 128_256)
+
+
+def torch_row_sums(x: np.ndarray, lanes: int, threads: int = 0) -> np.ndarray:
+    """Row sums of float32 ``x [R, W]`` in the order of torch's float32 sum over the last
+    dimension (its cascade sum, with vectors of ``lanes`` values): of a tensor of several
+    rows, or of one row summed by one thread, for ``threads`` 0 or 1; of a single row summed
+    on ``threads`` threads otherwise (long rows are cut into chunks summed apart). The bits
+    of ``torch.from_numpy(x).sum(dim=1)`` in the order :func:`torch_sum_order` finds.
+    Compiled only."""
+    _use(True)
+    _rows(x, np.float32, "torch_row_sums: x")
+    out = np.empty(x.shape[0], dtype=np.float32)
+    _compiled.torch_row_sums(x, x.shape[1], lanes, threads, out, DEFAULT_VARIANT)
+    return out
+
+
+_ORDERS: dict[tuple[bool, int], tuple[int, int] | None] = {}
+
+
+def torch_sum_order(rows: int) -> tuple[int, int] | None:
+    """``(lanes, threads)`` with which :func:`torch_row_sums` gives the loaded torch's float32
+    sums over the last dimension of a tensor of ``rows`` rows at its present thread count,
+    or None when no order the kernel knows does (another torch, another parallel backend, a
+    build without the kernel). Checked once per process and case (one row or several, the
+    thread count) on random rows whose magnitudes span 30 binades, where another order
+    shows in the last bits."""
+    import torch
+
+    if _compiled is None:
+        return None
+    single, count = rows == 1, int(torch.get_num_threads())
+    key = (single, count)
+    if key not in _ORDERS:
+        rng = np.random.default_rng(20261129)
+        probes = [(rng.random((1 if single else 3, w)) ** 8
+                   * rng.choice([-1.0, 1.0], (1 if single else 3, w))).astype(np.float32)
+                  for w in _PROBE_WIDTHS]
+        wanted = [torch.from_numpy(x).sum(dim=1).numpy().view(np.uint32) for x in probes]
+        threads = count if single else 0
+        _ORDERS[key] = next(((lanes, threads) for lanes in (8, 16) if all(
+            np.array_equal(torch_row_sums(x, lanes, threads).view(np.uint32), w)
+            for x, w in zip(probes, wanted))), None)
+    return _ORDERS[key]
+
+
+def tournament_values(rotated: np.ndarray, width: int) -> np.ndarray:
+    """:func:`tournament`'s g-values: ``rotated`` (:func:`tournament_layout`'s table) as
+    float32, repeated over ``len(rotated) + width`` entries, so that a layer's g-values are the
+    ``width`` from its offset. Depends on the table and the width only: made once."""
+    low = len(rotated) - 1
+    ext = rotated[np.arange(len(rotated) + width, dtype=np.int64) & low].astype(np.float32)
+    ext.setflags(write=False)
+    return ext
+
+
+def tournament(probs: np.ndarray, values: np.ndarray, offsets: np.ndarray,
+               order: tuple[int, int]) -> None:
+    """SynthID's whole tournament on float32 ``probs [R, W]`` in place, row by row: for each
+    layer, the mass as :func:`torch_row_sums` (``order``: its lanes and threads) of the
+    green products, then :func:`tournament_layer`'s update (g-values from
+    :func:`tournament_values`, ``offsets [R, depth]`` from :func:`tournament_layout`). The
+    numbers of :func:`tournament_layer` with torch summing the products, when ``order`` is
+    :func:`torch_sum_order`'s for the rows torch would sum. Compiled only; releases the GIL."""
+    _use(True)
+    _rows(probs, np.float32, "tournament: probs")
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    if offsets.ndim != 2 or offsets.shape[0] != probs.shape[0] or offsets.shape[1] < 1:
+        raise ValueError(f"tournament: offsets [R, depth >= 1] for {probs.shape[0]} rows, "
+                         f"got {offsets.shape}")
+    if values.dtype != np.float32 or len(values) < probs.shape[1]:
+        raise ValueError("tournament: values from tournament_values for this width")
+    lanes, threads = order
+    _compiled.tournament(probs, np.ascontiguousarray(values), offsets, offsets.shape[1], lanes,
+                         threads, DEFAULT_VARIANT)
 
 
 def ranks(seeds: Any, n: int, vocab_size: int, *, inverse: bool = False,

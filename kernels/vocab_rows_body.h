@@ -88,6 +88,151 @@ static void BODY_FN(tournament_run)(float *restrict p, float *restrict green_p, 
         for (Py_ssize_t v = 0; v < n; v++) green_p[v] = (float)(uint32_t)gn[v] * p[v];
 }
 
+/* torch's float32 sum of a contiguous row of n values (its cascade_sum for an inner
+ * reduction, aten/src/ATen/native/cpu/SumKernel.cpp) with LANES-wide vector accumulators:
+ * the row as n / LANES vectors read four at a time, each of the four summed in four levels
+ * of 2**power steps (power = max(4, ceil(log2(groups)) / 4)), a level emptied into the next
+ * every 2**power additions; the leftover vectors into the first sum, the four sums added in
+ * order, the leftover values and then the lanes in order into a scalar.  Lane by lane the
+ * same float32 additions in the same order, so any vector width gives the bits.  ADD(e, cnt,
+ * acc) adds the cnt values from element base + e to acc[0, cnt): the row's own, or values
+ * computed in the same pass (straight into the sums: a block stored and loaded again wider stalls
+ * store forwarding).  Sets `total`. */
+#define TORCH_ROW_SUM(LANES, base, n, ADD)                                                   \
+    do {                                                                                      \
+        const Py_ssize_t nvec_ = (n) / LANES, groups_ = nvec_ / 4;                            \
+        int power_ = ceil_log2(groups_) / 4;                                                  \
+        if (power_ < 4) power_ = 4;                                                           \
+        const Py_ssize_t step_ = (Py_ssize_t)1 << power_, mask_ = step_ - 1;                  \
+        /* level 0 apart from the others, so that it can live in registers */                \
+        float a0_[4 * LANES], up_[3][4 * LANES], tail_[LANES];                                \
+        for (int l_ = 0; l_ < 4 * LANES; l_++)                                                \
+            a0_[l_] = up_[0][l_] = up_[1][l_] = up_[2][l_] = 0.0f;                            \
+        Py_ssize_t i_ = 0;                                                                    \
+        while (i_ + step_ <= groups_) {                                                       \
+            for (Py_ssize_t j_ = 0; j_ < step_; j_++, i_++)                                   \
+                ADD((base) + i_ * 4 * LANES, 4 * LANES, a0_);                                 \
+            for (int l_ = 0; l_ < 4 * LANES; l_++) {                                          \
+                up_[0][l_] += a0_[l_];                                                        \
+                a0_[l_] = 0.0f;                                                               \
+            }                                                                                 \
+            for (int j_ = 1; j_ < 4 && !(i_ & (mask_ << (j_ * power_))); j_++)                \
+                if (j_ < 3)                                                                   \
+                    for (int l_ = 0; l_ < 4 * LANES; l_++) {                                  \
+                        up_[j_][l_] += up_[j_ - 1][l_];                                       \
+                        up_[j_ - 1][l_] = 0.0f;                                               \
+                    }                                                                         \
+        }                                                                                     \
+        for (; i_ < groups_; i_++) ADD((base) + i_ * 4 * LANES, 4 * LANES, a0_);              \
+        for (int j_ = 0; j_ < 3; j_++)                                                        \
+            for (int l_ = 0; l_ < 4 * LANES; l_++) a0_[l_] += up_[j_][l_];                    \
+        for (Py_ssize_t v_ = groups_ * 4; v_ < nvec_; v_++) ADD((base) + v_ * LANES, LANES, a0_); \
+        for (int k_ = 1; k_ < 4; k_++)                                                        \
+            for (int l_ = 0; l_ < LANES; l_++) a0_[l_] += a0_[k_ * LANES + l_];               \
+        total = 0.0f;                                                                         \
+        if (nvec_ * LANES < (n)) { /* 0 + v is v (-0.0 aside, which adds to total alike) */ \
+            for (int l_ = 0; l_ < LANES; l_++) tail_[l_] = 0.0f;                              \
+            ADD((base) + nvec_ * LANES, (n) - nvec_ * LANES, tail_);                          \
+            for (Py_ssize_t t_ = 0; t_ < (n) - nvec_ * LANES; t_++) total += tail_[t_];       \
+        }                                                                                     \
+        for (int l_ = 0; l_ < LANES; l_++) total += a0_[l_];                                  \
+    } while (0)
+
+/* TORCH_ROW_SUM as torch runs it for n values: with LANES-wide vectors, or for fewer values
+ * than a vector holds one value at a time (its scalar loop: the same cascade, one lane) */
+#define TORCH_SUM(LANES, base, n, ADD)                                                        \
+    do {                                                                                      \
+        if ((n) >= LANES)                                                                     \
+            TORCH_ROW_SUM(LANES, base, n, ADD);                                               \
+        else                                                                                  \
+            TORCH_ROW_SUM(1, base, n, ADD);                                                   \
+    } while (0)
+
+/* torch's sum of a row of n values as torch.sum(dim=-1) gives it (0 + the sum: the output
+ * is zeroed, then added to), `threads` 0 or 1 for a row summed whole (a tensor of several
+ * rows, or one summed by one thread), else for one row on that many threads: a row of
+ * TORCH_GRAIN values or more is cut into min(threads, ceil(n / grain)) chunks of
+ * ceil(n / chunks) (at::parallel_for), each summed alone into its thread's slot of a buffer
+ * of `threads` zeros, and the buffer summed (TensorIteratorReduce's two_pass_reduction).
+ * Sets `total`. */
+#define TORCH_GRAIN 32768
+#define MAX_SPLIT 256
+#define ADD_BUF(e, cnt, acc) for (Py_ssize_t k_ = 0; k_ < (cnt); k_++) (acc)[k_] += buf_[(e) + k_]
+#define TORCH_SUM_AS_CALLED(LANES, n, ADD, threads)                                          \
+    do {                                                                                      \
+        if ((threads) <= 1 || (n) < TORCH_GRAIN) {                                            \
+            TORCH_SUM(LANES, 0, n, ADD);                                                      \
+        } else {                                                                              \
+            float buf_[MAX_SPLIT];                                                            \
+            for (int t_ = 0; t_ < (threads); t_++) buf_[t_] = 0.0f;                           \
+            Py_ssize_t used_ = ((n) + TORCH_GRAIN - 1) / TORCH_GRAIN;                         \
+            if (used_ > (threads)) used_ = (threads);                                         \
+            const Py_ssize_t chunk_ = ((n) + used_ - 1) / used_;                              \
+            for (Py_ssize_t t_ = 0; t_ < used_ && t_ * chunk_ < (n); t_++) {                  \
+                Py_ssize_t len_ = (n) - t_ * chunk_;                                          \
+                if (len_ > chunk_) len_ = chunk_;                                             \
+                TORCH_SUM(LANES, t_ * chunk_, len_, ADD);                                     \
+                buf_[t_] = 0.0f + total;                                                      \
+            }                                                                                 \
+            TORCH_SUM(LANES, 0, (threads), ADD_BUF);                                          \
+        }                                                                                     \
+        total = 0.0f + total;                                                                 \
+    } while (0)
+
+/* the row's own values */
+#define ADD_COPY(e, cnt, acc)                                                                 \
+    for (Py_ssize_t k_ = 0; k_ < (cnt); k_++) (acc)[k_] += x[(e) + k_]
+
+/* the green products f32(g) * p (the first layer's) of the values from e, as tournament_run
+ * computes them (with the table's values as floats: f32(g) is exact) */
+#define ADD_GREEN(e, cnt, acc)                                                                \
+    for (Py_ssize_t k_ = 0; k_ < (cnt); k_++) (acc)[k_] += gn[(e) + k_] * p[(e) + k_]
+
+/* one layer of SynthID's tournament (tournament_run's arithmetic: f32(1 + g) = 1 + f32(g)
+ * exactly) over the values from e: p updated with g and mass, then the next layer's green
+ * products */
+#define ADD_TOURNAMENT(e, cnt, acc)                                                           \
+    for (Py_ssize_t k_ = 0; k_ < (cnt); k_++) {                                               \
+        float q_ = p[(e) + k_] * ((1.0f + g[(e) + k_]) - mass);                               \
+        p[(e) + k_] = q_;                                                                     \
+        (acc)[k_] += gn[(e) + k_] * q_;                                                       \
+    }
+
+#define TORCH_ROW_SUMS(LANES)                                                                 \
+    BODY_TARGET                                                                               \
+    static float BODY_FN(torch_row_sum##LANES)(const float *restrict x, Py_ssize_t n,         \
+                                                int threads) {                                \
+        float total;                                                                          \
+        TORCH_SUM_AS_CALLED(LANES, n, ADD_COPY, threads);                                     \
+        return total;                                                                         \
+    }                                                                                         \
+    /* a row's whole tournament: the first layer's green products summed, then each layer's \
+     * update with the next layer's products summed in the same pass (the last: the update \
+     * alone); the sums as torch's (TORCH_SUM_AS_CALLED).  ext: the table's values as floats,\
+     * repeated, so that a layer's g-values are the n from its offset o[layer] */            \
+    BODY_TARGET                                                                               \
+    static void BODY_FN(tournament_row##LANES)(float *restrict p, Py_ssize_t n,              \
+                                                const float *restrict ext,                    \
+                                                const Py_ssize_t *o, Py_ssize_t depth,        \
+                                                int threads) {                                \
+        float mass, total;                                                                    \
+        {                                                                                     \
+            const float *restrict gn = ext + o[0];                                            \
+            TORCH_SUM_AS_CALLED(LANES, n, ADD_GREEN, threads);                                \
+            mass = total;                                                                     \
+        }                                                                                     \
+        for (Py_ssize_t layer = 0; layer + 1 < depth; layer++) {                              \
+            const float *restrict g = ext + o[layer], *restrict gn = ext + o[layer + 1];      \
+            TORCH_SUM_AS_CALLED(LANES, n, ADD_TOURNAMENT, threads);                           \
+            mass = total;                                                                     \
+        }                                                                                     \
+        const float *restrict g = ext + o[depth - 1];                                         \
+        for (Py_ssize_t v = 0; v < n; v++) p[v] = p[v] * ((1.0f + g[v]) - mass);              \
+    }
+TORCH_ROW_SUMS(8)
+TORCH_ROW_SUMS(16)
+#undef TORCH_ROW_SUMS
+
 /* DiPmark's weights from the running sums (see dip_weights in vocab_rows.c): the mapped
  * cdf first (o may be c: c[i] is read before o[i] is written), then the differences from the
  * end back, then the zeros marked and replaced by 1.0; loops without a carried dependency */

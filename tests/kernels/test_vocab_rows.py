@@ -276,3 +276,109 @@ def test_synthid_tournament(size: int, variant: str) -> None:
         vr.tournament_layer(b, rotated, cur, mass, gb, after, compiled=False)
         assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
         assert np.array_equal(ga.view(np.uint32), gb.view(np.uint32))
+
+
+@pytest.fixture
+def torch_threads() -> object:
+    """torch, its thread count restored after the test."""
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    yield torch
+    torch.set_num_threads(before)
+
+
+def _wide(rng: np.random.Generator, rows: int, width: int) -> np.ndarray:
+    """float32 values of both signs over 30 binades: another summation order shows."""
+    return (rng.random((rows, width)) ** 8 * rng.choice([-1.0, 1.0], (rows, width))).astype(np.float32)
+
+
+SUM_WIDTHS = [1, 3, 7, 8, 9, 31, 100, 1_003, 32_767, 32_768, 40_000, 70_001, 128_256, 262_145]
+
+
+@pytest.mark.skipif(not vr.compiled_available(), reason="the compiled kernel was not built")
+@pytest.mark.parametrize("threads", [1, 2, 3, 8])
+def test_torch_row_sums_are_torch_sums(threads: int, variant: str, torch_threads: object) -> None:
+    """The kernel's sums in torch_sum_order's order are torch.sum(dim=1)'s bits: several rows
+    (each summed whole) and one row (cut among torch's threads when long), every width
+    class of the cascade, at several thread counts."""
+    torch = torch_threads
+    torch.set_num_threads(threads)  # type: ignore[attr-defined]
+    rng = np.random.default_rng(threads)
+    for rows in (1, 2, 5):
+        order = vr.torch_sum_order(rows)
+        assert order is not None, "torch's float sums no longer follow the order the kernel knows"
+        assert order[1] == (threads if rows == 1 else 0)
+        for width in SUM_WIDTHS:
+            x = _wide(rng, rows, width)
+            want = torch.from_numpy(x).sum(dim=1).numpy()  # type: ignore[attr-defined]
+            assert np.array_equal(vr.torch_row_sums(x, *order).view(np.uint32), want.view(np.uint32)), (rows, width)
+
+
+@pytest.mark.skipif(not vr.compiled_available(), reason="the compiled kernel was not built")
+def test_torch_row_sums_tell_orders_apart(torch_threads: object) -> None:
+    """The other vector width and the other row case give other bits on such rows (what the
+    order check in torch_sum_order relies on)."""
+    torch = torch_threads
+    torch.set_num_threads(2)  # type: ignore[attr-defined]
+    rows = [_wide(np.random.default_rng(seed), 1, 128_256) for seed in range(10)]
+    want = [torch.from_numpy(x).sum(dim=1).numpy().view(np.uint32) for x in rows]  # type: ignore[attr-defined]
+    for lanes, threads in ((8, 2), (16, 2), (8, 0), (8, 3)):
+        same = sum(np.array_equal(vr.torch_row_sums(x, lanes, threads).view(np.uint32), w)
+                   for x, w in zip(rows, want))
+        if (lanes, threads) == (8, 2):  # torch's order on 2 threads
+            assert same == 10
+        else:
+            assert same < 10, (lanes, threads)
+
+
+@pytest.mark.skipif(not vr.compiled_available(), reason="the compiled kernel was not built")
+@pytest.mark.parametrize("rows", [1, 3])
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_tournament_is_layers_with_torch_sums(rows: int, threads: int, variant: str,
+                                              torch_threads: object) -> None:
+    """The fused tournament against tournament_layer with torch summing the green products,
+    layer by layer, bit for bit: rows torch sums whole and a row it cuts among threads, a
+    table the row wraps around several times, rows with NaN and zeros."""
+    from evalrun.watermark.schemes.synthid import sampling_table
+
+    torch = torch_threads
+    torch.set_num_threads(threads)  # type: ignore[attr-defined]
+    rng = np.random.default_rng(rows * 10 + threads)
+    for width, size in ((128_256, 65_536), (40_000, 1_024), (1_000, 4), (5, 2)):
+        table = sampling_table(size, 1)
+        hashes = rng.integers(0, 2**64 - 1, size=rows, dtype=np.uint64, endpoint=True)
+        keys = rng.integers(0, 2**63, size=7).astype(np.uint64)
+        rotated, offsets = vr.tournament_layout(table, hashes, keys)
+        probs = rng.dirichlet(np.full(width, 0.3), size=rows).astype(np.float32)
+        probs[0, :3] = 0.0
+        if rows > 1:
+            probs[1, 7 % width] = np.nan
+        want = probs.copy()
+        green = np.empty_like(want)
+        vr.tournament_layer(want, rotated, None, None, green, offsets[:, 0], compiled=False)
+        for k in range(offsets.shape[1]):
+            mass = torch.from_numpy(green).sum(dim=1).numpy()  # type: ignore[attr-defined]
+            nxt = offsets[:, k + 1] if k + 1 < offsets.shape[1] else None
+            vr.tournament_layer(want, rotated, offsets[:, k], mass, green, nxt, compiled=False)
+        got = probs.copy()
+        order = vr.torch_sum_order(rows)
+        assert order is not None
+        vr.tournament(got, vr.tournament_values(rotated, width), offsets, order)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (width, size)
+
+
+@pytest.mark.skipif(not vr.compiled_available(), reason="the compiled kernel was not built")
+def test_tournament_and_sums_refuse_bad_arguments() -> None:
+    probs = np.full((2, 10), 0.1, dtype=np.float32)
+    values = vr.tournament_values(np.array([0, 1, 1, 0], dtype=np.uint8), 10)
+    offsets = np.zeros((2, 3), dtype=np.int64)
+    with pytest.raises(ValueError, match="lanes must be 8 or 16, got 4"):
+        vr.tournament(probs, values, offsets, (4, 0))
+    with pytest.raises(ValueError, match=r"threads must lie in \[0, 256\], got 300"):
+        vr.torch_row_sums(probs, 8, 300)
+    with pytest.raises(ValueError, match="an offset outside ext"):
+        vr.tournament(probs, values, offsets + 5, (8, 0))
+    with pytest.raises(ValueError, match="offsets \\[R, depth >= 1\\] for 2 rows"):
+        vr.tournament(probs, values, offsets[:1], (8, 0))
+    with pytest.raises(ValueError, match="values from tournament_values"):
+        vr.tournament(probs, values[:5], offsets, (8, 0))

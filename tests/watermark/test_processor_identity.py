@@ -282,6 +282,20 @@ def test_modifiers_llama3_vocab(spec: str, key: str, cls: type, kernel: bool) ->
         _run(spec, key, cls, LARGE_V, batch=4, steps=2, kind=kind)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_synthid_one_row_llama3_vocab(threads: int, kernel: bool) -> None:
+    """A generation of one row, as the hf provider calls SynthID's processor: torch sums a
+    long row on its threads in chunks, which the fused tournament must follow."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        _run("synthid", SYNTHID_KEYS, pinned.PinnedSynthID, LARGE_V, batch=1, steps=3, kind="flat")
+        _run("synthid", SYNTHID_KEYS, pinned.PinnedSynthID, LARGE_V, batch=1, steps=2, kind="peaked",
+             temperature=0.7)
+    finally:
+        torch.set_num_threads(before)
+
+
 COMPAT_KGW = ["kgw:seeding=lefthash", "kgw:seeding=lefthash,context=2,gamma=0.5,delta=1.5",
               "kgw:seeding=selfhash"]
 

@@ -75,6 +75,7 @@ import numpy as np
 
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_int
+from evalrun._util.threads import map_rows
 from evalrun.kernels import vocab_rows
 from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, token_id_array
 from evalrun.watermark.engine import nulls
@@ -425,7 +426,25 @@ def tournament_log_probs(scores: Any, g: Any) -> Any:
     return torch.where(torch.isfinite(logs), logs, torch.finfo(logs.dtype).min)
 
 
-def tournament_log_probs_rotated(scores: Any, rotated: np.ndarray, offsets: np.ndarray) -> Any:
+@functools.lru_cache(maxsize=8)
+def rotated_table(size: int, seed: int) -> np.ndarray:
+    """The sampling table rotated for :func:`evalrun.kernels.vocab_rows.tournament_layout`
+    (read-only; one per table, shared)."""
+    rotated = vocab_rows.tournament_layout(sampling_table(size, seed), np.zeros(0, np.uint64),
+                                           np.zeros(1, np.uint64))[0]
+    rotated.setflags(write=False)
+    return rotated
+
+
+@functools.lru_cache(maxsize=8)
+def tournament_values(size: int, seed: int, width: int) -> np.ndarray:
+    """:func:`rotated_table` as :func:`evalrun.kernels.vocab_rows.tournament_values` for rows
+    of ``width`` (one per table and width, shared)."""
+    return vocab_rows.tournament_values(rotated_table(size, seed), width)
+
+
+def tournament_log_probs_rotated(scores: Any, rotated: np.ndarray, offsets: np.ndarray,
+                                 values: np.ndarray | None = None) -> Any:
     """:func:`tournament_log_probs` of float32 CPU ``scores [R, W]`` with the g-values as
     rotations of one permuted table (:func:`evalrun.kernels.vocab_rows.tournament_layout`,
     ``offsets [R, depth]``): the same torch softmax, masses (row sums of the same products)
@@ -433,17 +452,26 @@ def tournament_log_probs_rotated(scores: Any, rotated: np.ndarray, offsets: np.n
     torch operations and a ``[R, W, depth]`` array of g-values."""
     import torch
 
-    probs = torch.softmax(scores, dim=1)
+    probs = torch.softmax(scores, dim=1).contiguous()
     p = probs.numpy()
-    green_p = np.empty_like(p)
-    depth = int(offsets.shape[1])
-    vocab_rows.tournament_layer(p, rotated, None, None, green_p, offsets[:, 0])
-    for layer in range(depth):
-        mass = torch.from_numpy(green_p).sum(dim=1, keepdim=True)
-        vocab_rows.tournament_layer(p, rotated, offsets[:, layer], mass.numpy(), green_p,
-                                    offsets[:, layer + 1] if layer + 1 < depth else None)
-    logs = torch.log(probs)
-    return torch.where(torch.isfinite(logs), logs, torch.finfo(logs.dtype).min)
+    order = vocab_rows.torch_sum_order(p.shape[0])
+    if order is not None:
+        # the kernel sums as torch sums these rows: each row's layers in one call, while it is
+        # in cache, and the rows on torch's threads
+        ext = vocab_rows.tournament_values(rotated, p.shape[1]) if values is None else values
+        map_rows(lambda r: vocab_rows.tournament(p[r:r + 1], ext, offsets[r:r + 1], order),
+                 range(p.shape[0]))
+    else:  # a torch whose sums the kernel does not follow
+        green_p = np.empty_like(p)
+        depth = int(offsets.shape[1])
+        vocab_rows.tournament_layer(p, rotated, None, None, green_p, offsets[:, 0])
+        for layer in range(depth):
+            mass = torch.from_numpy(green_p).sum(dim=1, keepdim=True)
+            vocab_rows.tournament_layer(p, rotated, offsets[:, layer], mass.numpy(), green_p,
+                                        offsets[:, layer + 1] if layer + 1 < depth else None)
+    # in place, one pass each: the values of torch.where(torch.isfinite(logs), logs, min)
+    low = torch.finfo(probs.dtype).min
+    return probs.log_().nan_to_num_(nan=low, posinf=low, neginf=low)
 
 
 class SynthIDLogitsProcessor:
@@ -491,7 +519,9 @@ class SynthIDLogitsProcessor:
                              f"got {ids.shape[0]}")
         if ids.shape[1] < self.prompt_len:
             raise ValueError("input_ids are shorter than the prompt this processor started with")
-        if self.temperature > 0:
+        # x / 1.0 is x, bit for bit: no division at temperature 1 (nor at 0)
+        divided = self.temperature > 0 and self.temperature != 1
+        if divided:
             scores = scores / self.temperature
         rows = [r for r, state in enumerate(self._rows)
                 if state.sync(ids[r, self.prompt_len:], self.scheme)]
@@ -503,14 +533,20 @@ class SynthIDLogitsProcessor:
             if (vocab_rows.compiled_available() and scores.device.type == "cpu"
                     and scores.dtype == torch.float32 and size & (size - 1) == 0):
                 hashes = [self._rows[r].hashes[step] for r in rows]
-                rotated, offsets = vocab_rows.tournament_layout(
-                    self.scheme.table, np.asarray(hashes, dtype=np.uint64), self._keys)
-                marked = tournament_log_probs_rotated(scores[index], rotated, offsets)
+                table = (self.scheme.sampling_table_size, self.scheme.sampling_table_seed)
+                offsets = vocab_rows.tournament_offsets(size, np.asarray(hashes, dtype=np.uint64),
+                                                        self._keys)
+                every = len(rows) == scores.shape[0]  # rows are in order: all of them, or a gather
+                marked = tournament_log_probs_rotated(
+                    scores if every else scores[index], rotated_table(*table), offsets,
+                    tournament_values(*table, width))
+                if every:  # a new tensor: the caller's scores stay as they were
+                    return marked.numpy() if as_numpy else marked
             else:
                 g = np.stack([self._g_values(self._rows[r].hashes[step], width) for r in rows])
                 marked = tournament_log_probs(scores[index],
                                               torch.from_numpy(g).to(scores.device))
-            scores = scores.clone() if self.temperature <= 0 else scores
+            scores = scores if divided else scores.clone()
             scores[index] = marked
         return scores.numpy() if as_numpy else scores
 
