@@ -26,9 +26,11 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "keyed_hash.h"
 
@@ -133,6 +135,43 @@ typedef struct {
     int odd;         /* a NaN or +inf input */
 } block_t;
 
+/* at::internal::GRAIN_SIZE: torch sums one row of this many values or more on its threads */
+#define TORCH_GRAIN 32768
+/* the most threads a row's sum may be split among here */
+#define MAX_SPLIT 256
+
+/* What the calls sharing one row's tournament (tournament_part) share: how many chunk sums
+ * have arrived (all parts' over all layers so far) and the sums of the last two layers (a
+ * part may write the next layer's while a slower one still reads this one's) */
+typedef struct {
+    int32_t arrived;
+    int32_t abandoned;
+    float buf[2][MAX_SPLIT];
+} part_state_t;
+
+/* Count this part in and wait until `target` parts have arrived: spin briefly, then give the
+ * core away between looks (other jobs may want it: see evalrun/_util/threads.py); -1 after
+ * 10 s without the others (a part that never came: an error, never a wrong sum) */
+static int part_barrier(part_state_t *st, int32_t target) {
+    __atomic_add_fetch(&st->arrived, 1, __ATOMIC_ACQ_REL);
+    struct timespec start, now;
+    int looks = 0;
+    while (__atomic_load_n(&st->arrived, __ATOMIC_ACQUIRE) < target) {
+        if (__atomic_load_n(&st->abandoned, __ATOMIC_ACQUIRE)) return -1;
+        if (++looks < 2000) continue;
+        sched_yield();
+        if (looks == 2000) clock_gettime(CLOCK_MONOTONIC, &start);
+        if ((looks & 255) == 0) {
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (now.tv_sec - start.tv_sec > 10) {
+                __atomic_store_n(&st->abandoned, 1, __ATOMIC_RELEASE);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 /* The loops, once per build variant (kernels/vocab_rows_body.h) */
 typedef struct {
     const char *name;
@@ -150,6 +189,10 @@ typedef struct {
     void (*tournament_row8)(float *, Py_ssize_t, const float *, const Py_ssize_t *, Py_ssize_t, int);
     void (*tournament_row16)(float *, Py_ssize_t, const float *, const Py_ssize_t *, Py_ssize_t,
                              int);
+    int (*tournament_part8)(float *, Py_ssize_t, const float *, const Py_ssize_t *, Py_ssize_t, int,
+                            int, part_state_t *);
+    int (*tournament_part16)(float *, Py_ssize_t, const float *, const Py_ssize_t *, Py_ssize_t,
+                             int, int, part_state_t *);
     void (*dip_weights)(const double *, Py_ssize_t, double, double *, uint8_t *);
     void (*block_f32)(uint64_t, Py_ssize_t, Py_ssize_t, const float *, uint64_t *, block_t *);
     void (*block_f64)(uint64_t, Py_ssize_t, Py_ssize_t, const double *, uint64_t *, block_t *);
@@ -185,7 +228,7 @@ typedef struct {
 #define VARIANT(s)                                                                          \
     {#s, words_##s, green_add_##s, green_mask_##s, ranks_##s, tokens_at_##s, green_products_##s, \
      transfer_##s, tournament_run_##s, torch_row_sum8_##s, torch_row_sum16_##s,             \
-     tournament_row8_##s, tournament_row16_##s,                                            \
+     tournament_row8_##s, tournament_row16_##s, tournament_part8_##s, tournament_part16_##s, \
      dip_weights_##s,                                                                      \
      block_f32_##s, block_f64_##s, flags_f32_##s, flags_f64_##s}
 static const variant_t VARIANTS[] = {
@@ -941,6 +984,74 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(tournament_part_doc,
+"tournament_part(probs, ext, offsets, depth, lanes, threads, part, state, variant='')\n\n"
+"tournament() of one row (probs: float32 [1, W], W >= 32,768; threads >= 2) as the calls\n"
+"for parts 0 .. min(threads, ceil(W / 32,768)) - 1 compute it together, each on its own\n"
+"thread: part takes its chunk of the row (the chunks torch sums the row in) through every\n"
+"layer, and the parts meet at each layer's sum.  state: a zeroed writable buffer of\n"
+"PART_STATE_SIZE bytes, the same for all parts of the row.  The parts must run at once:\n"
+"one waits for the others at every layer (RuntimeError after 10 s without them).  Releases\n"
+"the GIL.");
+
+static PyObject *tournament_part(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer pb, eb, ob, sb;
+    Py_ssize_t depth;
+    int lanes, threads, part;
+    const char *want = "";
+    if (!PyArg_ParseTuple(args, "w*y*y*niiiw*|s", &pb, &eb, &ob, &depth, &lanes, &threads, &part,
+                          &sb, &want))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t *o = NULL;
+    const variant_t *fn = pick(want);
+    Py_ssize_t span = eb.len / 4, width = pb.len / 4;
+    if (!fn || check_sum_order(lanes, threads)) goto done;
+    Py_ssize_t used = (width + TORCH_GRAIN - 1) / TORCH_GRAIN;
+    if (used > threads) used = threads;
+    if (threads < 2 || width < TORCH_GRAIN || part < 0 || part >= used) {
+        PyErr_SetString(PyExc_ValueError, "tournament_part: a row of 32,768 values or more, "
+                        "threads >= 2 and part < min(threads, ceil(W / 32,768))");
+        goto done;
+    }
+    if (depth < 1 || need(&ob, depth, 8, "offsets") || need(&eb, span, 4, "ext") ||
+        need(&sb, (Py_ssize_t)sizeof(part_state_t), 1, "state"))
+        goto done;
+    const int64_t *off = ob.buf;
+    o = malloc(sizeof(Py_ssize_t) * (size_t)depth);
+    if (!o) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < depth; k++) {
+        if (off[k] < 0 || off[k] > span - width) {
+            PyErr_SetString(PyExc_ValueError, "tournament: an offset outside ext");
+            goto done;
+        }
+        o[k] = (Py_ssize_t)off[k];
+    }
+    int (*run)(float *, Py_ssize_t, const float *, const Py_ssize_t *, Py_ssize_t, int, int,
+               part_state_t *) = lanes == 8 ? fn->tournament_part8 : fn->tournament_part16;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = run(pb.buf, width, eb.buf, o, depth, threads, part, sb.buf);
+    Py_END_ALLOW_THREADS
+    if (rc) {
+        PyErr_SetString(PyExc_RuntimeError, "tournament_part: the other parts of the row did "
+                        "not arrive within 10 s (they must run at once, on other threads)");
+        goto done;
+    }
+    result = PyUnicode_FromString(fn->name);
+done:
+    free(o);
+    PyBuffer_Release(&pb);
+    PyBuffer_Release(&eb);
+    PyBuffer_Release(&ob);
+    PyBuffer_Release(&sb);
+    return result;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 PyDoc_STRVAR(its_choose_doc,
 "its_choose(probs, stride, seeds, u, vocab, bits, out, variant='')\n\n"
@@ -1300,6 +1411,7 @@ static PyMethodDef methods[] = {
      METH_VARARGS | METH_KEYWORDS, tournament_layer_doc},
     {"torch_row_sums", torch_row_sums, METH_VARARGS, torch_row_sums_doc},
     {"tournament", tournament, METH_VARARGS, tournament_doc},
+    {"tournament_part", tournament_part, METH_VARARGS, tournament_part_doc},
     {"dip_weights", dip_weights, METH_VARARGS, dip_weights_doc},
     {"permute", permute, METH_VARARGS, permute_doc},
     {"dip_finish", dip_finish, METH_VARARGS, dip_finish_doc},
@@ -1319,5 +1431,10 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__vocab_rows(void) {
     make_bounds();
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddIntConstant(m, "PART_STATE_SIZE", (long)sizeof(part_state_t))) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

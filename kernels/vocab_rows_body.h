@@ -155,8 +155,6 @@ static void BODY_FN(tournament_run)(float *restrict p, float *restrict green_p, 
  * ceil(n / chunks) (at::parallel_for), each summed alone into its thread's slot of a buffer
  * of `threads` zeros, and the buffer summed (TensorIteratorReduce's two_pass_reduction).
  * Sets `total`. */
-#define TORCH_GRAIN 32768
-#define MAX_SPLIT 256
 #define ADD_BUF(e, cnt, acc) for (Py_ssize_t k_ = 0; k_ < (cnt); k_++) (acc)[k_] += buf_[(e) + k_]
 #define TORCH_SUM_AS_CALLED(LANES, n, ADD, threads)                                          \
     do {                                                                                      \
@@ -228,6 +226,39 @@ static void BODY_FN(tournament_run)(float *restrict p, float *restrict green_p, 
         }                                                                                     \
         const float *restrict g = ext + o[depth - 1];                                         \
         for (Py_ssize_t v = 0; v < n; v++) p[v] = p[v] * ((1.0f + g[v]) - mass);              \
+    }                                                                                         \
+    /* the same tournament of one row split as torch splits its sums (threads >= 2, n >=     \
+     * TORCH_GRAIN): this call takes chunk `part` of the row through every layer; the calls \
+     * for the other chunks, on other threads, meet it at each layer's sum, where each adds \
+     * the chunks' sums in torch's order.  0, or -1 when a part did not arrive in time */    \
+    BODY_TARGET                                                                               \
+    static int BODY_FN(tournament_part##LANES)(float *restrict p, Py_ssize_t n,              \
+                                                const float *restrict ext,                    \
+                                                const Py_ssize_t *o, Py_ssize_t depth,        \
+                                                int threads, int part, part_state_t *st) {    \
+        Py_ssize_t used = (n + TORCH_GRAIN - 1) / TORCH_GRAIN;                                \
+        if (used > threads) used = threads;                                                   \
+        const Py_ssize_t chunk = (n + used - 1) / used, b = part * chunk;                     \
+        Py_ssize_t len = n - b < chunk ? n - b : chunk;                                       \
+        if (len < 0) len = 0;                                                                 \
+        float mass = 0.0f, total;                                                             \
+        for (Py_ssize_t layer = -1; layer + 1 < depth; layer++) {                             \
+            const float *restrict g = layer >= 0 ? ext + o[layer] : NULL;                     \
+            const float *restrict gn = ext + o[layer + 1];                                    \
+            if (layer < 0)                                                                    \
+                TORCH_SUM(LANES, b, len, ADD_GREEN);                                          \
+            else                                                                              \
+                TORCH_SUM(LANES, b, len, ADD_TOURNAMENT);                                     \
+            float *slot = st->buf[(layer + 1) & 1];                                           \
+            slot[part] = 0.0f + total;                                                        \
+            if (part_barrier(st, (int32_t)(used * (layer + 2)))) return -1;                  \
+            const float *buf_ = slot;                                                         \
+            TORCH_SUM(LANES, 0, threads, ADD_BUF);                                            \
+            mass = 0.0f + total;                                                              \
+        }                                                                                     \
+        const float *restrict g = ext + o[depth - 1];                                         \
+        for (Py_ssize_t v = b; v < b + len; v++) p[v] = p[v] * ((1.0f + g[v]) - mass);        \
+        return 0;                                                                             \
     }
 TORCH_ROW_SUMS(8)
 TORCH_ROW_SUMS(16)

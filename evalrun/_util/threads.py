@@ -68,27 +68,45 @@ def row_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def _pool(size: int) -> ThreadPoolExecutor:
+    """The process's pool of at least ``size`` threads (made once per process, larger when
+    more are asked for; a forked child makes its own)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL[0] != os.getpid() or _POOL[1] < size:
+            if _POOL is not None and _POOL[0] == os.getpid():
+                _POOL[2].shutdown(wait=False)  # torch was given more threads: a larger pool
+            _POOL = (os.getpid(), size, ThreadPoolExecutor(size, thread_name_prefix="evalrun-rows"))
+        return _POOL[2]
+
+
 def map_rows(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
     """``[fn(x) for x in items]``, split into :func:`row_workers` contiguous chunks run at
     once (the calling thread takes the first) when there are several rows and several
     workers. ``fn`` must release the GIL for this to gain anything (the compiled kernels
-    do); results come back in ``items``' order, so nothing depends on the scheduling. The
-    pool is made once per process (a forked child makes its own)."""
-    global _POOL
+    do); results come back in ``items``' order, so nothing depends on the scheduling."""
     workers = min(row_workers(), len(items))
     if workers <= 1:
         return [fn(x) for x in items]
-    with _POOL_LOCK:
-        if _POOL is None or _POOL[0] != os.getpid() or _POOL[1] < workers - 1:
-            if _POOL is not None and _POOL[0] == os.getpid():
-                _POOL[2].shutdown(wait=False)  # torch was given more threads: a larger pool
-            _POOL = (os.getpid(), workers - 1,
-                     ThreadPoolExecutor(workers - 1, thread_name_prefix="evalrun-rows"))
-        pool = _POOL[2]
+    pool = _pool(workers - 1)
     bounds = [len(items) * k // workers for k in range(workers + 1)]
     chunks = [items[a:b] for a, b in zip(bounds, bounds[1:])]
     rest = [pool.submit(lambda part: [fn(x) for x in part], part) for part in chunks[1:]]
     out = [fn(x) for x in chunks[0]]
     for future in rest:
         out.extend(future.result())
+    return out
+
+
+def run_together(fn: Callable[[int], R], count: int) -> list[R]:
+    """``[fn(0), ..., fn(count - 1)]``, each on a thread of its own, all at once: the calling
+    thread runs ``fn(0)``, the pool the others. For kernels whose calls wait for each other
+    (one row's chunks meeting at every layer), which a queue of one thread would deadlock;
+    the pool is grown to ``count - 1`` threads, none of which waits on the caller."""
+    if count <= 1:
+        return [fn(0)] if count == 1 else []
+    pool = _pool(count - 1)
+    rest = [pool.submit(fn, k) for k in range(1, count)]
+    out = [fn(0)]
+    out.extend(future.result() for future in rest)
     return out

@@ -118,3 +118,24 @@ def test_map_rows_grows_its_pool_when_torch_gets_more_threads(monkeypatch: pytes
 
     assert len(names(2)) == 2
     assert len(names(4)) == 4
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 4])
+def test_run_together_runs_each_call_on_a_thread_of_its_own_at_once(count: int) -> None:
+    """Calls that wait for each other complete: every call is on its own thread and they
+    overlap (a barrier of ``count`` parties would time out otherwise), results in order."""
+    import threading
+
+    barrier = threading.Barrier(count) if count else None
+    seen: list[int] = []
+
+    def call(k: int) -> int:
+        assert barrier is not None
+        barrier.wait(timeout=10)
+        seen.append(threading.get_ident())
+        return k * k
+
+    assert threads.run_together(call, count) == [k * k for k in range(count)]
+    assert len(set(seen)) == count
+    if count:
+        assert seen.count(threading.get_ident()) == 1  # the caller took one

@@ -459,8 +459,11 @@ def tournament_log_probs_rotated(scores: Any, rotated: np.ndarray, offsets: np.n
         # the kernel sums as torch sums these rows: each row's layers in one call, while it is
         # in cache, and the rows on torch's threads
         ext = vocab_rows.tournament_values(rotated, p.shape[1]) if values is None else values
-        map_rows(lambda r: vocab_rows.tournament(p[r:r + 1], ext, offsets[r:r + 1], order),
-                 range(p.shape[0]))
+        if vocab_rows.split_parts(p.shape[1], order[1]) > 1:  # one long row: its chunks at once
+            vocab_rows.tournament_split(p, ext, offsets, order)
+        else:
+            map_rows(lambda r: vocab_rows.tournament(p[r:r + 1], ext, offsets[r:r + 1], order),
+                     range(p.shape[0]))
     else:  # a torch whose sums the kernel does not follow
         green_p = np.empty_like(p)
         depth = int(offsets.shape[1])
