@@ -6,7 +6,8 @@ for a Gumbel-max or permute-and-flip choice (exp, EXPGumbel, PF); and the elemen
 of MorphMark's probability transfer and of DiPmark's reweighting, in one pass each instead of
 a dozen torch operations; Waterfall's rows, numpy's legacy permutation of the vocabulary
 drawn again from its generator state; and SynthID's tournament, each layer's g-values read
-off one permuted table and its update one pass. numpy takes ten passes over
+off one permuted table, its update one pass, and its sum taken in the kernel in the order
+torch sums (checked against the loaded torch: :func:`torch_sum_order`). numpy takes ten passes over
 ``[V]`` arrays for one SplitMix64 finaliser; at V = 128,256 and 16 rows that is most of a
 decoding step of a small model. The compiled kernel ``evalrun.kernels._vocab_rows``
 (``kernels/vocab_rows.c``, built at install when a C compiler is present) hashes a row in one
@@ -15,7 +16,10 @@ pass and, for the argmax choices, computes the exact noise only of the tokens th
 Every function here has a numpy twin made of the kernels the processors used before
 (:mod:`evalrun.kernels.green`, :mod:`evalrun.kernels.keyed_hash`,
 :mod:`evalrun.kernels.token_stats`): the twins define the results, run where the kernel was
-not built (``compiled=False`` asks for them), and tests hold the kernel to their bits.
+not built (``compiled=False`` asks for them), and tests hold the kernel to their bits. The
+exceptions are :func:`torch_row_sums` and the tournaments built on it, whose results are
+defined by torch's own sums: they exist compiled only, and without them SynthID sums with
+torch as before.
 """
 
 from __future__ import annotations
@@ -365,6 +369,8 @@ def torch_row_sums(x: np.ndarray, lanes: int, threads: int = 0) -> np.ndarray:
 
 
 _ORDERS: dict[tuple[bool, int], tuple[int, int] | None] = {}
+#: the most threads the kernel splits a row's sum among (MAX_SPLIT in vocab_rows.c)
+_MAX_SPLIT = 256
 
 
 def torch_sum_order(rows: int) -> tuple[int, int] | None:
@@ -376,9 +382,9 @@ def torch_sum_order(rows: int) -> tuple[int, int] | None:
     shows in the last bits."""
     import torch
 
-    if _compiled is None:
-        return None
     single, count = rows == 1, int(torch.get_num_threads())
+    if _compiled is None or (single and count > _MAX_SPLIT):
+        return None
     key = (single, count)
     if key not in _ORDERS:
         rng = np.random.default_rng(20261129)

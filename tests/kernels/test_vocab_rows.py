@@ -315,6 +315,18 @@ def test_torch_row_sums_are_torch_sums(threads: int, variant: str, torch_threads
 
 
 @pytest.mark.skipif(not vr.compiled_available(), reason="the compiled kernel was not built")
+def test_torch_sum_order_declines_more_threads_than_the_kernel_splits(monkeypatch: pytest.MonkeyPatch,
+                                                                        torch_threads: object) -> None:
+    """One row on more threads than the kernel's buffer holds: no order (SynthID sums with
+    torch), several rows still one."""
+    torch = torch_threads
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 300)
+    assert vr.torch_sum_order(1) is None
+    several = vr.torch_sum_order(4)
+    assert several is not None and several[1] == 0
+
+
+@pytest.mark.skipif(not vr.compiled_available(), reason="the compiled kernel was not built")
 def test_torch_row_sums_tell_orders_apart(torch_threads: object) -> None:
     """The other vector width and the other row case give other bits on such rows (what the
     order check in torch_sum_order relies on)."""
