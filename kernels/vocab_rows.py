@@ -350,8 +350,8 @@ def tournament_layer(probs: np.ndarray, rotated: np.ndarray, offsets: np.ndarray
 
 
 #: row widths :func:`torch_sum_order` checks the kernel's sums at: short rows, rows of one
-#: level of the cascade and of several, a row torch splits among threads
-_PROBE_WIDTHS = (5, 16, 1_003, 70_001, 128_256)
+#: level of the cascade and of several, rows at and past the width torch splits among threads
+_PROBE_WIDTHS = (5, 16, 1_003, 32_768, 40_000, 70_001, 128_256)
 
 
 def torch_row_sums(x: np.ndarray, lanes: int, threads: int = 0) -> np.ndarray:
