@@ -449,7 +449,10 @@ def tournament_log_probs_rotated(scores: Any, rotated: np.ndarray, offsets: np.n
     rotations of one permuted table (:func:`evalrun.kernels.vocab_rows.tournament_layout`,
     ``offsets [R, depth]``): the same torch softmax, masses (row sums of the same products)
     and log, each layer's products and update one kernel pass over the rows instead of four
-    torch operations and a ``[R, W, depth]`` array of g-values."""
+    torch operations and a ``[R, W, depth]`` array of g-values. Where the kernel sums in
+    torch's order (:func:`evalrun.kernels.vocab_rows.torch_sum_order`) it also takes the
+    masses, all layers of a row in one call; ``values``: ``rotated`` as
+    :func:`evalrun.kernels.vocab_rows.tournament_values` for this width (made when not given)."""
     import torch
 
     probs = torch.softmax(scores, dim=1).contiguous()
