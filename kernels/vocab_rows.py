@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from evalrun._util.threads import run_together
 from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.green import green_mask as _green_mask
 from evalrun.kernels.keyed_hash import feistel_bits, feistel_rank, neg_log_uniform, pair, range_codes, threshold53
@@ -442,24 +441,28 @@ def split_parts(width: int, threads: int) -> int:
     return min(threads, -(-width // TORCH_GRAIN))
 
 
-def tournament_split(probs: np.ndarray, values: np.ndarray, offsets: np.ndarray,
-                     order: tuple[int, int]) -> None:
-    """:func:`tournament` of one row that torch sums in chunks on its threads
-    (:func:`split_parts` > 1 for ``order``'s threads), each chunk on a thread of its own at
-    once, the chunks meeting at every layer's sum: the same bits, in about 1 / chunks of
-    the time. Compiled only; releases the GIL."""
+def tournament_state() -> np.ndarray:
+    """What the parts of one row's :func:`tournament_part` share (zeroed; one per row)."""
     _use(True)
-    _rows(probs, np.float32, "tournament_split: probs")
+    return np.zeros(_compiled.PART_STATE_SIZE, dtype=np.uint8)
+
+
+def tournament_part(probs: np.ndarray, values: np.ndarray, offsets: np.ndarray,
+                    order: tuple[int, int], part: int, state: np.ndarray) -> None:
+    """Chunk ``part`` of :func:`tournament` of one row that torch sums in chunks on its
+    threads (:func:`split_parts` > 1 for ``order``'s threads): the calls for parts 0 ..
+    ``split_parts - 1``, sharing one :func:`tournament_state`, must run at once, each on a
+    thread of its own (they meet at every layer's sum); together they give :func:`tournament`'s
+    bits in about 1 / parts of its time. A part left alone raises RuntimeError after 10 s.
+    Compiled only; releases the GIL."""
+    _use(True)
+    _rows(probs, np.float32, "tournament_part: probs")
     lanes, threads = order
-    parts = split_parts(probs.shape[1], threads)
-    if probs.shape[0] != 1 or parts < 2:
-        raise ValueError("tournament_split: one row that torch sums in chunks")
+    if probs.shape[0] != 1 or split_parts(probs.shape[1], threads) < 2:
+        raise ValueError("tournament_part: one row that torch sums in chunks")
     offsets = np.ascontiguousarray(offsets, dtype=np.int64).reshape(-1)
-    ext = np.ascontiguousarray(values)
-    state = np.zeros(_compiled.PART_STATE_SIZE, dtype=np.uint8)
-    run_together(lambda part: _compiled.tournament_part(probs, ext, offsets, len(offsets), lanes,
-                                                        threads, part, state, DEFAULT_VARIANT),
-                 parts)
+    _compiled.tournament_part(probs, np.ascontiguousarray(values), offsets, len(offsets), lanes,
+                              threads, part, state, DEFAULT_VARIANT)
 
 
 def ranks(seeds: Any, n: int, vocab_size: int, *, inverse: bool = False,

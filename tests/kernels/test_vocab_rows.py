@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from evalrun._util.threads import run_together
 from evalrun.kernels import vocab_rows as vr
 from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.green import green_mask
@@ -382,7 +383,7 @@ def test_tournament_is_layers_with_torch_sums(rows: int, threads: int, variant: 
 @pytest.mark.skipif(not vr.compiled_available(), reason="the compiled kernel was not built")
 @pytest.mark.parametrize(("width", "threads"), [(65_537, 2), (128_256, 2), (128_256, 3), (151_936, 8),
                                                 (70_001, 16)])
-def test_tournament_split_is_the_one_thread_tournament(width: int, threads: int, variant: str) -> None:
+def test_tournament_parts_are_the_one_thread_tournament(width: int, threads: int, variant: str) -> None:
     """One row's chunks on threads of their own, meeting at every layer, give the bits of the
     same tournament run whole on one thread (whose order test_tournament_is_layers_with_torch_sums
     holds to torch's), NaN rows and all."""
@@ -394,23 +395,26 @@ def test_tournament_split_is_the_one_thread_tournament(width: int, threads: int,
                                             rng.integers(0, 2**63, 30).astype(np.uint64))
     values = vr.tournament_values(rotated, width)
     assert vr.split_parts(width, threads) == min(threads, -(-width // 32_768))
+    parts = vr.split_parts(width, threads)
     for row in (rng.dirichlet(np.full(width, 0.2), size=1).astype(np.float32),
                 np.full((1, width), np.nan, dtype=np.float32)):
         want, got = row.copy(), row.copy()
         vr.tournament(want, values, offsets, (8, threads))
-        vr.tournament_split(got, values, offsets, (8, threads))
+        state = vr.tournament_state()
+        run_together(lambda k: vr.tournament_part(got, values, offsets, (8, threads), k, state), parts)
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
 @pytest.mark.skipif(not vr.compiled_available(), reason="the compiled kernel was not built")
-def test_tournament_split_refuses_rows_torch_sums_whole() -> None:
+def test_tournament_part_refuses_rows_torch_sums_whole() -> None:
     values = vr.tournament_values(np.array([0, 1], dtype=np.uint8), 40_000)
     offsets = np.zeros((1, 3), dtype=np.int64)
+    state = vr.tournament_state()
     assert vr.split_parts(32_767, 8) == 1 and vr.split_parts(10**6, 1) == 1
     with pytest.raises(ValueError, match="one row that torch sums in chunks"):
-        vr.tournament_split(np.full((1, 30_000), 0.1, np.float32), values, offsets, (8, 2))
+        vr.tournament_part(np.full((1, 30_000), 0.1, np.float32), values, offsets, (8, 2), 0, state)
     with pytest.raises(ValueError, match="one row that torch sums in chunks"):
-        vr.tournament_split(np.full((2, 40_000), 0.1, np.float32), values, offsets, (8, 2))
+        vr.tournament_part(np.full((2, 40_000), 0.1, np.float32), values, offsets, (8, 2), 0, state)
 
 
 @pytest.mark.skipif(not vr.compiled_available(), reason="the compiled kernel was not built")
@@ -421,7 +425,8 @@ def test_tournament_part_alone_gives_up_with_an_error() -> None:
 
     probs = np.full((1, 40_000), 1 / 40_000, dtype=np.float32)
     values = vr.tournament_values(np.array([0, 1], dtype=np.uint8), 40_000)
-    state = np.zeros(_vocab_rows.PART_STATE_SIZE, dtype=np.uint8)
+    state = vr.tournament_state()
+    assert len(state) == _vocab_rows.PART_STATE_SIZE
     state[4:8] = np.frombuffer(np.int32(1).tobytes(), dtype=np.uint8)  # abandoned
     with pytest.raises(RuntimeError, match="did not arrive"):
         _vocab_rows.tournament_part(probs, values, np.zeros(2, np.int64), 2, 8, 2, 0, state)

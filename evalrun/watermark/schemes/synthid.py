@@ -75,7 +75,7 @@ import numpy as np
 
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_int
-from evalrun._util.threads import map_rows
+from evalrun._util.threads import map_rows, run_together
 from evalrun.kernels import vocab_rows
 from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, token_id_array
 from evalrun.watermark.engine import nulls
@@ -462,8 +462,10 @@ def tournament_log_probs_rotated(scores: Any, rotated: np.ndarray, offsets: np.n
         # the kernel sums as torch sums these rows: each row's layers in one call, while it is
         # in cache, and the rows on torch's threads
         ext = vocab_rows.tournament_values(rotated, p.shape[1]) if values is None else values
-        if vocab_rows.split_parts(p.shape[1], order[1]) > 1:  # one long row: its chunks at once
-            vocab_rows.tournament_split(p, ext, offsets, order)
+        parts = vocab_rows.split_parts(p.shape[1], order[1])
+        if parts > 1:  # one long row: the chunks torch sums it in, on threads of their own at once
+            state = vocab_rows.tournament_state()
+            run_together(lambda k: vocab_rows.tournament_part(p, ext, offsets, order, k, state), parts)
         else:
             map_rows(lambda r: vocab_rows.tournament(p[r:r + 1], ext, offsets[r:r + 1], order),
                      range(p.shape[0]))
