@@ -421,7 +421,8 @@ class HFProvider:
         greedy: list[int] = []
         sampled: list[int] = []
         picked: dict[int, int] = {}
-        for group in groups:
+        ready = self._rows_together(logits, groups, done, prompts, outputs)
+        for k, group in enumerate(groups):
             rows = [i for i in group.rows if not done[i]]
             if not rows:
                 continue
@@ -431,6 +432,8 @@ class HFProvider:
                 part = logits[idx]
                 if group.temperature != 0:
                     part = part / float(group.temperature)
+            elif k in ready:
+                part = ready[k]
             else:
                 if group.shared:
                     context, step_logits = history[idx], logits[idx]
@@ -463,6 +466,34 @@ class HFProvider:
             tokens = sample_rows(scores[idx], [generators[i] for i in sampled])
             picked.update(zip(sampled, tokens.tolist()))
         return picked
+
+    @staticmethod
+    def _rows_together(logits: Any, groups: list[_Group], done: list[bool],
+                       prompts: list[list[int]], outputs: list[list[int]]) -> dict[int, Any]:
+        """The scores of the one-row groups whose processors' class processes several
+        generations' rows in one call (``call_rows(processors, contexts, scores)``, the same
+        bits as one call each: SynthID's), by group index; the others are left to
+        :meth:`_pick`'s loop."""
+        import torch
+
+        together: dict[Any, list[int]] = {}
+        for k, group in enumerate(groups):
+            if group.processor is None or group.shared or done[group.rows[0]]:
+                continue
+            call_rows = getattr(type(group.processor), "call_rows", None)
+            if call_rows is not None and getattr(group.processor, "choose", None) is None:
+                together.setdefault(call_rows, []).append(k)
+        ready: dict[int, Any] = {}
+        for call_rows, members in together.items():
+            if len(members) < 2:
+                continue
+            rows = [groups[k].rows[0] for k in members]
+            contexts = [torch.tensor([prompts[i] + outputs[i]], dtype=torch.long, device=logits.device)
+                        for i in rows]
+            part = call_rows([groups[k].processor for k in members], contexts,
+                             logits[torch.tensor(rows, dtype=torch.long, device=logits.device)])
+            ready.update((k, part[j:j + 1]) for j, k in enumerate(members))
+        return ready
 
     def close(self) -> None:
         """Drop the model so its memory can be reclaimed."""

@@ -668,6 +668,8 @@ class PinnedSynthID(SynthIDLogitsProcessor):
 
     #: the old processor had no ``choose``: the provider sampled its scores
     choose = None
+    #: nor ``call_rows``: the provider called it once per generation
+    call_rows = None
 
     def _g_values(self, context_hash: int, width: int) -> np.ndarray:
         """g-values ``[width, depth]`` of every candidate token after a context."""

@@ -296,6 +296,66 @@ def test_synthid_one_row_llama3_vocab(threads: int, kernel: bool) -> None:
         torch.set_num_threads(before)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("vocab", [1000, LARGE_V])
+def test_synthid_rows_of_several_generations_at_once(vocab: int, threads: int, kernel: bool) -> None:
+    """``call_rows`` (the hf provider's one call for the one-row generations of a step)
+    against the pinned processor called once per generation, bit for bit, over several
+    steps: prompts of different lengths, temperatures 1, 0.7 and 0 side by side, rows whose
+    context repeats (left unwatermarked) beside watermarked ones, and a row whose step is
+    skipped."""
+    from evalrun.watermark.schemes.synthid import SynthIDLogitsProcessor
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        specs = ["synthid", "synthid", "synthid", "synthid:skip_first_ngram_calls=true", "synthid"]
+        temps = [1.0, 0.7, 0.0, 1.0, 1.0]
+        rng = np.random.default_rng(vocab + threads)
+        new = [parse_watermark(s).logits_processor(SYNTHID_KEYS, vocab, temperature=t, seed=7)
+               for s, t in zip(specs, temps)]
+        old = [parse_watermark(s).logits_processor(SYNTHID_KEYS, vocab, temperature=t, seed=7)
+               for s, t in zip(specs, temps)]
+        for proc in old:
+            proc.__class__ = pinned.PinnedSynthID
+        ids = [rng.integers(0, vocab, size=n).tolist() for n in (6, 3, 9, 1, 6)]
+        ids[4] = list(ids[0])  # the same context as row 0
+        for step in range(4):
+            scores = _scores(rng, len(ids), vocab, vocab, "flat" if step % 2 else "peaked")
+            contexts = [torch.tensor([row], dtype=torch.long) for row in ids]
+            got = SynthIDLogitsProcessor.call_rows(new, contexts, scores.clone())
+            want = [proc(c.clone(), scores[k:k + 1].clone()) for k, (proc, c) in
+                    enumerate(zip(old, contexts))]
+            assert np.array_equal(_bits(got), _bits(torch.cat(want))), step
+            for k, row in enumerate(ids):  # the next tokens: row 4 repeats row 0's contexts
+                row.append(int(rng.integers(0, vocab)) if k != 4 else ids[0][-1])
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_provider_calls_synthid_once_a_step_for_all_generations(provider: Any,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hf provider gives SynthID's one-row generations to ``call_rows`` together, and
+    the tokens are those of one processor call per generation."""
+    from evalrun.watermark.schemes.synthid import SynthIDLogitsProcessor
+
+    calls: list[int] = []
+    real = SynthIDLogitsProcessor.call_rows.__func__  # type: ignore[attr-defined]
+
+    def spy(cls: type, processors: Any, contexts: Any, scores: Any) -> Any:
+        calls.append(len(processors))
+        return real(cls, processors, contexts, scores)
+
+    with monkeypatch.context() as m:
+        m.setattr(SynthIDLogitsProcessor, "call_rows", classmethod(spy))
+        together = _generate(provider, "synthid", SYNTHID_KEYS, 1.0)
+    assert calls and max(calls) == 4
+    with monkeypatch.context() as m:
+        m.setattr(SynthIDLogitsProcessor, "call_rows", None)
+        one_by_one = _generate(provider, "synthid", SYNTHID_KEYS, 1.0)
+    assert together == one_by_one
+
+
 COMPAT_KGW = ["kgw:seeding=lefthash", "kgw:seeding=lefthash,context=2,gamma=0.5,delta=1.5",
               "kgw:seeding=selfhash"]
 

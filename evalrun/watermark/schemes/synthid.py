@@ -509,12 +509,10 @@ class SynthIDLogitsProcessor:
         ngram += np.uint64(INCREMENT)
         return layer_g_values(ngram, self._keys, self.scheme.table)
 
-    def __call__(self, input_ids: Any, scores: Any) -> Any:
-        import torch
-
-        as_numpy = isinstance(scores, np.ndarray)
-        if as_numpy:
-            scores = torch.from_numpy(scores)
+    def _prepare(self, input_ids: Any, scores: Any) -> tuple[Any, bool, list[int], int]:
+        """:meth:`__call__`'s checks and state update: the scores divided by the temperature
+        (the caller's own tensor at temperature 1 and 0: x / 1.0 is x, bit for bit), whether
+        they were divided, the rows whose step is watermarked and the step."""
         ids = (input_ids.detach().cpu().numpy() if hasattr(input_ids, "detach")
                else np.asarray(input_ids)).astype(np.int64, copy=False)
         if ids.ndim != 2 or scores.ndim != 2 or ids.shape[0] != scores.shape[0]:
@@ -527,36 +525,99 @@ class SynthIDLogitsProcessor:
                              f"got {ids.shape[0]}")
         if ids.shape[1] < self.prompt_len:
             raise ValueError("input_ids are shorter than the prompt this processor started with")
-        # x / 1.0 is x, bit for bit: no division at temperature 1 (nor at 0)
         divided = self.temperature > 0 and self.temperature != 1
         if divided:
             scores = scores / self.temperature
         rows = [r for r, state in enumerate(self._rows)
                 if state.sync(ids[r, self.prompt_len:], self.scheme)]
+        return scores, divided, rows, ids.shape[1] - self.prompt_len
+
+    def _rotated(self, scores: Any) -> bool:
+        """Whether the tournament of these scores runs on the rotated table and the kernel."""
+        import torch
+
+        size = self.scheme.sampling_table_size
+        return (vocab_rows.compiled_available() and scores.device.type == "cpu"
+                and scores.dtype == torch.float32 and size & (size - 1) == 0)
+
+    def _hash(self, row: int, step: int) -> int:
+        """The context hash of a watermarked step (only skipped steps have none)."""
+        h = self._rows[row].hashes[step]
+        assert h is not None
+        return h
+
+    def _marked(self, scores: Any, hashes: Sequence[int]) -> Any:
+        """The tournament's log-probabilities of prepared rows ``scores [n, V]`` whose contexts
+        hash to ``hashes`` (a new tensor)."""
+        import torch
+
+        width = int(scores.shape[-1])
+        if self._rotated(scores):
+            table = (self.scheme.sampling_table_size, self.scheme.sampling_table_seed)
+            offsets = vocab_rows.tournament_offsets(table[0], np.asarray(hashes, dtype=np.uint64),
+                                                    self._keys)
+            return tournament_log_probs_rotated(scores, rotated_table(*table), offsets,
+                                                tournament_values(*table, width))
+        g = np.stack([self._g_values(h, width) for h in hashes])
+        return tournament_log_probs(scores, torch.from_numpy(g).to(scores.device))
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        as_numpy = isinstance(scores, np.ndarray)
+        if as_numpy:
+            scores = torch.from_numpy(scores)
+        scores, divided, rows, step = self._prepare(input_ids, scores)
         if rows:
-            width = int(scores.shape[-1])
-            step = ids.shape[1] - self.prompt_len
+            hashes = [self._hash(r, step) for r in rows]
+            if len(rows) == scores.shape[0]:  # every row, in order: the new tensor as it is
+                marked = self._marked(scores, hashes)
+                return marked.numpy() if as_numpy else marked
             index = torch.tensor(rows, dtype=torch.long, device=scores.device)
-            size = len(self.scheme.table)
-            if (vocab_rows.compiled_available() and scores.device.type == "cpu"
-                    and scores.dtype == torch.float32 and size & (size - 1) == 0):
-                hashes = [self._rows[r].hashes[step] for r in rows]
-                table = (self.scheme.sampling_table_size, self.scheme.sampling_table_seed)
-                offsets = vocab_rows.tournament_offsets(size, np.asarray(hashes, dtype=np.uint64),
-                                                        self._keys)
-                every = len(rows) == scores.shape[0]  # rows are in order: all of them, or a gather
-                marked = tournament_log_probs_rotated(
-                    scores if every else scores[index], rotated_table(*table), offsets,
-                    tournament_values(*table, width))
-                if every:  # a new tensor: the caller's scores stay as they were
-                    return marked.numpy() if as_numpy else marked
-            else:
-                g = np.stack([self._g_values(self._rows[r].hashes[step], width) for r in rows])
-                marked = tournament_log_probs(scores[index],
-                                              torch.from_numpy(g).to(scores.device))
-            scores = scores if divided else scores.clone()
+            marked = self._marked(scores[index], hashes)
+            scores = scores if divided else scores.clone()  # the caller's scores stay as they were
             scores[index] = marked
         return scores.numpy() if as_numpy else scores
+
+    @classmethod
+    def call_rows(cls, processors: Sequence["SynthIDLogitsProcessor"], contexts: Sequence[Any],
+                  scores: Any) -> Any:
+        """``torch.cat([p(c, scores[k:k + 1]) for k, (p, c) in ...])`` for generations of one
+        row each (the hf provider's: one processor per generation), bit for bit, in one pass:
+        softmax, log and the rows' tournaments on a ``[R, V]`` tensor at once, each row's sums
+        in the order torch sums a single row (per row, softmax and log give the same bits on
+        one row or many; tests hold this). Falls back on one call per processor where the
+        rows' tables or depths differ or the kernel does not apply."""
+        import torch
+
+        parts = [p._prepare(c, scores[k:k + 1]) for k, (p, c) in enumerate(zip(processors, contexts))]
+        out = torch.cat([part[0] for part in parts]) if parts else scores[:0]
+        active = [k for k, part in enumerate(parts) if part[2]]
+        if not active:
+            return out
+        first = processors[active[0]]
+        table = (first.scheme.sampling_table_size, first.scheme.sampling_table_seed)
+        order = vocab_rows.torch_sum_order(1) if first._rotated(out) else None
+        same = all((processors[k].scheme.sampling_table_size, processors[k].scheme.sampling_table_seed,
+                    len(processors[k]._keys)) == (*table, len(first._keys)) for k in active)
+        if order is None or not same:
+            for k in active:  # the states are up to date: the tournaments alone, row by row
+                out[k:k + 1] = processors[k]._marked(out[k:k + 1], [processors[k]._hash(0, parts[k][3])])
+            return out
+        offsets = np.concatenate([vocab_rows.tournament_offsets(
+            table[0], np.asarray([processors[k]._hash(0, parts[k][3])], dtype=np.uint64),
+            processors[k]._keys) for k in active])
+        probs = torch.softmax(out[active] if len(active) < len(parts) else out, dim=1).contiguous()
+        p, ext = probs.numpy(), tournament_values(*table, int(out.shape[-1]))
+        # each row on one thread, summed as torch sums it alone (one row: order's thread count)
+        map_rows(lambda r: vocab_rows.tournament(p[r:r + 1], ext, offsets[r:r + 1], order),
+                 range(p.shape[0]))
+        low = torch.finfo(probs.dtype).min
+        marked = probs.log_().nan_to_num_(nan=low, posinf=low, neginf=low)
+        if len(active) == len(parts):
+            return marked
+        out[active] = marked
+        return out
 
 
 # ------------------------------------------------------------------------------------------
