@@ -175,6 +175,7 @@ static int part_barrier(part_state_t *st, int32_t target) {
 /* The loops, once per build variant (kernels/vocab_rows_body.h) */
 typedef struct {
     const char *name;
+    int byte_values; /* SynthID's tournament reads its g-values as bytes (else as floats) */
     void (*words)(uint64_t, Py_ssize_t, Py_ssize_t, uint64_t *);
     void (*green_add)(float *, Py_ssize_t, uint64_t, uint64_t, uint32_t, float);
     void (*green_mask)(uint8_t *, Py_ssize_t, uint64_t, uint64_t, uint8_t);
@@ -186,12 +187,12 @@ typedef struct {
     void (*tournament_run)(float *, float *, Py_ssize_t, const uint8_t *, const uint8_t *, float);
     float (*torch_row_sum8)(const float *, Py_ssize_t, int);
     float (*torch_row_sum16)(const float *, Py_ssize_t, int);
-    void (*tournament_row8)(float *, Py_ssize_t, const float *, const Py_ssize_t *, Py_ssize_t, int);
-    void (*tournament_row16)(float *, Py_ssize_t, const float *, const Py_ssize_t *, Py_ssize_t,
+    void (*tournament_row8)(float *, Py_ssize_t, const void *, const Py_ssize_t *, Py_ssize_t, int);
+    void (*tournament_row16)(float *, Py_ssize_t, const void *, const Py_ssize_t *, Py_ssize_t,
                              int);
-    int (*tournament_part8)(float *, Py_ssize_t, const float *, const Py_ssize_t *, Py_ssize_t, int,
+    int (*tournament_part8)(float *, Py_ssize_t, const void *, const Py_ssize_t *, Py_ssize_t, int,
                             int, part_state_t *);
-    int (*tournament_part16)(float *, Py_ssize_t, const float *, const Py_ssize_t *, Py_ssize_t,
+    int (*tournament_part16)(float *, Py_ssize_t, const void *, const Py_ssize_t *, Py_ssize_t,
                              int, int, part_state_t *);
     void (*dip_weights)(const double *, Py_ssize_t, double, double *, uint8_t *);
     void (*block_f32)(uint64_t, Py_ssize_t, Py_ssize_t, const float *, uint64_t *, block_t *);
@@ -220,22 +221,24 @@ typedef struct {
 #undef BODY_TARGET
 #define BODY_SUFFIX avx512
 #define BODY_TARGET __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw")))
+#define BODY_MASKED_SELECT 1
 #include "vocab_rows_body.h"
 #undef BODY_SUFFIX
 #undef BODY_TARGET
+#undef BODY_MASKED_SELECT
 #endif
 
-#define VARIANT(s)                                                                          \
-    {#s, words_##s, green_add_##s, green_mask_##s, ranks_##s, tokens_at_##s, green_products_##s, \
+#define VARIANT(s, bytes)                                                                   \
+    {#s, bytes, words_##s, green_add_##s, green_mask_##s, ranks_##s, tokens_at_##s, green_products_##s, \
      transfer_##s, tournament_run_##s, torch_row_sum8_##s, torch_row_sum16_##s,             \
      tournament_row8_##s, tournament_row16_##s, tournament_part8_##s, tournament_part16_##s, \
      dip_weights_##s,                                                                      \
      block_f32_##s, block_f64_##s, flags_f32_##s, flags_f64_##s}
 static const variant_t VARIANTS[] = {
-    VARIANT(portable),
+    VARIANT(portable, 0),
 #ifdef HAVE_X86_VARIANTS
-    VARIANT(avx2),
-    VARIANT(avx512),
+    VARIANT(avx2, 0),
+    VARIANT(avx512, 1),
 #endif
 };
 #define NUM_VARIANTS ((int)(sizeof VARIANTS / sizeof VARIANTS[0]))
@@ -880,6 +883,21 @@ done:
     return result;
 }
 
+/* SynthID's g-values (bytes, 0 or 1) as the variant reads them: the bytes themselves, or
+ * a new array of floats in *owned (NULL when out of memory, with the error set) */
+static const void *tournament_values_for(const variant_t *fn, const uint8_t *ext, Py_ssize_t span,
+                                         float **owned) {
+    *owned = NULL;
+    if (fn->byte_values) return ext;
+    *owned = malloc(sizeof(float) * (size_t)(span ? span : 1));
+    if (!*owned) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t j = 0; j < span; j++) (*owned)[j] = (float)ext[j];
+    return *owned;
+}
+
 /* the vector width of torch's float sums, checked: 8 or 16 float32 lanes; and a thread
  * count for a row's sum, 0 (whole) up to MAX_SPLIT */
 static int check_sum_order(int lanes, int threads) {
@@ -935,8 +953,9 @@ PyDoc_STRVAR(tournament_doc,
 "SynthID's whole tournament for rows of probs (float32 [R, W], updated in place), every\n"
 "layer as tournament_layer computes it and each layer's mass as torch's float32 sum of the\n"
 "row's green products (torch_row_sums with `lanes` and `threads`), one row at a time, so\n"
-"that a row stays in cache.  ext: the g-values as float32, laid out so that those of\n"
-"row r's layer k are ext[offsets[r, k] : offsets[r, k] + W] (offsets: int64 [R, depth]).\n"
+"that a row stays in cache.  ext: the g-values (uint8, each 0 or 1), laid out so that\n"
+"those of row r's layer k are ext[offsets[r, k] : offsets[r, k] + W] (offsets: int64\n"
+"[R, depth]).\n"
 "Releases the GIL.");
 
 static PyObject *tournament(PyObject *self, PyObject *args) {
@@ -949,12 +968,13 @@ static PyObject *tournament(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *result = NULL;
     Py_ssize_t *o = NULL;
+    float *owned = NULL;
     const variant_t *fn = pick(want);
-    Py_ssize_t rows = depth > 0 ? ob.len / 8 / depth : 0, span = eb.len / 4;
+    Py_ssize_t rows = depth > 0 ? ob.len / 8 / depth : 0, span = eb.len;
     Py_ssize_t width = rows ? pb.len / 4 / rows : 0;
     if (!fn || check_sum_order(lanes, threads)) goto done;
     if (depth < 1 || need(&ob, rows * depth, 8, "offsets") || need(&pb, rows * width, 4, "probs") ||
-        need(&eb, span, 4, "ext"))
+        need(&eb, span, 1, "ext"))
         goto done;
     const int64_t *off = ob.buf;
     for (Py_ssize_t k = 0; k < rows * depth; k++)
@@ -967,17 +987,20 @@ static PyObject *tournament(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    void (*row)(float *, Py_ssize_t, const float *, const Py_ssize_t *, Py_ssize_t, int) =
+    const void *values = tournament_values_for(fn, eb.buf, span, &owned);
+    if (!values) goto done;
+    void (*row)(float *, Py_ssize_t, const void *, const Py_ssize_t *, Py_ssize_t, int) =
         lanes == 8 ? fn->tournament_row8 : fn->tournament_row16;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t r = 0; r < rows; r++) {
         for (Py_ssize_t k = 0; k < depth; k++) o[k] = (Py_ssize_t)off[r * depth + k];
-        row((float *)pb.buf + r * width, width, eb.buf, o, depth, threads);
+        row((float *)pb.buf + r * width, width, values, o, depth, threads);
     }
     Py_END_ALLOW_THREADS
     result = PyUnicode_FromString(fn->name);
 done:
     free(o);
+    free(owned);
     PyBuffer_Release(&pb);
     PyBuffer_Release(&eb);
     PyBuffer_Release(&ob);
@@ -1005,8 +1028,9 @@ static PyObject *tournament_part(PyObject *self, PyObject *args) {
         return NULL;
     PyObject *result = NULL;
     Py_ssize_t *o = NULL;
+    float *owned = NULL;
     const variant_t *fn = pick(want);
-    Py_ssize_t span = eb.len / 4, width = pb.len / 4;
+    Py_ssize_t span = eb.len, width = pb.len / 4;
     if (!fn || check_sum_order(lanes, threads)) goto done;
     Py_ssize_t used = (width + TORCH_GRAIN - 1) / TORCH_GRAIN;
     if (used > threads) used = threads;
@@ -1015,7 +1039,7 @@ static PyObject *tournament_part(PyObject *self, PyObject *args) {
                         "threads >= 2 and part < min(threads, ceil(W / 32,768))");
         goto done;
     }
-    if (depth < 1 || need(&ob, depth, 8, "offsets") || need(&eb, span, 4, "ext") ||
+    if (depth < 1 || need(&ob, depth, 8, "offsets") || need(&eb, span, 1, "ext") ||
         need(&sb, (Py_ssize_t)sizeof(part_state_t), 1, "state"))
         goto done;
     const int64_t *off = ob.buf;
@@ -1031,11 +1055,13 @@ static PyObject *tournament_part(PyObject *self, PyObject *args) {
         }
         o[k] = (Py_ssize_t)off[k];
     }
-    int (*run)(float *, Py_ssize_t, const float *, const Py_ssize_t *, Py_ssize_t, int, int,
+    const void *values = tournament_values_for(fn, eb.buf, span, &owned);
+    if (!values) goto done;
+    int (*run)(float *, Py_ssize_t, const void *, const Py_ssize_t *, Py_ssize_t, int, int,
                part_state_t *) = lanes == 8 ? fn->tournament_part8 : fn->tournament_part16;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = run(pb.buf, width, eb.buf, o, depth, threads, part, sb.buf);
+    rc = run(pb.buf, width, values, o, depth, threads, part, sb.buf);
     Py_END_ALLOW_THREADS
     if (rc) {
         PyErr_SetString(PyExc_RuntimeError, "tournament_part: the other parts of the row did "
@@ -1045,6 +1071,7 @@ static PyObject *tournament_part(PyObject *self, PyObject *args) {
     result = PyUnicode_FromString(fn->name);
 done:
     free(o);
+    free(owned);
     PyBuffer_Release(&pb);
     PyBuffer_Release(&eb);
     PyBuffer_Release(&ob);

@@ -399,11 +399,15 @@ def torch_sum_order(rows: int) -> tuple[int, int] | None:
 
 
 def tournament_values(rotated: np.ndarray, width: int) -> np.ndarray:
-    """:func:`tournament`'s g-values: ``rotated`` (:func:`tournament_layout`'s table) as
-    float32, repeated over ``len(rotated) + width`` entries, so that a layer's g-values are the
-    ``width`` from its offset. Depends on the table and the width only: made once."""
+    """:func:`tournament`'s g-values: ``rotated`` (:func:`tournament_layout`'s table, of
+    zeros and ones, as SynthID's tables are) repeated over ``len(rotated) + width`` bytes, so
+    that a layer's g-values are the ``width`` from its offset. Depends on the table and the
+    width only: made once."""
+    rotated = np.asarray(rotated, dtype=np.uint8)
+    if rotated.size and int(rotated.max()) > 1:
+        raise ValueError("tournament_values: a table of zeros and ones")
     low = len(rotated) - 1
-    ext = rotated[np.arange(len(rotated) + width, dtype=np.int64) & low].astype(np.float32)
+    ext = rotated[np.arange(len(rotated) + width, dtype=np.int64) & low]
     ext.setflags(write=False)
     return ext
 
@@ -422,7 +426,7 @@ def tournament(probs: np.ndarray, values: np.ndarray, offsets: np.ndarray,
     if offsets.ndim != 2 or offsets.shape[0] != probs.shape[0] or offsets.shape[1] < 1:
         raise ValueError(f"tournament: offsets [R, depth >= 1] for {probs.shape[0]} rows, "
                          f"got {offsets.shape}")
-    if values.dtype != np.float32 or len(values) < probs.shape[1]:
+    if values.dtype != np.uint8 or len(values) < probs.shape[1]:
         raise ValueError("tournament: values from tournament_values for this width")
     lanes, threads = order
     _compiled.tournament(probs, np.ascontiguousarray(values), offsets, offsets.shape[1], lanes,
@@ -460,6 +464,8 @@ def tournament_part(probs: np.ndarray, values: np.ndarray, offsets: np.ndarray,
     lanes, threads = order
     if probs.shape[0] != 1 or split_parts(probs.shape[1], threads) < 2:
         raise ValueError("tournament_part: one row that torch sums in chunks")
+    if values.dtype != np.uint8 or len(values) < probs.shape[1]:
+        raise ValueError("tournament_part: values from tournament_values for this width")
     offsets = np.ascontiguousarray(offsets, dtype=np.int64).reshape(-1)
     _compiled.tournament_part(probs, np.ascontiguousarray(values), offsets, len(offsets), lanes,
                               threads, part, state, DEFAULT_VARIANT)

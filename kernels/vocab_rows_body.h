@@ -181,19 +181,40 @@ static void BODY_FN(tournament_run)(float *restrict p, float *restrict green_p, 
 #define ADD_COPY(e, cnt, acc)                                                                 \
     for (Py_ssize_t k_ = 0; k_ < (cnt); k_++) (acc)[k_] += x[(e) + k_]
 
-/* the green products f32(g) * p (the first layer's) of the values from e, as tournament_run
- * computes them (with the table's values as floats: f32(g) is exact) */
-#define ADD_GREEN(e, cnt, acc)                                                                \
-    for (Py_ssize_t k_ = 0; k_ < (cnt); k_++) (acc)[k_] += gn[(e) + k_] * p[(e) + k_]
+/* SynthID's g-values as this build reads them.  With masked vector operations (AVX-512)
+ * bytes, 0 or 1, and the tournament's two products as selects (a conditional is one blend
+ * there): f32(1 + g) - mass is c1 = 2 - mass or c0 = 1 - mass (the same two float32
+ * operations), f32(g) * q is q or q * 0 (NaN for NaN).  Without them (AVX2, portable) a
+ * conditional on bytes becomes a branch per value, 30 times slower on random bits, so the
+ * values come as floats (the caller converts the bytes) and the products are the
+ * multiplications themselves.  Either way tournament_run's numbers. */
+#undef G_T
+#undef G_UPDATE
+#undef G_TIMES
+#ifdef BODY_MASKED_SELECT
+#define G_T uint8_t
+#define G_UPDATE(gv) ((gv) ? c1 : c0)
+#define G_TIMES(gv, q) ((gv) ? (q) : (q) * 0.0f)
+#else
+#define G_T float
+#define G_UPDATE(gv) ((1.0f + (gv)) - mass)
+#define G_TIMES(gv, q) ((gv) * (q))
+#endif
 
-/* one layer of SynthID's tournament (tournament_run's arithmetic: f32(1 + g) = 1 + f32(g)
- * exactly) over the values from e: p updated with g and mass, then the next layer's green
- * products */
+/* the first layer's green products f32(g) * p of the values from e */
+#define ADD_GREEN(e, cnt, acc)                                                                \
+    for (Py_ssize_t k_ = 0; k_ < (cnt); k_++) {                                               \
+        const float x_ = p[(e) + k_];                                                         \
+        (acc)[k_] += G_TIMES(gn[(e) + k_], x_);                                               \
+    }
+
+/* one layer of SynthID's tournament over the values from e: p updated with g and mass, then
+ * the next layer's green products */
 #define ADD_TOURNAMENT(e, cnt, acc)                                                           \
     for (Py_ssize_t k_ = 0; k_ < (cnt); k_++) {                                               \
-        float q_ = p[(e) + k_] * ((1.0f + g[(e) + k_]) - mass);                               \
+        const float q_ = p[(e) + k_] * G_UPDATE(g[(e) + k_]);                                 \
         p[(e) + k_] = q_;                                                                     \
-        (acc)[k_] += gn[(e) + k_] * q_;                                                       \
+        (acc)[k_] += G_TIMES(gn[(e) + k_], q_);                                               \
     }
 
 #define TORCH_ROW_SUMS(LANES)                                                                 \
@@ -206,26 +227,29 @@ static void BODY_FN(tournament_run)(float *restrict p, float *restrict green_p, 
     }                                                                                         \
     /* a row's whole tournament: the first layer's green products summed, then each layer's \
      * update with the next layer's products summed in the same pass (the last: the update \
-     * alone); the sums as torch's (TORCH_SUM_AS_CALLED).  ext: the table's values as floats,\
-     * repeated, so that a layer's g-values are the n from its offset o[layer] */            \
+     * alone); the sums as torch's (TORCH_SUM_AS_CALLED).  ext: the table (0 or 1 each)   \
+     * repeated, so that a layer's g-values are the n bytes from its offset o[layer] */      \
     BODY_TARGET                                                                               \
     static void BODY_FN(tournament_row##LANES)(float *restrict p, Py_ssize_t n,              \
-                                                const float *restrict ext,                    \
+                                                const void *ext_,                             \
                                                 const Py_ssize_t *o, Py_ssize_t depth,        \
                                                 int threads) {                                \
+        const G_T *restrict ext = (const G_T *)ext_;                                          \
         float mass, total;                                                                    \
         {                                                                                     \
-            const float *restrict gn = ext + o[0];                                            \
+            const G_T *restrict gn = ext + o[0];                                              \
             TORCH_SUM_AS_CALLED(LANES, n, ADD_GREEN, threads);                                \
             mass = total;                                                                     \
         }                                                                                     \
         for (Py_ssize_t layer = 0; layer + 1 < depth; layer++) {                              \
-            const float *restrict g = ext + o[layer], *restrict gn = ext + o[layer + 1];      \
+            const G_T *restrict g = ext + o[layer], *restrict gn = ext + o[layer + 1];        \
+            const float c0 = 1.0f - mass, c1 = 2.0f - mass; (void)c0; (void)c1;               \
             TORCH_SUM_AS_CALLED(LANES, n, ADD_TOURNAMENT, threads);                           \
             mass = total;                                                                     \
         }                                                                                     \
-        const float *restrict g = ext + o[depth - 1];                                         \
-        for (Py_ssize_t v = 0; v < n; v++) p[v] = p[v] * ((1.0f + g[v]) - mass);              \
+        const G_T *restrict g = ext + o[depth - 1];                                           \
+        const float c0 = 1.0f - mass, c1 = 2.0f - mass; (void)c0; (void)c1;                   \
+        for (Py_ssize_t v = 0; v < n; v++) p[v] = p[v] * G_UPDATE(g[v]);                   \
     }                                                                                         \
     /* the same tournament of one row split as torch splits its sums (threads >= 2, n >=     \
      * TORCH_GRAIN): this call takes chunk `part` of the row through every layer; the calls \
@@ -233,9 +257,10 @@ static void BODY_FN(tournament_run)(float *restrict p, float *restrict green_p, 
      * the chunks' sums in torch's order.  0, or -1 when a part did not arrive in time */    \
     BODY_TARGET                                                                               \
     static int BODY_FN(tournament_part##LANES)(float *restrict p, Py_ssize_t n,              \
-                                                const float *restrict ext,                    \
+                                                const void *ext_,                             \
                                                 const Py_ssize_t *o, Py_ssize_t depth,        \
                                                 int threads, int part, part_state_t *st) {    \
+        const G_T *restrict ext = (const G_T *)ext_;                                          \
         Py_ssize_t used = (n + TORCH_GRAIN - 1) / TORCH_GRAIN;                                \
         if (used > threads) used = threads;                                                   \
         const Py_ssize_t chunk = (n + used - 1) / used, b = part * chunk;                     \
@@ -243,8 +268,9 @@ static void BODY_FN(tournament_run)(float *restrict p, float *restrict green_p, 
         if (len < 0) len = 0;                                                                 \
         float mass = 0.0f, total;                                                             \
         for (Py_ssize_t layer = -1; layer + 1 < depth; layer++) {                             \
-            const float *restrict g = layer >= 0 ? ext + o[layer] : NULL;                     \
-            const float *restrict gn = ext + o[layer + 1];                                    \
+            const G_T *restrict g = layer >= 0 ? ext + o[layer] : NULL;                       \
+            const G_T *restrict gn = ext + o[layer + 1];                                      \
+            const float c0 = 1.0f - mass, c1 = 2.0f - mass; (void)c0; (void)c1;               \
             if (layer < 0)                                                                    \
                 TORCH_SUM(LANES, b, len, ADD_GREEN);                                          \
             else                                                                              \
@@ -256,8 +282,9 @@ static void BODY_FN(tournament_run)(float *restrict p, float *restrict green_p, 
             TORCH_SUM(LANES, 0, threads, ADD_BUF);                                            \
             mass = 0.0f + total;                                                              \
         }                                                                                     \
-        const float *restrict g = ext + o[depth - 1];                                         \
-        for (Py_ssize_t v = b; v < b + len; v++) p[v] = p[v] * ((1.0f + g[v]) - mass);        \
+        const G_T *restrict g = ext + o[depth - 1];                                           \
+        const float c0 = 1.0f - mass, c1 = 2.0f - mass; (void)c0; (void)c1;                   \
+        for (Py_ssize_t v = b; v < b + len; v++) p[v] = p[v] * G_UPDATE(g[v]);             \
         return 0;                                                                             \
     }
 TORCH_ROW_SUMS(8)

@@ -449,3 +449,7 @@ def test_tournament_and_sums_refuse_bad_arguments() -> None:
         vr.tournament(probs, values, offsets[:1], (8, 0))
     with pytest.raises(ValueError, match="values from tournament_values"):
         vr.tournament(probs, values[:5], offsets, (8, 0))
+    with pytest.raises(ValueError, match="values from tournament_values"):
+        vr.tournament(probs, values.astype(np.float32), offsets, (8, 0))
+    with pytest.raises(ValueError, match="a table of zeros and ones"):
+        vr.tournament_values(np.array([0, 2], dtype=np.uint8), 10)

@@ -75,7 +75,7 @@ import numpy as np
 
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_int
-from evalrun._util.threads import map_rows, run_together
+from evalrun._util.threads import map_rows, row_workers, run_together
 from evalrun.kernels import vocab_rows
 from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, token_id_array
 from evalrun.watermark.engine import nulls
@@ -443,6 +443,16 @@ def tournament_values(size: int, seed: int, width: int) -> np.ndarray:
     return vocab_rows.tournament_values(rotated_table(size, seed), width)
 
 
+def _tournaments(p: np.ndarray, values: np.ndarray, offsets: np.ndarray, order: tuple[int, int]) -> None:
+    """:func:`evalrun.kernels.vocab_rows.tournament` of the rows of ``p``, in one block of rows
+    per thread torch uses (one kernel call each: a build that reads the g-values as floats
+    converts them once a call)."""
+    blocks = max(1, min(row_workers(), p.shape[0]))
+    bounds = [p.shape[0] * k // blocks for k in range(blocks + 1)]
+    map_rows(lambda ab: vocab_rows.tournament(p[ab[0]:ab[1]], values, offsets[ab[0]:ab[1]], order),
+             list(zip(bounds, bounds[1:])))
+
+
 def tournament_log_probs_rotated(scores: Any, rotated: np.ndarray, offsets: np.ndarray,
                                  values: np.ndarray | None = None) -> Any:
     """:func:`tournament_log_probs` of float32 CPU ``scores [R, W]`` with the g-values as
@@ -467,8 +477,7 @@ def tournament_log_probs_rotated(scores: Any, rotated: np.ndarray, offsets: np.n
             state = vocab_rows.tournament_state()
             run_together(lambda k: vocab_rows.tournament_part(p, ext, offsets, order, k, state), parts)
         else:
-            map_rows(lambda r: vocab_rows.tournament(p[r:r + 1], ext, offsets[r:r + 1], order),
-                     range(p.shape[0]))
+            _tournaments(p, ext, offsets, order)
     else:  # a torch whose sums the kernel does not follow
         green_p = np.empty_like(p)
         depth = int(offsets.shape[1])
@@ -610,8 +619,7 @@ class SynthIDLogitsProcessor:
         probs = torch.softmax(out[active] if len(active) < len(parts) else out, dim=1).contiguous()
         p, ext = probs.numpy(), tournament_values(*table, int(out.shape[-1]))
         # each row on one thread, summed as torch sums it alone (one row: order's thread count)
-        map_rows(lambda r: vocab_rows.tournament(p[r:r + 1], ext, offsets[r:r + 1], order),
-                 range(p.shape[0]))
+        _tournaments(p, ext, offsets, order)
         low = torch.finfo(probs.dtype).min
         marked = probs.log_().nan_to_num_(nan=low, posinf=low, neginf=low)
         if len(active) == len(parts):
