@@ -333,6 +333,14 @@ def test_synthid_rows_of_several_generations_at_once(vocab: int, threads: int, k
         torch.set_num_threads(before)
 
 
+def test_synthid_rows_at_once_when_the_kernel_cannot_sum_as_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A torch whose sums the kernel does not follow: ``call_rows`` sums each row with torch,
+    one row at a time, and still gives the pinned processor's bits (without the kernel:
+    one call per processor, as always)."""
+    monkeypatch.setattr(vocab_rows, "torch_sum_order", lambda rows: None)
+    test_synthid_rows_of_several_generations_at_once(LARGE_V, 2, vocab_rows.compiled_available())
+
+
 def test_provider_calls_synthid_once_a_step_for_all_generations(provider: Any,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """The hf provider gives SynthID's one-row generations to ``call_rows`` together, and

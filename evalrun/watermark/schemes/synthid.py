@@ -454,7 +454,8 @@ def _tournaments(p: np.ndarray, values: np.ndarray, offsets: np.ndarray, order: 
 
 
 def tournament_log_probs_rotated(scores: Any, rotated: np.ndarray, offsets: np.ndarray,
-                                 values: np.ndarray | None = None) -> Any:
+                                 values: np.ndarray | None = None, *,
+                                 rows_alone: bool = False) -> Any:
     """:func:`tournament_log_probs` of float32 CPU ``scores [R, W]`` with the g-values as
     rotations of one permuted table (:func:`evalrun.kernels.vocab_rows.tournament_layout`,
     ``offsets [R, depth]``): the same torch softmax, masses (row sums of the same products)
@@ -462,17 +463,22 @@ def tournament_log_probs_rotated(scores: Any, rotated: np.ndarray, offsets: np.n
     torch operations and a ``[R, W, depth]`` array of g-values. Where the kernel sums in
     torch's order (:func:`evalrun.kernels.vocab_rows.torch_sum_order`) it also takes the
     masses, all layers of a row in one call; ``values``: ``rotated`` as
-    :func:`evalrun.kernels.vocab_rows.tournament_values` for this width (made when not given)."""
+    :func:`evalrun.kernels.vocab_rows.tournament_values` for this width (made when not given).
+    ``rows_alone``: each row's numbers as this function gives them for that row alone (the
+    masses summed as torch sums a single row), the same bits as one call per row."""
     import torch
 
+    order = vocab_rows.torch_sum_order(1 if rows_alone else int(scores.shape[0]))
+    if rows_alone and order is None and scores.shape[0] > 1:  # torch's sums, one row at a time
+        return torch.cat([tournament_log_probs_rotated(scores[r:r + 1], rotated, offsets[r:r + 1], values)
+                          for r in range(int(scores.shape[0]))])
     probs = torch.softmax(scores, dim=1).contiguous()
     p = probs.numpy()
-    order = vocab_rows.torch_sum_order(p.shape[0])
     if order is not None:
         # the kernel sums as torch sums these rows: each row's layers in one call, while it is
         # in cache, and the rows on torch's threads
         ext = vocab_rows.tournament_values(rotated, p.shape[1]) if values is None else values
-        parts = vocab_rows.split_parts(p.shape[1], order[1])
+        parts = vocab_rows.split_parts(p.shape[1], order[1]) if p.shape[0] == 1 else 1
         if parts > 1:  # one long row: the chunks torch sums it in, on threads of their own at once
             state = vocab_rows.tournament_state()
             run_together(lambda k: vocab_rows.tournament_part(p, ext, offsets, order, k, state), parts)
@@ -606,22 +612,18 @@ class SynthIDLogitsProcessor:
             return out
         first = processors[active[0]]
         table = (first.scheme.sampling_table_size, first.scheme.sampling_table_seed)
-        order = vocab_rows.torch_sum_order(1) if first._rotated(out) else None
         same = all((processors[k].scheme.sampling_table_size, processors[k].scheme.sampling_table_seed,
                     len(processors[k]._keys)) == (*table, len(first._keys)) for k in active)
-        if order is None or not same:
+        if not same or not first._rotated(out):
             for k in active:  # the states are up to date: the tournaments alone, row by row
                 out[k:k + 1] = processors[k]._marked(out[k:k + 1], [processors[k]._hash(0, parts[k][3])])
             return out
         offsets = np.concatenate([vocab_rows.tournament_offsets(
             table[0], np.asarray([processors[k]._hash(0, parts[k][3])], dtype=np.uint64),
             processors[k]._keys) for k in active])
-        probs = torch.softmax(out[active] if len(active) < len(parts) else out, dim=1).contiguous()
-        p, ext = probs.numpy(), tournament_values(*table, int(out.shape[-1]))
-        # each row on one thread, summed as torch sums it alone (one row: order's thread count)
-        _tournaments(p, ext, offsets, order)
-        low = torch.finfo(probs.dtype).min
-        marked = probs.log_().nan_to_num_(nan=low, posinf=low, neginf=low)
+        marked = tournament_log_probs_rotated(
+            out[active] if len(active) < len(parts) else out, rotated_table(*table), offsets,
+            tournament_values(*table, int(out.shape[-1])), rows_alone=True)
         if len(active) == len(parts):
             return marked
         out[active] = marked
