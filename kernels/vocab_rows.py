@@ -472,18 +472,23 @@ def tournament_part(probs: np.ndarray, values: np.ndarray, offsets: np.ndarray,
 
 
 def ranks(seeds: Any, n: int, vocab_size: int, *, inverse: bool = False,
-          compiled: bool | None = None) -> np.ndarray:
+          out: np.ndarray | None = None, compiled: bool | None = None) -> np.ndarray:
     """int64 ``[B, n]``: ``feistel_rank(seeds[b], v, vocab_size)`` for ``v < n`` (``n <=
     vocab_size``); with ``inverse`` (``n == vocab_size``) the permutation itself, ``argsort``
-    of the ranks: ``out[b, rank] = v``."""
+    of the ranks: ``out[b, rank] = v``. Into ``out`` (C-contiguous int64 ``[B, n]``) when
+    given, so that blocks of rows can fill one array from several threads."""
     seeds = _seeds(seeds)
     if inverse and n != vocab_size:
         raise ValueError("ranks: the inverse needs n == vocab_size")
+    if out is None:
+        out = np.empty((len(seeds), n), dtype=np.int64)
+    elif out.shape != (len(seeds), n) or out.dtype != np.int64 or not out.flags.c_contiguous:
+        raise ValueError("ranks: out must be a C-contiguous int64 [len(seeds), n] array")
     if not _use(compiled):
         r = np.asarray(feistel_rank(NUMPY, seeds[:, None], np.arange(n, dtype=np.int64)[None, :],
                                     vocab_size)).astype(np.int64).reshape(len(seeds), n)
-        return np.argsort(r, axis=1, kind="stable") if inverse else r
-    out = np.empty((len(seeds), n), dtype=np.int64)
+        out[:] = np.argsort(r, axis=1, kind="stable") if inverse else r
+        return out
     _compiled.ranks(seeds, n, vocab_size, feistel_bits(vocab_size), out, inverse, DEFAULT_VARIANT)
     return out
 

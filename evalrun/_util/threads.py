@@ -98,6 +98,17 @@ def map_rows(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
     return out
 
 
+def map_blocks(fn: Callable[[int, int], object], n: int) -> None:
+    """``fn(a, b)`` for ``[0, n)`` cut into one contiguous block of rows per thread
+    :func:`map_rows` uses (fewer for fewer rows), all at once: for kernels that take a block
+    of rows in one call and write their results in place."""
+    if n <= 0:
+        return
+    blocks = max(1, min(row_workers(), n))
+    bounds = [n * k // blocks for k in range(blocks + 1)]
+    map_rows(lambda ab: fn(ab[0], ab[1]), list(zip(bounds, bounds[1:])))
+
+
 def run_together(fn: Callable[[int], R], count: int) -> list[R]:
     """``[fn(0), ..., fn(count - 1)]``, each on a thread of its own, all at once: the calling
     thread runs ``fn(0)``, the pool the others. For kernels whose calls wait for each other

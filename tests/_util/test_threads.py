@@ -77,6 +77,27 @@ def test_map_rows_runs_inline_with_one_worker_or_one_row(monkeypatch: pytest.Mon
     assert set(names) == {threading.current_thread().name}
 
 
+@pytest.mark.parametrize(("workers", "n"), [(1, 5), (2, 5), (3, 2), (4, 9), (2, 0)])
+def test_map_blocks_covers_the_rows_once_in_one_block_per_worker(
+        monkeypatch: pytest.MonkeyPatch, workers: int, n: int) -> None:
+    import threading
+    import time
+
+    monkeypatch.setattr(threads, "row_workers", lambda: workers)
+    blocks: list[tuple[int, int, str]] = []
+
+    def block(a: int, b: int) -> None:
+        time.sleep(0.01)
+        blocks.append((a, b, threading.current_thread().name))
+
+    threads.map_blocks(block, n)
+    spans = sorted((a, b) for a, b, _ in blocks)
+    assert [i for a, b in spans for i in range(a, b)] == list(range(n))
+    assert len(blocks) == (min(workers, n) if n else 0)
+    assert all(b > a for a, b in spans)
+    assert len({name for _, _, name in blocks}) == len(blocks)  # each on a thread of its own
+
+
 def test_map_rows_raises_what_a_row_raised(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(threads, "row_workers", lambda: 2)
 

@@ -57,6 +57,23 @@ def test_feistel_permutations(vocab: int, variant: str) -> None:
                           want[:, :vocab // 2 + 1])
 
 
+@pytest.mark.parametrize("compiled", [None, False])
+def test_ranks_fill_blocks_of_a_given_array(compiled: bool | None) -> None:
+    """``out=``: blocks of rows written in place (DiPmark's threads each fill their own),
+    the same ranks as one call; a wrong array is refused, naming what is expected."""
+    vocab = 1000
+    seeds = _seeds(np.random.default_rng(7), 5)
+    whole = vr.ranks(seeds, vocab, vocab, compiled=compiled)
+    out = np.full((5, vocab), -1, dtype=np.int64)
+    vr.ranks(seeds[:2], vocab, vocab, out=out[:2], compiled=compiled)
+    vr.ranks(seeds[2:], vocab, vocab, out=out[2:], compiled=compiled)
+    assert np.array_equal(out, whole)
+    for bad in (np.empty((5, vocab), dtype=np.int32), np.empty((4, vocab), dtype=np.int64),
+                np.empty((vocab, 5), dtype=np.int64).T):
+        with pytest.raises(ValueError, match="C-contiguous int64"):
+            vr.ranks(seeds, vocab, vocab, out=bad, compiled=compiled)
+
+
 @pytest.mark.parametrize("vocab", [2, 5, 1000, 50_257])
 def test_inverse_transform_choice(vocab: int, variant: str) -> None:
     rng = np.random.default_rng(vocab)

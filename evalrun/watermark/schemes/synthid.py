@@ -75,7 +75,7 @@ import numpy as np
 
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_int
-from evalrun._util.threads import map_rows, row_workers, run_together
+from evalrun._util.threads import map_blocks, run_together
 from evalrun.kernels import vocab_rows
 from evalrun.watermark.base import Detection, WatermarkScheme, check_temperature, token_id_array
 from evalrun.watermark.engine import nulls
@@ -447,10 +447,7 @@ def _tournaments(p: np.ndarray, values: np.ndarray, offsets: np.ndarray, order: 
     """:func:`evalrun.kernels.vocab_rows.tournament` of the rows of ``p``, in one block of rows
     per thread torch uses (one kernel call each: a build that reads the g-values as floats
     converts them once a call)."""
-    blocks = max(1, min(row_workers(), p.shape[0]))
-    bounds = [p.shape[0] * k // blocks for k in range(blocks + 1)]
-    map_rows(lambda ab: vocab_rows.tournament(p[ab[0]:ab[1]], values, offsets[ab[0]:ab[1]], order),
-             list(zip(bounds, bounds[1:])))
+    map_blocks(lambda a, b: vocab_rows.tournament(p[a:b], values, offsets[a:b], order), p.shape[0])
 
 
 def tournament_log_probs_rotated(scores: Any, rotated: np.ndarray, offsets: np.ndarray,
