@@ -344,6 +344,8 @@ class PinnedDiPmark(DiPmarkLogitsProcessor):
 
     #: the old processor had no ``choose``: the provider sampled its scores
     choose = None
+    #: nor ``call_rows``: the provider called it once per generation
+    call_rows = None
 
     def _permutation(self, context: np.ndarray, width: int) -> Any:
         """The context's permutation of the first ``width`` tokens (a CPU int64 tensor)."""

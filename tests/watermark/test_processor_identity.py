@@ -41,6 +41,14 @@ def _bits(x: Any) -> np.ndarray:
     return a.view(np.uint8)
 
 
+def _float64_scores(rng: np.random.Generator, batch: int, vocab: int) -> Any:
+    """float64 ``peaked`` scores with each row's largest at 0: the row's logsumexp is then
+    the log of its sum of exps, near 1, whose last bits show how the sum was ordered
+    (rounded to float32, or shifted by a large maximum, they would hardly ever show)."""
+    x = _scores(rng, batch, vocab, vocab, "peaked").double() * (1.0 + 1e-9)
+    return x - x.max(dim=1, keepdim=True).values
+
+
 def _scores(rng: np.random.Generator, batch: int, width: int, vocab: int, kind: str) -> Any:
     """float32 scores [batch, width]: ``flat`` (a random model's), ``peaked`` (a trained one's:
     a few tokens far above the rest), ``masked`` (peaked, with -inf entries and a row of
@@ -341,27 +349,132 @@ def test_synthid_rows_at_once_when_the_kernel_cannot_sum_as_torch(monkeypatch: p
     test_synthid_rows_of_several_generations_at_once(LARGE_V, 2, vocab_rows.compiled_available())
 
 
-def test_provider_calls_synthid_once_a_step_for_all_generations(provider: Any,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """The hf provider gives SynthID's one-row generations to ``call_rows`` together, and
-    the tokens are those of one processor call per generation."""
-    from evalrun.watermark.schemes.synthid import SynthIDLogitsProcessor
+#: per-generation processors (Unbiased's default processor is shared by the rows of a batch,
+#: which the provider calls once a step anyway)
+ROWS_TOGETHER = [("synthid", SYNTHID_KEYS, "SynthIDLogitsProcessor"),
+                 ("dipmark", KEY, "DiPmarkLogitsProcessor"),
+                 ("unbiased:ignore_history_generation=0", KEY, "DiPmarkLogitsProcessor")]
 
+
+@pytest.mark.parametrize(("spec", "key", "name"), ROWS_TOGETHER)
+def test_provider_calls_call_rows_once_a_step_for_all_generations(
+        provider: Any, monkeypatch: pytest.MonkeyPatch, spec: str, key: str, name: str) -> None:
+    """The hf provider gives the one-row generations of a processor class that offers
+    ``call_rows`` to it together, and the tokens are those of one processor call per
+    generation."""
+    from evalrun.watermark.schemes import dipmark, synthid
+
+    cls = {"SynthIDLogitsProcessor": synthid.SynthIDLogitsProcessor,
+           "DiPmarkLogitsProcessor": dipmark.DiPmarkLogitsProcessor}[name]
     calls: list[int] = []
-    real = SynthIDLogitsProcessor.call_rows.__func__  # type: ignore[attr-defined]
+    real = cls.call_rows.__func__  # type: ignore[attr-defined]
 
-    def spy(cls: type, processors: Any, contexts: Any, scores: Any) -> Any:
+    def spy(owner: type, processors: Any, contexts: Any, scores: Any) -> Any:
         calls.append(len(processors))
-        return real(cls, processors, contexts, scores)
+        return real(owner, processors, contexts, scores)
 
     with monkeypatch.context() as m:
-        m.setattr(SynthIDLogitsProcessor, "call_rows", classmethod(spy))
-        together = _generate(provider, "synthid", SYNTHID_KEYS, 1.0)
+        m.setattr(cls, "call_rows", classmethod(spy))
+        together = _generate(provider, spec, key, 1.0)
     assert calls and max(calls) == 4
     with monkeypatch.context() as m:
-        m.setattr(SynthIDLogitsProcessor, "call_rows", None)
-        one_by_one = _generate(provider, "synthid", SYNTHID_KEYS, 1.0)
+        m.setattr(cls, "call_rows", None)
+        one_by_one = _generate(provider, spec, key, 1.0)
     assert together == one_by_one
+
+
+DIP_ROWS = [("dipmark", KEY), ("dipmark:prefix_length=0", KEY), ("dipmark:compat=markllm", "12345"),
+            ("unbiased", KEY), ("unbiased:compat=markllm", "12345")]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("vocab", [1000, LARGE_V])
+@pytest.mark.parametrize(("spec", "key"), DIP_ROWS)
+def test_dipmark_rows_of_several_generations_at_once(spec: str, key: str, vocab: int, threads: int,
+                                                     kernel: bool) -> None:
+    """DiPmark's (and Unbiased's) ``call_rows`` against the pinned processor called once per
+    generation, bit for bit, over several steps: one block of rows per thread, prompts of
+    different lengths (contexts of different lengths with ``prefix_length=0``; rows still
+    short of ``prefix_length`` left alone), temperatures 1, 0.7 and 0 side by side, and a
+    row whose context repeats (left unwatermarked by the generation's history). Float64
+    scores at every other step: rounded to float32, a last-bit change in a row's logsumexp
+    would hardly ever show."""
+    from evalrun.watermark.schemes.dipmark import DiPmarkLogitsProcessor
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        temps = [1.0, 0.7, 0.0, 1.0, 1.0]
+        scheme = parse_watermark(spec)
+        new = [scheme.logits_processor(key, vocab, temperature=t, seed=7) for t in temps]
+        old = [scheme.logits_processor(key, vocab, temperature=t, seed=7) for t in temps]
+        for proc in old:
+            proc.__class__ = pinned.PinnedDiPmark
+        rng = np.random.default_rng(vocab * 10 + threads)
+        ids = [rng.integers(0, vocab, size=n).tolist() for n in (6, 3, 9, 1, 6)]
+        ids[4] = list(ids[0])  # the same contexts as row 0's, each one new to its own history
+        for step in range(4):
+            scores = _scores(rng, len(ids), vocab, vocab, "flat" if step % 2 else "peaked")
+            if step % 2 == 0:
+                scores = _float64_scores(rng, len(ids), vocab)
+            contexts = [torch.tensor([row], dtype=torch.long) for row in ids]
+            got = DiPmarkLogitsProcessor.call_rows(new, contexts, scores.clone())
+            want = [proc(c.clone(), scores[k:k + 1].clone()) for k, (proc, c) in
+                    enumerate(zip(old, contexts))]
+            assert np.array_equal(_bits(got), _bits(torch.cat(want))), step
+            for k, row in enumerate(ids):  # row 1 repeats its last token: a context seen before
+                row.append(int(rng.integers(0, vocab)) if k != 1 or step % 2 else row[-1])
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_dipmark_rows_after_torch_threads_change() -> None:
+    """A pool thread that ran torch code at 3 threads keeps a team of 3; at 2 threads again a
+    long row's logsumexp must still be summed in 2 chunks, as one call per generation sums
+    it (:func:`_float64_scores`)."""
+    before = torch.get_num_threads()
+    try:
+        for threads in (3, 2, 1, 2):
+            torch.set_num_threads(threads)
+            _dip_rows_once(threads)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _dip_rows_once(threads: int) -> None:
+    from evalrun.watermark.schemes.dipmark import DiPmarkLogitsProcessor
+
+    rng = np.random.default_rng(threads)
+    new = [parse_watermark("dipmark").logits_processor(KEY, LARGE_V, temperature=1.0, seed=7)
+           for _ in range(4)]
+    old = [parse_watermark("dipmark").logits_processor(KEY, LARGE_V, temperature=1.0, seed=7)
+           for _ in range(4)]
+    for proc in old:
+        proc.__class__ = pinned.PinnedDiPmark
+    contexts = [torch.from_numpy(rng.integers(0, LARGE_V, size=(1, 6))) for _ in range(4)]
+    scores = _float64_scores(rng, 4, LARGE_V)
+    got = DiPmarkLogitsProcessor.call_rows(new, contexts, scores.clone())
+    want = torch.cat([p(c, scores[k:k + 1].clone()) for k, (p, c) in enumerate(zip(old, contexts))])
+    assert np.array_equal(_bits(got), _bits(want)), threads
+
+
+def test_dipmark_rows_of_different_reweightings_go_one_by_one() -> None:
+    """Generations of different alphas (or keyings) in one ``call_rows``: one call per
+    processor, each with its own arithmetic."""
+    from evalrun.watermark.schemes.dipmark import DiPmarkLogitsProcessor
+
+    specs = [("dipmark", KEY), ("dipmark:alpha=0.3", KEY), ("unbiased", KEY), ("dipmark:compat=markllm", "12345")]
+    rng = np.random.default_rng(3)
+    new = [parse_watermark(s).logits_processor(k, 1000, temperature=1.0, seed=7) for s, k in specs]
+    old = [parse_watermark(s).logits_processor(k, 1000, temperature=1.0, seed=7) for s, k in specs]
+    for proc in old:
+        proc.__class__ = pinned.PinnedDiPmark
+    contexts = [torch.from_numpy(rng.integers(0, 1000, size=(1, 7))) for _ in specs]
+    scores = _scores(rng, len(specs), 1000, 1000, "peaked")
+    got = DiPmarkLogitsProcessor.call_rows(new, contexts, scores.clone())
+    want = torch.cat([p(c, scores[k:k + 1].clone()) for k, (p, c) in enumerate(zip(old, contexts))])
+    assert np.array_equal(_bits(got), _bits(want))
+    assert not torch.equal(got[0], got[1])  # alpha 0.45 and 0.3 reweight the same way apart
 
 
 COMPAT_KGW = ["kgw:seeding=lefthash", "kgw:seeding=lefthash,context=2,gamma=0.5,delta=1.5",

@@ -64,12 +64,14 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+import threading
 from typing import Any, Sequence
 
 import numpy as np
 
 from evalrun._util.errors import SpecError
 from evalrun._util.specs import Spec, check_keys, spec_float, spec_int
+from evalrun._util.threads import map_blocks
 from evalrun.kernels import fisher_yates, vocab_rows
 from evalrun.kernels.backend import NUMPY
 from evalrun.kernels.keyed_hash import code, feistel_rank, pair, tag
@@ -345,66 +347,38 @@ class DiPmarkLogitsProcessor(SchemeProcessor):
         ranks = native_ranks(seed, np.arange(width, dtype=np.int64), self.vocab_size)
         return torch.from_numpy(np.argsort(ranks, kind="stable"))
 
-    def _orders(self, contexts: list[np.ndarray], width: int) -> tuple[np.ndarray, bool]:
-        """The permutations of every context at once, int64 ``[R, width]``, and whether they
-        are given as :meth:`_permutation` gives them (the token at each rank: ``True``) or
-        as their inverse (each token's rank: ``False``). Native: the Feistel ranks from the
-        vocabulary kernel (sorted into the permutation only when ``width`` is short of the
-        vocabulary); compat: ``torch.randperm`` bit for bit from the Fisher-Yates kernel
-        (:func:`evalrun.kernels.fisher_yates.randperm_prefixes`) where it was built."""
-        if self._hash_key is not None:
-            compat_seeds = [context_seed(c, self._hash_key) for c in contexts]
-            if fisher_yates.compiled_available() and 0 < width < fisher_yates.RANDPERM_SMALL_N:
-                return fisher_yates.randperm_prefixes(np.asarray(compat_seeds, dtype=np.uint32),
-                                                      width, width), True
-            return np.stack([permutation(s, width).numpy() for s in compat_seeds]), True
-        assert self._key_word is not None
-        # native_seeds of the position after each context: its ids folded newest first
-        ctx = np.stack([np.asarray(c, dtype=np.int64) for c in contexts])
-        seeds = np.full(len(contexts), self._key_word, dtype=np.uint64)
-        for back in range(1, ctx.shape[1] + 1):
-            seeds = pair(NUMPY, seeds, code(NUMPY, ctx[:, -back]))
-        ranks = vocab_rows.ranks(seeds, width, self.vocab_size)
-        if width == self.vocab_size:
-            return ranks, False
-        return np.argsort(ranks, axis=1, kind="stable"), True
+    def _marked_rows(self, ids: np.ndarray, batch: int) -> tuple[list[int], list[np.ndarray]]:
+        """The rows this step reweights and their contexts: all rows once the history holds
+        ``prefix_length`` ids, less those whose context this generation already used (which
+        are recorded as used here, unless ``ignore_history_generation``)."""
+        scheme = self.scheme
+        rows: list[int] = []
+        contexts: list[np.ndarray] = []
+        if ids.shape[-1] < scheme.prefix_length:
+            return rows, contexts
+        for row in range(batch):
+            context = scheme._context(ids[row], ids.shape[-1])
+            code = np.ascontiguousarray(context, dtype="<i8").tobytes()
+            if not scheme.ignore_history_generation:
+                history = self._history.setdefault(row, set())
+                if code in history:
+                    continue
+                history.add(code)
+            rows.append(row)
+            contexts.append(context)
+        return rows, contexts
 
-    def _reweighted(self, raw: Any, rows: list[int], contexts: list[np.ndarray], width: int,
-                    ) -> Any:
-        """:meth:`__call__`'s result for float32 or float64 scores on the CPU: rows not in
-        ``rows`` as ``raw / temperature`` rounded back to the scores' dtype, the others
-        reweighted by :func:`dip_reweight`'s float64 arithmetic with the same torch
-        logsumexp, softmax, cumsum and log on each row, and the permuting, the elementwise
-        mapping and the rounding in the vocabulary kernel (``log(0) = -inf`` put in directly:
-        zeros cost torch's log a slow path)."""
+    def _divisor(self) -> float:
+        """What the kernel divides the scores by: the temperature, or 0 for none (x / 1.0
+        is x, bit for bit, so temperature 1 is no division; nor is 0, greedy)."""
+        return self.temperature if self.temperature > 0 and self.temperature != 1 else 0.0
+
+    def _fast(self, raw: Any, width: int) -> bool:
+        """Whether :func:`_reweighted_rows` applies: float32/float64 CPU rows, the kernel built."""
         import torch
 
-        # x / 1.0 is x, bit for bit: no division at temperature 1 (nor at 0)
-        tau = self.temperature if self.temperature > 0 and self.temperature != 1 else 0.0
-        if tau:
-            x = raw.to(torch.float64, copy=True) / tau
-            out = x.to(raw.dtype)
-        else:  # float64(raw) rounds back to raw exactly (signalling NaNs aside: no model makes one)
-            x, out = None, raw.clone()
-        if not rows:
-            return out
-        orders, is_perm = self._orders(contexts, width)
-        rn, on = raw.numpy(), out.numpy()
-        permuted = np.empty(width, dtype=np.float64)
-        zero = np.empty(width, dtype=bool)
-        for i, row in enumerate(rows):
-            lse = torch.logsumexp(raw[row, :width].to(torch.float64) if x is None else x[row, :width],
-                                  dim=0)
-            # the row's float64 logits (raw / tau, as x holds them) in permuted order
-            vocab_rows.permute(rn[row, :width], orders[i], is_perm, permuted, divisor=tau)
-            probs = torch.softmax(torch.from_numpy(permuted), dim=0)
-            cdf = torch.cumsum(probs, dim=0)
-            weights, _ = vocab_rows.dip_weights(cdf.numpy(), self.scheme.alpha, out=probs.numpy(),
-                                                zero=zero)
-            logs = torch.log(torch.from_numpy(weights), out=cdf)
-            vocab_rows.dip_finish(logs.numpy(), zero, float(lse), orders[i], is_perm,
-                                  on[row, :width])
-        return out
+        return (vocab_rows.compiled_available() and raw.device.type == "cpu" and raw.ndim == 2
+                and raw.dtype in (torch.float32, torch.float64) and width > 0)
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         import torch
@@ -412,21 +386,10 @@ class DiPmarkLogitsProcessor(SchemeProcessor):
         raw, ids, as_numpy = self.torch_inputs(input_ids, scores)
         scheme = self.scheme
         width = min(int(raw.shape[-1]), self.vocab_size)
-        rows, contexts = [], []
-        if ids.shape[-1] >= scheme.prefix_length:
-            for row in range(int(raw.shape[0])):
-                context = scheme._context(ids[row], ids.shape[-1])
-                code = np.ascontiguousarray(context, dtype="<i8").tobytes()
-                if not scheme.ignore_history_generation:
-                    history = self._history.setdefault(row, set())
-                    if code in history:
-                        continue
-                    history.add(code)
-                rows.append(row)
-                contexts.append(context)
-        if (vocab_rows.compiled_available() and raw.device.type == "cpu" and raw.ndim == 2
-                and raw.dtype in (torch.float32, torch.float64) and width > 0):
-            out = self._reweighted(raw, rows, contexts, width)
+        rows, contexts = self._marked_rows(ids, int(raw.shape[0]))
+        if self._fast(raw, width):
+            out = _reweighted_rows(raw, [self._divisor()] * int(raw.shape[0]), rows,
+                                   [self] * len(rows), contexts, width)
             return out.numpy() if as_numpy else out
         x = raw.to(torch.float64, copy=True)  # the caller's scores are left untouched
         if self.temperature > 0:
@@ -436,6 +399,130 @@ class DiPmarkLogitsProcessor(SchemeProcessor):
             x[row, :width] = dip_reweight(x[row, :width], perm, scheme.alpha)
         out = x.to(raw.dtype)
         return out.numpy() if as_numpy else out
+
+    @classmethod
+    def call_rows(cls, processors: Sequence["DiPmarkLogitsProcessor"], contexts: Sequence[Any],
+                  scores: Any) -> Any:
+        """``torch.cat([p(c, scores[k:k + 1]) for k, (p, c) in ...])`` for generations of one
+        row each (the hf provider's: one processor per generation), bit for bit, with the
+        rows spread over torch's threads (:func:`_reweighted_rows`). Each processor keeps its
+        own key, temperature and history. One call per processor where their reweighting
+        differs (alpha, vocabulary, keying) or the kernel does not apply."""
+        import torch
+
+        if not processors:
+            return scores.clone()
+        first = processors[0]
+        width = min(int(scores.shape[-1]), first.vocab_size)
+        alike = all(type(p) is type(first) and p.scheme.alpha == first.scheme.alpha
+                    and p.vocab_size == first.vocab_size
+                    and (p._hash_key is None) == (first._hash_key is None) for p in processors)
+        if not alike or not first._fast(scores, width):
+            return torch.cat([p(c, scores[k:k + 1]) for k, (p, c) in enumerate(zip(processors, contexts))])
+        rows: list[int] = []
+        marked: list[np.ndarray] = []
+        for k, (proc, context) in enumerate(zip(processors, contexts)):
+            ids = np.asarray(context.detach().cpu().numpy() if hasattr(context, "detach") else context,
+                             dtype=np.int64)
+            mine, theirs = proc._marked_rows(ids, 1)
+            rows.extend(k for _ in mine)
+            marked.extend(theirs)
+        return _reweighted_rows(scores, [p._divisor() for p in processors], rows,
+                                [processors[k] for k in rows], marked, width)
+
+
+def _seeds(processors: Sequence[DiPmarkLogitsProcessor], contexts: list[np.ndarray]) -> np.ndarray:
+    """The seed of every context's permutation, each keyed by its row's processor: compat,
+    the 32-bit ``context_seed``; native, the ``native_seeds`` word of the position after the
+    context (its ids folded newest first, from the processor's key word; contexts may differ
+    in length with ``prefix_length=0``)."""
+    if processors[0]._hash_key is not None:
+        keys = [p._hash_key for p in processors]
+        assert all(k is not None for k in keys)  # call_rows keeps the modes apart
+        return np.asarray([context_seed(c, k) for k, c in zip(keys, contexts) if k is not None],
+                          dtype=np.uint32)
+    seeds = np.asarray([p._key_word for p in processors], dtype=np.uint64)
+    lengths = np.asarray([len(c) for c in contexts], dtype=np.int64)
+    depth = int(lengths.max())
+    ctx = np.zeros((len(contexts), depth), dtype=np.int64)
+    for i, c in enumerate(contexts):
+        ctx[i, depth - len(c):] = c
+    for back in range(1, depth + 1):
+        seeds = np.where(lengths >= back, pair(NUMPY, seeds, code(NUMPY, ctx[:, -back])), seeds)
+    return seeds
+
+
+def _order(seed: np.ndarray, width: int, vocab_size: int, ranks: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The permutation of the first ``width`` tokens for ``seed`` (a one-element array from
+    :func:`_seeds`), and whether it is given as :meth:`DiPmarkLogitsProcessor._permutation`
+    gives it (the token at each rank: ``True``) or as its inverse (each token's rank:
+    ``False``). Native: the Feistel ranks from the vocabulary kernel, into ``ranks`` (int64
+    ``[width]``; sorted into the permutation only when ``width`` is short of the
+    vocabulary); compat: ``torch.randperm`` bit for bit from the Fisher-Yates kernel
+    (:func:`evalrun.kernels.fisher_yates.randperm_prefixes`) where it was built."""
+    if seed.dtype == np.uint32:
+        if fisher_yates.compiled_available() and 0 < width < fisher_yates.RANDPERM_SMALL_N:
+            return fisher_yates.randperm_prefixes(seed, width, width)[0], True
+        return permutation(int(seed[0]), width).numpy(), True
+    vocab_rows.ranks(seed, width, vocab_size, out=ranks.reshape(1, -1))
+    if width == vocab_size:
+        return ranks, False
+    return np.argsort(ranks, kind="stable"), True
+
+
+def _reweighted_rows(raw: Any, divisors: Sequence[float], rows: list[int],
+                     processors: Sequence[DiPmarkLogitsProcessor], contexts: list[np.ndarray],
+                     width: int) -> Any:
+    """The processors' result for float32 or float64 CPU scores ``raw [B, *]``: every row as
+    ``raw / divisors[b]`` rounded back to the scores' dtype (no division for 0), and the
+    rows ``rows`` (keyed by ``processors``, one per row, and ``contexts``) reweighted by
+    :func:`dip_reweight`'s float64 arithmetic: per row, torch's own logsumexp, softmax,
+    cumsum and log, and the permuting, the elementwise mapping and the rounding in the
+    vocabulary kernel (``log(0) = -inf`` put in directly: zeros cost torch's log a slow
+    path). One block of rows per thread torch uses, each row start to end while it sits in
+    the core's cache. The bits are those of one call per row: torch cuts a long row's sum
+    into as many chunks as the asking thread's OpenMP team has threads, and a pool thread
+    keeps the team size torch had when it first ran torch code, so each block on a pool
+    thread sets torch's current thread count there first (tests hold this, also after the
+    count changed)."""
+    import torch
+
+    whole = rows == list(range(int(raw.shape[0]))) and width == int(raw.shape[-1])
+    if any(divisors):
+        x = raw.to(torch.float64, copy=True)
+        x /= torch.tensor([d or 1.0 for d in divisors], dtype=torch.float64).reshape(-1, 1)
+        out = x.to(raw.dtype)
+    else:  # float64(raw) rounds back to raw exactly (signalling NaNs aside: no model makes one)
+        # every value is written below when every row is reweighted over its whole width
+        x, out = None, torch.empty_like(raw) if whole else raw.clone()
+    if not rows:
+        return out
+    alpha, vocab = processors[0].scheme.alpha, processors[0].vocab_size
+    seeds = _seeds(processors, contexts)
+    rn, on = raw.numpy(), out.numpy()
+    threads, caller = torch.get_num_threads(), threading.get_ident()
+
+    def block(a: int, b: int) -> None:
+        if threading.get_ident() != caller:
+            torch.set_num_threads(threads)  # this thread's OpenMP team (see above)
+        permuted = np.empty(width, dtype=np.float64)
+        zero = np.empty(width, dtype=bool)
+        ranks = np.empty(width, dtype=np.int64)
+        for i in range(a, b):
+            row = rows[i]
+            lse = torch.logsumexp(raw[row, :width].to(torch.float64) if x is None else x[row, :width],
+                                  dim=0)
+            order, is_perm = _order(seeds[i:i + 1], width, vocab, ranks)
+            # the row's float64 logits (raw / divisor, as x holds them) in permuted order
+            vocab_rows.permute(rn[row, :width], order, is_perm, permuted, divisor=divisors[row])
+            probs = torch.softmax(torch.from_numpy(permuted), dim=0)
+            cdf = torch.cumsum(probs, dim=0)
+            weights, _ = vocab_rows.dip_weights(cdf.numpy(), alpha, out=probs.numpy(), zero=zero)
+            logs = torch.log(torch.from_numpy(weights), out=cdf)
+            vocab_rows.dip_finish(logs.numpy(), zero, float(lse), order, is_perm, on[row, :width])
+
+    map_blocks(block, len(rows))
+    return out
 
 
 def _flag(spec: Spec, key: str) -> bool:
