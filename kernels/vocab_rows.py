@@ -480,15 +480,19 @@ def ranks(seeds: Any, n: int, vocab_size: int, *, inverse: bool = False,
     seeds = _seeds(seeds)
     if inverse and n != vocab_size:
         raise ValueError("ranks: the inverse needs n == vocab_size")
-    if out is None:
-        out = np.empty((len(seeds), n), dtype=np.int64)
-    elif out.shape != (len(seeds), n) or out.dtype != np.int64 or not out.flags.c_contiguous:
+    if out is not None and (out.shape != (len(seeds), n) or out.dtype != np.int64
+                            or not out.flags.c_contiguous):
         raise ValueError("ranks: out must be a C-contiguous int64 [len(seeds), n] array")
     if not _use(compiled):
         r = np.asarray(feistel_rank(NUMPY, seeds[:, None], np.arange(n, dtype=np.int64)[None, :],
                                     vocab_size)).astype(np.int64).reshape(len(seeds), n)
-        out[:] = np.argsort(r, axis=1, kind="stable") if inverse else r
+        r = np.argsort(r, axis=1, kind="stable") if inverse else r
+        if out is None:
+            return r
+        out[:] = r
         return out
+    if out is None:
+        out = np.empty((len(seeds), n), dtype=np.int64)
     _compiled.ranks(seeds, n, vocab_size, feistel_bits(vocab_size), out, inverse, DEFAULT_VARIANT)
     return out
 

@@ -472,7 +472,7 @@ class HFProvider:
                        prompts: list[list[int]], outputs: list[list[int]]) -> dict[int, Any]:
         """The scores of the one-row groups whose processors' class processes several
         generations' rows in one call (``call_rows(processors, contexts, scores)``, the same
-        bits as one call each: SynthID's), by group index; the others are left to
+        bits as one call each: SynthID's and DiPmark's), by group index; the others are left to
         :meth:`_pick`'s loop."""
         import torch
 

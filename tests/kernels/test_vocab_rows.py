@@ -313,7 +313,6 @@ def _wide(rng: np.random.Generator, rows: int, width: int) -> np.ndarray:
 SUM_WIDTHS = [1, 3, 7, 8, 9, 31, 100, 1_003, 32_767, 32_768, 40_000, 70_001, 128_256, 262_145]
 
 
-@pytest.mark.skipif(not vr.compiled_available(), reason="the compiled kernel was not built")
 @pytest.mark.parametrize("threads", [1, 2, 3, 8])
 def test_torch_row_sums_are_torch_sums(threads: int, variant: str, torch_threads: object) -> None:
     """The kernel's sums in torch_sum_order's order are torch.sum(dim=1)'s bits: several rows
@@ -332,7 +331,6 @@ def test_torch_row_sums_are_torch_sums(threads: int, variant: str, torch_threads
             assert np.array_equal(vr.torch_row_sums(x, *order).view(np.uint32), want.view(np.uint32)), (rows, width)
 
 
-@pytest.mark.skipif(not vr.compiled_available(), reason="the compiled kernel was not built")
 def test_torch_sum_order_declines_more_threads_than_the_kernel_splits(monkeypatch: pytest.MonkeyPatch,
                                                                         torch_threads: object) -> None:
     """One row on more threads than the kernel's buffer holds: no order (SynthID sums with
@@ -344,7 +342,6 @@ def test_torch_sum_order_declines_more_threads_than_the_kernel_splits(monkeypatc
     assert several is not None and several[1] == 0
 
 
-@pytest.mark.skipif(not vr.compiled_available(), reason="the compiled kernel was not built")
 def test_torch_row_sums_tell_orders_apart(torch_threads: object) -> None:
     """The other vector width and the other row case give other bits on such rows (what the
     order check in torch_sum_order relies on)."""
@@ -361,7 +358,6 @@ def test_torch_row_sums_tell_orders_apart(torch_threads: object) -> None:
             assert same < 10, (lanes, threads)
 
 
-@pytest.mark.skipif(not vr.compiled_available(), reason="the compiled kernel was not built")
 @pytest.mark.parametrize("rows", [1, 3])
 @pytest.mark.parametrize("threads", [1, 2, 4])
 def test_tournament_is_layers_with_torch_sums(rows: int, threads: int, variant: str,
@@ -397,7 +393,6 @@ def test_tournament_is_layers_with_torch_sums(rows: int, threads: int, variant: 
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (width, size)
 
 
-@pytest.mark.skipif(not vr.compiled_available(), reason="the compiled kernel was not built")
 @pytest.mark.parametrize(("width", "threads"), [(65_537, 2), (128_256, 2), (128_256, 3), (151_936, 8),
                                                 (70_001, 16)])
 def test_tournament_parts_are_the_one_thread_tournament(width: int, threads: int, variant: str) -> None:
@@ -422,7 +417,6 @@ def test_tournament_parts_are_the_one_thread_tournament(width: int, threads: int
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
-@pytest.mark.skipif(not vr.compiled_available(), reason="the compiled kernel was not built")
 def test_tournament_part_refuses_rows_torch_sums_whole() -> None:
     values = vr.tournament_values(np.array([0, 1], dtype=np.uint8), 40_000)
     offsets = np.zeros((1, 3), dtype=np.int64)
@@ -434,7 +428,6 @@ def test_tournament_part_refuses_rows_torch_sums_whole() -> None:
         vr.tournament_part(np.full((2, 40_000), 0.1, np.float32), values, offsets, (8, 2), 0, state)
 
 
-@pytest.mark.skipif(not vr.compiled_available(), reason="the compiled kernel was not built")
 def test_tournament_part_alone_gives_up_with_an_error() -> None:
     """A part whose partner never comes raises after its wait instead of hanging or summing
     half a row (the state says a partner gave up: no 10 s wait here)."""
@@ -451,7 +444,6 @@ def test_tournament_part_alone_gives_up_with_an_error() -> None:
         _vocab_rows.tournament_part(probs, values, np.zeros(2, np.int64), 2, 8, 2, 2, state)
 
 
-@pytest.mark.skipif(not vr.compiled_available(), reason="the compiled kernel was not built")
 def test_tournament_and_sums_refuse_bad_arguments() -> None:
     probs = np.full((2, 10), 0.1, dtype=np.float32)
     values = vr.tournament_values(np.array([0, 1, 1, 0], dtype=np.uint8), 10)

@@ -424,9 +424,10 @@ class DiPmarkLogitsProcessor(SchemeProcessor):
         for k, (proc, context) in enumerate(zip(processors, contexts)):
             ids = np.asarray(context.detach().cpu().numpy() if hasattr(context, "detach") else context,
                              dtype=np.int64)
-            mine, theirs = proc._marked_rows(ids, 1)
-            rows.extend(k for _ in mine)
-            marked.extend(theirs)
+            _, context_of = proc._marked_rows(ids, 1)
+            if context_of:  # this generation's one row is reweighted this step
+                rows.append(k)
+                marked.append(context_of[0])
         return _reweighted_rows(scores, [p._divisor() for p in processors], rows,
                                 [processors[k] for k in rows], marked, width)
 

@@ -443,13 +443,6 @@ def tournament_values(size: int, seed: int, width: int) -> np.ndarray:
     return vocab_rows.tournament_values(rotated_table(size, seed), width)
 
 
-def _tournaments(p: np.ndarray, values: np.ndarray, offsets: np.ndarray, order: tuple[int, int]) -> None:
-    """:func:`evalrun.kernels.vocab_rows.tournament` of the rows of ``p``, in one block of rows
-    per thread torch uses (one kernel call each: a build that reads the g-values as floats
-    converts them once a call)."""
-    map_blocks(lambda a, b: vocab_rows.tournament(p[a:b], values, offsets[a:b], order), p.shape[0])
-
-
 def tournament_log_probs_rotated(scores: Any, rotated: np.ndarray, offsets: np.ndarray,
                                  values: np.ndarray | None = None, *,
                                  rows_alone: bool = False) -> Any:
@@ -479,8 +472,9 @@ def tournament_log_probs_rotated(scores: Any, rotated: np.ndarray, offsets: np.n
         if parts > 1:  # one long row: the chunks torch sums it in, on threads of their own at once
             state = vocab_rows.tournament_state()
             run_together(lambda k: vocab_rows.tournament_part(p, ext, offsets, order, k, state), parts)
-        else:
-            _tournaments(p, ext, offsets, order)
+        else:  # one block of rows per thread, one kernel call each (a build that reads the
+            # g-values as floats converts them once a call)
+            map_blocks(lambda a, b: vocab_rows.tournament(p[a:b], ext, offsets[a:b], order), p.shape[0])
     else:  # a torch whose sums the kernel does not follow
         green_p = np.empty_like(p)
         depth = int(offsets.shape[1])
